@@ -1,0 +1,140 @@
+/* specula.h: the public interface of the specula inference engine.
+ *
+ * Everything a program needs to load a Hugging Face checkpoint, evaluate tokens and
+ * generate text, and nothing about kernels or file formats. Handles are opaque.
+ *
+ * Conventions
+ *   - Fallible functions return sp_status and take `sp_error *err` last. On failure the
+ *     message names the file, the field and the offending value. `err` may be NULL.
+ *   - Lifetimes: open/close for objects backed by files, new/free for objects the
+ *     library allocates and the caller owns.
+ *   - Nothing here calls exit() or abort() on bad input.
+ *   - A model is read-only after sp_model_open and may be shared by sessions; a session
+ *     is used by one thread at a time.
+ */
+#ifndef SPECULA_H
+#define SPECULA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum sp_status {
+    SP_OK = 0,
+    SP_ERR_IO,          /* a file could not be opened, read or mapped */
+    SP_ERR_FORMAT,      /* a file is malformed or lies about itself */
+    SP_ERR_UNSUPPORTED, /* well-formed, but not something specula implements */
+    SP_ERR_INVALID_ARG, /* the caller passed a bad value (token id, length, option) */
+    SP_ERR_NOMEM,       /* allocation failed, or the machine cannot hold the model */
+    SP_ERR_LIMIT,       /* a resource budget was exceeded (context, recursion, time) */
+    SP_ERR_TEMPLATE,    /* a chat template raised or failed to render */
+    SP_ERR_INTERNAL,    /* a bug in specula */
+} sp_status;
+
+#define SP_ERROR_MSG_BYTES 1024
+typedef struct sp_error {
+    sp_status status;
+    char msg[SP_ERROR_MSG_BYTES];
+} sp_error;
+
+/* Human name of a status ("format error", ...). Never NULL. */
+const char *sp_status_name(sp_status status);
+
+/* ---- models ---------------------------------------------------------------------- */
+
+typedef struct sp_model sp_model;
+
+typedef struct sp_model_params {
+    int64_t n_ctx;       /* context the caller intends to use, for the memory check; 0 = default */
+    int n_threads;       /* worker threads for kernels; 0 = all online CPUs */
+    bool skip_mem_check; /* do not refuse when the estimate exceeds available memory */
+} sp_model_params;
+
+sp_model_params sp_model_default_params(void);
+
+/* Opens a Hugging Face model directory: config.json, model.safetensors or
+ * model.safetensors.index.json + shards, generation_config.json when present.
+ * Validates every tensor the architecture needs and refuses when the machine cannot
+ * hold weights + KV cache for params->n_ctx. */
+sp_status sp_model_open(const char *dir, const sp_model_params *params, sp_model **out,
+                        sp_error *err);
+void sp_model_close(sp_model *model);
+
+int64_t sp_model_n_vocab(const sp_model *model);
+int64_t sp_model_n_ctx_max(const sp_model *model); /* max_position_embeddings */
+const char *sp_model_arch_name(const sp_model *model); /* e.g. "LlamaForCausalLM" */
+/* End-of-sequence ids (generation_config.json, else config.json). Borrowed until close. */
+const int32_t *sp_model_eos_ids(const sp_model *model, size_t *n_ids);
+
+/* ---- sessions: a KV cache and scratch buffers over one model ----------------------- */
+
+typedef struct sp_session sp_session;
+
+typedef struct sp_session_params {
+    int64_t n_ctx;   /* KV cache capacity in tokens; 0 = min(max_position_embeddings, 4096) */
+    int64_t n_batch; /* most tokens per forward pass; longer inputs are chunked; 0 = 256 */
+} sp_session_params;
+
+sp_session_params sp_session_default_params(void);
+
+sp_status sp_session_new(sp_model *model, const sp_session_params *params,
+                         sp_session **out, sp_error *err);
+void sp_session_free(sp_session *session);
+
+/* Appends tokens to the session and runs the forward pass. When `logits` is not NULL it
+ * receives one row of n_vocab floats per token ([n_tokens, n_vocab]); when it is NULL
+ * only the last row is computed and can be read with sp_session_last_logits.
+ * The logits of a position do not depend on how the input is split across calls. */
+sp_status sp_session_eval(sp_session *session, const int32_t *tokens, size_t n_tokens,
+                          float *logits, sp_error *err);
+/* Logits of the last evaluated position; valid until the next eval. */
+const float *sp_session_last_logits(const sp_session *session);
+int64_t sp_session_n_past(const sp_session *session);
+int64_t sp_session_n_ctx(const sp_session *session);
+/* Forgets every position >= n_past (KV rollback). */
+sp_status sp_session_truncate(sp_session *session, int64_t n_past, sp_error *err);
+
+/* ---- sampling and generation -------------------------------------------------------- */
+
+typedef struct sp_sampling_params {
+    float temperature; /* 0 = greedy (argmax) */
+    int32_t top_k;     /* 0 = off */
+    float top_p;       /* 1 = off */
+    float min_p;       /* 0 = off */
+    uint64_t seed;
+} sp_sampling_params;
+
+sp_sampling_params sp_sampling_default_params(void);
+/* The model's defaults from generation_config.json (greedy when it does not sample). */
+sp_sampling_params sp_model_sampling_defaults(const sp_model *model);
+
+typedef struct sp_generate_params {
+    int64_t n_predict;           /* most tokens to generate */
+    sp_sampling_params sampling;
+    bool ignore_eos;             /* keep going after an end-of-sequence token */
+} sp_generate_params;
+
+typedef struct sp_generate_stats {
+    int64_t n_prompt, n_generated;
+    double prefill_ms, decode_ms;
+    const char *stop_reason; /* "eos", "length", "context" or "callback" (static string) */
+} sp_generate_stats;
+
+/* Called with each generated token; return false to stop. */
+typedef bool (*sp_token_fn)(void *ctx, int32_t token);
+
+/* Appends the prompt to the session, then samples up to n_predict tokens. The
+ * end-of-sequence token, when produced, is included (as transformers does) and ends
+ * generation. out_tokens (optional) receives the generated ids ([n_predict]). */
+sp_status sp_generate(sp_session *session, const int32_t *prompt, size_t n_prompt,
+                      const sp_generate_params *params, sp_token_fn on_token, void *ctx,
+                      int32_t *out_tokens, sp_generate_stats *stats, sp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SPECULA_H */

@@ -1,0 +1,102 @@
+/* hf_config.h: a Hugging Face config.json (+ generation_config.json) read into one
+ * normalized struct.
+ *
+ * Normalization done here, so the model code sees one form:
+ *   - RoPE: transformers-5 `rope_parameters` or legacy `rope_theta` + `rope_scaling`
+ *     (whose kind is `rope_type` or `type`) become one sp_rope_config.
+ *   - head_dim: config.head_dim when present, else hidden_size / num_attention_heads.
+ *   - eos ids: generation_config.json's eos_token_id (int or list) when present, else
+ *     config.json's.
+ *   - per-layer attention kind from `layer_types`, or from sliding_window fields.
+ * Fields for the mixture-of-experts and MLA families are parsed when present and left
+ * at their defaults otherwise; which of them an architecture requires is decided by
+ * the architecture table (model/arch.c). */
+#ifndef SP_FORMAT_HF_CONFIG_H
+#define SP_FORMAT_HF_CONFIG_H
+
+#include "specula.h"
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define SP_MAX_LAYERS 1024
+#define SP_MAX_EOS_IDS 16
+
+typedef enum sp_rope_type {
+    SP_ROPE_DEFAULT,
+    SP_ROPE_LINEAR,
+    SP_ROPE_LLAMA3,
+    SP_ROPE_YARN,
+} sp_rope_type;
+
+typedef struct sp_rope_config {
+    sp_rope_type type;
+    double theta;
+    double partial_rotary_factor;
+    double factor;
+    /* llama3 */
+    double low_freq_factor, high_freq_factor;
+    int64_t original_max_pos;
+    /* yarn */
+    double beta_fast, beta_slow;
+    bool has_attention_factor;
+    double attention_factor;
+    double mscale, mscale_all_dim;
+    bool truncate;
+} sp_rope_config;
+
+typedef struct sp_hf_config {
+    const char *path; /* config.json path, for messages (owned) */
+    char *arch;       /* architectures[0] (owned) */
+    char *model_type; /* (owned, may be NULL) */
+
+    int64_t vocab_size, hidden_size, intermediate_size;
+    int64_t n_layers, n_heads, n_kv_heads, head_dim;
+    double rms_norm_eps;
+    int64_t max_pos;
+    bool tie_word_embeddings, attention_bias, mlp_bias;
+    sp_rope_config rope;
+
+    int64_t bos_id; /* -1 when unknown */
+    int32_t eos_ids[SP_MAX_EOS_IDS];
+    size_t n_eos_ids;
+
+    /* sliding-window attention: window W (0 = none) and per-layer flags */
+    int64_t sliding_window;
+    bool layer_sliding[SP_MAX_LAYERS];
+
+    /* mixture of experts */
+    int64_t n_experts, n_experts_per_tok, moe_intermediate_size, decoder_sparse_step;
+    int64_t n_shared_experts, n_group, topk_group, first_k_dense_replace;
+    bool norm_topk_prob, has_norm_topk_prob;
+    double routed_scaling_factor;
+    bool mlp_only_layer[SP_MAX_LAYERS];
+
+    /* multi-head latent attention (DeepSeek) */
+    int64_t q_lora_rank; /* 0 = plain q_proj */
+    int64_t kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+    bool rope_interleave;
+
+    /* gpt-oss */
+    double swiglu_limit, swiglu_alpha;
+
+    /* sampling defaults from generation_config.json */
+    bool gen_do_sample;
+    double gen_temperature, gen_top_p, gen_min_p;
+    int64_t gen_top_k;
+
+    cJSON *json;     /* the parsed config.json, kept for family-specific fields */
+    cJSON *gen_json; /* generation_config.json or NULL */
+} sp_hf_config;
+
+/* Reads dir/config.json and dir/generation_config.json (optional). */
+sp_status sp_hf_config_load(const char *dir, sp_hf_config **out, sp_error *err);
+/* Parses config text (tests). gen_text may be NULL. */
+sp_status sp_hf_config_parse(const char *text, size_t len, const char *gen_text,
+                             size_t gen_len, const char *what, sp_hf_config **out,
+                             sp_error *err);
+void sp_hf_config_free(sp_hf_config *cfg);
+
+const char *sp_rope_type_name(sp_rope_type t);
+
+#endif

@@ -1,0 +1,105 @@
+/* attention.c: causal attention over the KV cache (see attention.h). */
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/simd.h"
+
+#include <math.h>
+
+static void attend_one(const sp_attn_args *a, int64_t t, int64_t h, float *scores)
+{
+    int64_t pos = a->pos0 + t;
+    int64_t lo = 0;
+    if (a->window > 0 && pos - a->window + 1 > 0)
+        lo = pos - a->window + 1;
+    int64_t kvh = h / (a->n_heads / a->n_kv_heads);
+    const float *q = a->q + t * a->q_stride + h * a->qk_dim;
+    int64_t kstride = a->n_kv_heads * a->qk_dim, vstride = a->n_kv_heads * a->v_dim;
+    float m = -INFINITY;
+    for (int64_t j = lo; j <= pos; j++) {
+        float s = sp_dot_f32(q, a->k_cache + j * kstride + kvh * a->qk_dim, a->qk_dim) *
+                  a->scale;
+        scores[j - lo] = s;
+        if (s > m)
+            m = s;
+    }
+    float sink = a->sinks ? a->sinks[h] : -INFINITY;
+    if (sink > m)
+        m = sink;
+    float denom = 0.0f;
+    for (int64_t j = lo; j <= pos; j++) {
+        float e = expf(scores[j - lo] - m);
+        scores[j - lo] = e;
+        denom += e;
+    }
+    if (a->sinks)
+        denom += expf(sink - m);
+    float inv = 1.0f / denom;
+    float *o = a->out + (t * a->n_heads + h) * a->v_dim;
+    for (int64_t d = 0; d < a->v_dim; d++)
+        o[d] = 0.0f;
+    for (int64_t j = lo; j <= pos; j++) {
+        float p = scores[j - lo] * inv;
+        const float *v = a->v_cache + j * vstride + kvh * a->v_dim;
+        int64_t d = 0;
+        sp_v8 pv = sp_v8_set1(p);
+        for (; d + 8 <= a->v_dim; d += 8)
+            sp_v8_store(o + d, sp_v8_fmadd(pv, sp_v8_load(v + d), sp_v8_load(o + d)));
+        for (; d < a->v_dim; d++)
+            o[d] += p * v[d];
+    }
+}
+
+static void attn_task(void *ctx, int64_t b, int64_t e, int thread)
+{
+    const sp_attn_args *a = ctx;
+    float *scores = a->scratch + (int64_t)thread * a->n_ctx;
+    for (int64_t i = b; i < e; i++)
+        attend_one(a, i / a->n_heads, i % a->n_heads, scores);
+}
+
+void sp_attention(sp_pool *pool, const sp_attn_args *a)
+{
+    sp_pool_run(pool, a->n_tok * a->n_heads, 1, attn_task, (void *)a);
+}
+
+void sp_attention_ref(const sp_attn_args *a)
+{
+    for (int64_t t = 0; t < a->n_tok; t++)
+        for (int64_t h = 0; h < a->n_heads; h++) {
+            int64_t pos = a->pos0 + t, lo = 0;
+            if (a->window > 0 && pos - a->window + 1 > 0)
+                lo = pos - a->window + 1;
+            int64_t kvh = h / (a->n_heads / a->n_kv_heads);
+            const float *q = a->q + t * a->q_stride + h * a->qk_dim;
+            double m = a->sinks ? a->sinks[h] : -INFINITY;
+            for (int64_t j = lo; j <= pos; j++) {
+                const float *k = a->k_cache + (j * a->n_kv_heads + kvh) * a->qk_dim;
+                double s = 0;
+                for (int64_t d = 0; d < a->qk_dim; d++)
+                    s += (double)q[d] * k[d];
+                s *= a->scale;
+                if (s > m)
+                    m = s;
+            }
+            double denom = a->sinks ? exp(a->sinks[h] - m) : 0.0;
+            for (int64_t j = lo; j <= pos; j++) {
+                const float *k = a->k_cache + (j * a->n_kv_heads + kvh) * a->qk_dim;
+                double s = 0;
+                for (int64_t d = 0; d < a->qk_dim; d++)
+                    s += (double)q[d] * k[d];
+                denom += exp(s * a->scale - m);
+            }
+            float *o = a->out + (t * a->n_heads + h) * a->v_dim;
+            for (int64_t d = 0; d < a->v_dim; d++) {
+                double acc = 0;
+                for (int64_t j = lo; j <= pos; j++) {
+                    const float *k = a->k_cache + (j * a->n_kv_heads + kvh) * a->qk_dim;
+                    const float *v = a->v_cache + (j * a->n_kv_heads + kvh) * a->v_dim;
+                    double s = 0;
+                    for (int64_t e = 0; e < a->qk_dim; e++)
+                        s += (double)q[e] * k[e];
+                    acc += exp(s * a->scale - m) / denom * v[d];
+                }
+                o[d] = (float)acc;
+            }
+        }
+}

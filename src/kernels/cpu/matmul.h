@@ -1,0 +1,26 @@
+/* matmul.h: y = x W^T (+ bias) for every weight format, on the CPU.
+ *
+ * x is [n_tok, W.cols] and y is [n_tok, W.rows], both contiguous fp32. Work is split
+ * across threads by output rows only; each output element is one fixed-order reduction
+ * (see simd.h), so y[t] is bit-identical whatever n_tok is and whatever else is in the
+ * batch. sp_matmul_ref is the scalar reference (double accumulation) the fast path is
+ * tested against. */
+#ifndef SP_KERNELS_CPU_MATMUL_H
+#define SP_KERNELS_CPU_MATMUL_H
+
+#include "kernels/weight.h"
+#include "util/threadpool.h"
+
+void sp_matmul(sp_pool *pool, const sp_weight *w, const float *x, int64_t n_tok, float *y,
+               const float *bias);
+
+/* Scalar reference. */
+void sp_matmul_ref(const sp_weight *w, const float *x, int64_t n_tok, float *y,
+                   const float *bias);
+
+/* Decodes element (r, c) exactly (reference decoder for every format). */
+float sp_weight_at(const sp_weight *w, int64_t r, int64_t c);
+/* Decodes row r into out[cols] with the reference decoder. */
+void sp_weight_row_f32(const sp_weight *w, int64_t r, float *out);
+
+#endif

@@ -1,0 +1,49 @@
+/* weight.h: a weight matrix as the kernels see it: a read-only view, usually into a
+ * memory-mapped checkpoint, in the format it was stored in.
+ *
+ * A matrix has `rows` outputs and `cols` inputs and is used as y = x W^T (PyTorch's
+ * Linear layout, [out, in], row-major). Quantized formats keep their packed bytes and
+ * block scales; kernels decode them in registers and never expand a matrix in memory.
+ *
+ *   format     data per row                       scales
+ *   F32/BF16/F16  cols elements                   -
+ *   MXFP4      cols/2 bytes, 2 E2M1 codes a byte,  UE8M0 byte per 32 inputs
+ *              low nibble = even input
+ *   NVFP4      as MXFP4                            E4M3 byte per 16 inputs, times `global_scale`
+ *   FP8        cols E4M3 bytes                     f32 per 128x128 block ([ceil(r/128), ceil(c/128)])
+ */
+#ifndef SP_KERNELS_WEIGHT_H
+#define SP_KERNELS_WEIGHT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum sp_wformat {
+    SP_WF_NONE = 0,
+    SP_WF_F32,
+    SP_WF_BF16,
+    SP_WF_F16,
+    SP_WF_MXFP4,
+    SP_WF_NVFP4,
+    SP_WF_FP8_BLOCK,
+} sp_wformat;
+
+typedef struct sp_weight {
+    sp_wformat format;
+    int64_t rows, cols;
+    const unsigned char *data;
+    size_t row_bytes;
+    const unsigned char *scales;
+    size_t scale_row_bytes; /* bytes between scale rows */
+    float global_scale;     /* NVFP4: per-tensor multiplier (1 otherwise) */
+    const char *name;       /* checkpoint tensor name, for messages and traces */
+} sp_weight;
+
+static inline const unsigned char *sp_weight_row(const sp_weight *w, int64_t r)
+{
+    return w->data + (size_t)r * w->row_bytes;
+}
+
+const char *sp_wformat_name(sp_wformat f);
+
+#endif

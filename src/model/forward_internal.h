@@ -1,0 +1,24 @@
+/* forward_internal.h: the blocks of the forward pass, split by variant across files
+ * (forward.c: the layer loop, GQA attention, dense MLP; forward_moe.c: expert blocks;
+ * forward_mla.c: latent attention). All take a chunk of n consecutive tokens. */
+#ifndef SP_MODEL_FORWARD_INTERNAL_H
+#define SP_MODEL_FORWARD_INTERNAL_H
+
+#include "runtime/session.h"
+
+/* Calls the session's observer, if any. */
+static inline void sp_trace_emit(sp_session *s, int layer, sp_op op, int64_t n, int64_t width,
+                                 float *data)
+{
+    if (s->trace) {
+        sp_trace_event ev = {layer, op, s->n_past, n, width, data};
+        s->trace(s->trace_ctx, &ev);
+    }
+}
+
+/* xn [n, H] -> s->ffn [n, H] */
+void sp_forward_moe(sp_session *s, int64_t l, int64_t n);
+/* xn [n, H] -> s->o [n, H] (after o_proj); stores this chunk's k/v in the cache. */
+void sp_forward_mla(sp_session *s, int64_t l, int64_t n);
+
+#endif

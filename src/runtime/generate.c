@@ -1,0 +1,81 @@
+/* generate.c: plain autoregressive generation (prefill, then one token per pass).
+ * Speculative generation (speculative.c) must produce exactly the tokens this loop
+ * produces under greedy decoding. */
+#include "model/model.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+#include "util/clock.h"
+#include "util/error.h"
+
+#include <string.h>
+
+bool sp_model_is_eos(const sp_model *m, int32_t token)
+{
+    for (size_t i = 0; i < m->cfg->n_eos_ids; i++)
+        if (m->cfg->eos_ids[i] == token)
+            return true;
+    return false;
+}
+
+sp_sampling_params sp_model_sampling_defaults(const sp_model *m)
+{
+    sp_sampling_params p = sp_sampling_default_params();
+    if (m->cfg->gen_do_sample) {
+        p.temperature = (float)m->cfg->gen_temperature;
+        p.top_k = (int32_t)m->cfg->gen_top_k;
+        p.top_p = (float)m->cfg->gen_top_p;
+        p.min_p = (float)m->cfg->gen_min_p;
+    }
+    return p;
+}
+
+sp_status sp_generate(sp_session *s, const int32_t *prompt, size_t n_prompt,
+                      const sp_generate_params *gp, sp_token_fn on_token, void *ctx,
+                      int32_t *out_tokens, sp_generate_stats *stats, sp_error *err)
+{
+    sp_generate_stats st0 = {0};
+    st0.stop_reason = "length";
+    st0.n_prompt = (int64_t)n_prompt;
+    if (!stats)
+        stats = &st0;
+    *stats = st0;
+    if (n_prompt == 0)
+        return sp_err(err, SP_ERR_INVALID_ARG, "the prompt is empty");
+    if (gp->n_predict < 0)
+        return sp_err(err, SP_ERR_INVALID_ARG, "cannot generate %lld tokens",
+                      (long long)gp->n_predict);
+    sp_sampler *smp;
+    sp_status st = sp_sampler_new(&gp->sampling, s->m->n_vocab, &smp, err);
+    if (st != SP_OK)
+        return st;
+    sp_rng rng;
+    sp_rng_seed(&rng, gp->sampling.seed);
+    double t0 = sp_now_ms();
+    st = sp_session_eval(s, prompt, n_prompt, NULL, err);
+    double t1 = sp_now_ms();
+    stats->prefill_ms = t1 - t0;
+    for (int64_t i = 0; st == SP_OK && i < gp->n_predict; i++) {
+        int32_t tok = sp_sampler_sample(smp, sp_session_last_logits(s), &rng);
+        if (out_tokens)
+            out_tokens[i] = tok;
+        stats->n_generated++;
+        if (on_token && !on_token(ctx, tok)) {
+            stats->stop_reason = "callback";
+            break;
+        }
+        if (!gp->ignore_eos && sp_model_is_eos(s->m, tok)) {
+            stats->stop_reason = "eos";
+            break;
+        }
+        if (i + 1 == gp->n_predict)
+            break;
+        if (s->n_past >= s->n_ctx) {
+            stats->stop_reason = "context";
+            break;
+        }
+        st = sp_session_eval(s, &tok, 1, NULL, err);
+    }
+    stats->decode_ms = sp_now_ms() - t1;
+    sp_sampler_free(smp);
+    return st;
+}

@@ -1,0 +1,209 @@
+/* sampler.c: warpers, distributions and seeded draws (see sampler.h). */
+#include "runtime/sampler.h"
+#include "util/error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cand {
+    float logit;
+    int32_t id;
+} cand;
+
+struct sp_sampler {
+    sp_sampling_params p;
+    int64_t n_vocab;
+    cand *order;   /* candidates sorted by descending logit */
+    double *probs; /* candidate weights, parallel to order */
+    double *dist;  /* [n_vocab] distribution for sp_sampler_sample */
+};
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void sp_rng_seed(sp_rng *r, uint64_t seed)
+{
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&x);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t sp_rng_next(sp_rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+double sp_rng_uniform(sp_rng *r)
+{
+    return (double)(sp_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+int32_t sp_argmax(const float *logits, int64_t n)
+{
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (logits[i] > logits[best])
+            best = i;
+    return (int32_t)best;
+}
+
+sp_sampling_params sp_sampling_default_params(void)
+{
+    sp_sampling_params p = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f,
+                            .seed = 0};
+    return p;
+}
+
+sp_status sp_sampler_new(const sp_sampling_params *p, int64_t n_vocab, sp_sampler **out,
+                         sp_error *err)
+{
+    *out = NULL;
+    if (!(p->temperature >= 0) || !isfinite(p->temperature))
+        return sp_err(err, SP_ERR_INVALID_ARG, "temperature %g must be >= 0", p->temperature);
+    if (p->top_k < 0)
+        return sp_err(err, SP_ERR_INVALID_ARG, "top-k %d must be >= 0", p->top_k);
+    if (!(p->top_p > 0 && p->top_p <= 1))
+        return sp_err(err, SP_ERR_INVALID_ARG, "top-p %g must be in (0, 1]", p->top_p);
+    if (!(p->min_p >= 0 && p->min_p <= 1))
+        return sp_err(err, SP_ERR_INVALID_ARG, "min-p %g must be in [0, 1]", p->min_p);
+    sp_sampler *s = calloc(1, sizeof *s);
+    if (!s)
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    s->order = malloc((size_t)n_vocab * sizeof *s->order);
+    s->probs = malloc((size_t)n_vocab * sizeof *s->probs);
+    s->dist = malloc((size_t)n_vocab * sizeof *s->dist);
+    if (!s->order || !s->probs || !s->dist) {
+        sp_sampler_free(s);
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    }
+    *out = s;
+    return SP_OK;
+}
+
+void sp_sampler_free(sp_sampler *s)
+{
+    if (!s)
+        return;
+    free(s->order);
+    free(s->probs);
+    free(s->dist);
+    free(s);
+}
+
+const sp_sampling_params *sp_sampler_params(const sp_sampler *s) { return &s->p; }
+
+static int cmp_desc(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->logit != y->logit)
+        return x->logit > y->logit ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Sorts candidate ids by descending logit; with top_k, only the k best (and ties). */
+static int64_t sorted_candidates(sp_sampler *s, const float *logits)
+{
+    int64_t n = s->n_vocab;
+    for (int64_t i = 0; i < n; i++) {
+        s->order[i].logit = logits[i];
+        s->order[i].id = (int32_t)i;
+    }
+    qsort(s->order, (size_t)n, sizeof *s->order, cmp_desc);
+    if (s->p.top_k > 0 && s->p.top_k < n) {
+        /* transformers removes logits strictly below the k-th largest: ties stay */
+        float kth = s->order[s->p.top_k - 1].logit;
+        int64_t keep = s->p.top_k;
+        while (keep < n && s->order[keep].logit >= kth)
+            keep++;
+        n = keep;
+    }
+    return n;
+}
+
+void sp_sampler_dist(sp_sampler *s, const float *logits, double *probs)
+{
+    int64_t V = s->n_vocab;
+    memset(probs, 0, (size_t)V * sizeof *probs);
+    if (s->p.temperature == 0.0f) {
+        probs[sp_argmax(logits, V)] = 1.0;
+        return;
+    }
+    int64_t n = sorted_candidates(s, logits);
+    double inv_t = 1.0 / (double)s->p.temperature;
+    double mx = (double)s->order[0].logit * inv_t, sum = 0;
+    double *w = s->probs;
+    for (int64_t i = 0; i < n; i++) {
+        w[i] = exp((double)s->order[i].logit * inv_t - mx);
+        sum += w[i];
+    }
+    for (int64_t i = 0; i < n; i++)
+        w[i] /= sum;
+    if (s->p.top_p < 1.0f) {
+        /* keep the smallest prefix (by descending probability) whose mass reaches top_p:
+         * transformers drops tokens whose ascending cumulative mass is <= 1 - top_p */
+        double cut = 1.0 - (double)s->p.top_p, below = 0;
+        int64_t keep = n;
+        for (int64_t i = n - 1; i > 0; i--) {
+            below += w[i];
+            if (below <= cut)
+                keep = i;
+            else
+                break;
+        }
+        n = keep;
+    }
+    if (s->p.min_p > 0.0f) {
+        double thr = (double)s->p.min_p * w[0];
+        int64_t keep = 1;
+        while (keep < n && w[keep] >= thr)
+            keep++;
+        n = keep;
+    }
+    sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        sum += w[i];
+    for (int64_t i = 0; i < n; i++)
+        probs[s->order[i].id] = w[i] / sum;
+}
+
+int32_t sp_sample_probs(const double *probs, int64_t n, double u)
+{
+    double c = 0;
+    int64_t last = -1;
+    for (int64_t i = 0; i < n; i++) {
+        if (probs[i] <= 0)
+            continue;
+        c += probs[i];
+        last = i;
+        if (u < c)
+            return (int32_t)i;
+    }
+    return (int32_t)(last >= 0 ? last : 0); /* rounding left u just above the total */
+}
+
+int32_t sp_sampler_sample(sp_sampler *s, const float *logits, sp_rng *rng)
+{
+    if (s->p.temperature == 0.0f)
+        return sp_argmax(logits, s->n_vocab);
+    sp_sampler_dist(s, logits, s->dist);
+    return sp_sample_probs(s->dist, s->n_vocab, sp_rng_uniform(rng));
+}

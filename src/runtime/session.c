@@ -1,0 +1,177 @@
+/* session.c: creating sessions from a size plan, evaluating tokens, KV rollback
+ * (see session.h and specula.h). */
+#include "runtime/session.h"
+#include "util/ckd.h"
+#include "util/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_CTX 4096
+#define DEFAULT_BATCH 256
+
+sp_session_params sp_session_default_params(void)
+{
+    sp_session_params p = {0};
+    return p;
+}
+
+/* A bump allocator over one block, so a session is a handful of allocations. */
+typedef struct plan {
+    size_t n_floats;
+    float *base;
+} plan;
+
+static float *take(plan *p, size_t n)
+{
+    float *r = p->base ? p->base + p->n_floats : NULL;
+    p->n_floats += (n + 15) & ~(size_t)15; /* 64-byte granules */
+    return r;
+}
+
+static void lay_out(sp_session *s, plan *p)
+{
+    const sp_model *m = s->m;
+    size_t B = (size_t)s->n_batch, H = (size_t)m->n_embd;
+    size_t inter = (size_t)m->cfg->intermediate_size;
+    size_t e_inter = (size_t)m->cfg->moe_intermediate_size;
+    if (m->cfg->n_shared_experts > 0 && e_inter * (size_t)m->cfg->n_shared_experts > inter)
+        inter = e_inter * (size_t)m->cfg->n_shared_experts;
+    if (2 * e_inter > inter)
+        inter = 2 * e_inter;
+    size_t E = (size_t)m->cfg->n_experts, K = (size_t)m->cfg->n_experts_per_tok;
+    s->x = take(p, B * H);
+    s->xn = take(p, B * H);
+    s->q = take(p, B * (size_t)m->q_dim);
+    s->k = take(p, B * (size_t)m->kv_dim_k);
+    s->v = take(p, B * (size_t)m->kv_dim_v);
+    s->att = take(p, B * (size_t)(m->n_heads * m->v_dim));
+    s->o = take(p, B * H);
+    s->gate = take(p, B * inter);
+    s->up = take(p, B * inter);
+    s->ffn = take(p, B * H);
+    size_t mla = (size_t)(m->cfg->q_lora_rank > m->cfg->kv_lora_rank + m->cfg->qk_rope_head_dim
+                              ? m->cfg->q_lora_rank
+                              : m->cfg->kv_lora_rank + m->cfg->qk_rope_head_dim);
+    s->mla_a = take(p, B * mla);
+    s->mla_b = take(p, B * (size_t)(m->n_heads * (m->cfg->qk_nope_head_dim + m->v_dim)));
+    s->rope_cs = take(p, B * (size_t)m->rope.dim);
+    s->attn_scratch = take(p, (size_t)sp_pool_n_threads(m->pool) * (size_t)s->n_ctx);
+    s->logits = take(p, (size_t)m->n_vocab);
+    if (E) {
+        s->moe.router = take(p, B * E);
+        s->moe.topk_w = take(p, B * K);
+        s->moe.xg = take(p, B * H);
+        s->moe.g = take(p, B * 2 * e_inter);
+        s->moe.u = take(p, B * 2 * e_inter);
+        s->moe.y = take(p, B * H);
+        s->moe.acc = take(p, B * H);
+    }
+}
+
+sp_status sp_session_new(sp_model *m, const sp_session_params *params, sp_session **out,
+                         sp_error *err)
+{
+    *out = NULL;
+    sp_session_params p = params ? *params : sp_session_default_params();
+    int64_t n_ctx = p.n_ctx > 0 ? p.n_ctx : (m->cfg->max_pos < DEFAULT_CTX ? m->cfg->max_pos : DEFAULT_CTX);
+    int64_t n_batch = p.n_batch > 0 ? p.n_batch : DEFAULT_BATCH;
+    if (n_ctx > m->cfg->max_pos)
+        return sp_err(err, SP_ERR_LIMIT,
+                      "context of %lld tokens exceeds the model's max_position_embeddings %lld",
+                      (long long)n_ctx, (long long)m->cfg->max_pos);
+    if (n_batch > n_ctx)
+        n_batch = n_ctx;
+    sp_session *s = calloc(1, sizeof *s);
+    if (!s)
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    s->m = m;
+    s->n_ctx = n_ctx;
+    s->n_batch = n_batch;
+    size_t kv_floats;
+    if (sp_ckd_mul3_size(&kv_floats, (size_t)m->n_layers, (size_t)n_ctx,
+                         (size_t)(m->kv_dim_k + m->kv_dim_v))) {
+        free(s);
+        return sp_err(err, SP_ERR_NOMEM, "KV cache size overflows");
+    }
+    plan sizing = {0, NULL};
+    lay_out(s, &sizing);
+    size_t K = (size_t)m->cfg->n_experts_per_tok, E = (size_t)m->cfg->n_experts;
+    s->kv_mem = malloc(kv_floats * sizeof(float));
+    s->k_cache = calloc((size_t)m->n_layers, sizeof *s->k_cache);
+    s->v_cache = calloc((size_t)m->n_layers, sizeof *s->v_cache);
+    float *scratch = malloc(sizing.n_floats * sizeof(float));
+    s->moe.topk_ids = calloc((size_t)n_batch * (K ? K : 1), sizeof(int32_t));
+    s->moe.rows = calloc((size_t)n_batch, sizeof(int32_t));
+    s->moe.n_rows_expert = calloc(E ? E : 1, sizeof(int32_t));
+    if (!s->kv_mem || !s->k_cache || !s->v_cache || !scratch || !s->moe.topk_ids ||
+        !s->moe.rows || !s->moe.n_rows_expert) {
+        free(scratch);
+        sp_session_free(s);
+        return sp_err(err, SP_ERR_NOMEM, "out of memory allocating a %lld-token session",
+                      (long long)n_ctx);
+    }
+    plan real = {0, scratch};
+    lay_out(s, &real);
+    for (int64_t l = 0; l < m->n_layers; l++) {
+        s->k_cache[l] = s->kv_mem + (size_t)l * (size_t)n_ctx * (size_t)(m->kv_dim_k + m->kv_dim_v);
+        s->v_cache[l] = s->k_cache[l] + (size_t)n_ctx * (size_t)m->kv_dim_k;
+    }
+    *out = s;
+    return SP_OK;
+}
+
+void sp_session_free(sp_session *s)
+{
+    if (!s)
+        return;
+    free(s->x); /* the scratch block starts at x */
+    free(s->kv_mem);
+    free(s->k_cache);
+    free(s->v_cache);
+    free(s->moe.topk_ids);
+    free(s->moe.rows);
+    free(s->moe.n_rows_expert);
+    free(s);
+}
+
+sp_status sp_session_eval(sp_session *s, const int32_t *tokens, size_t n_tokens, float *logits,
+                          sp_error *err)
+{
+    if (n_tokens == 0)
+        return sp_err(err, SP_ERR_INVALID_ARG, "no tokens to evaluate");
+    if ((int64_t)n_tokens > s->n_ctx - s->n_past)
+        return sp_err(err, SP_ERR_LIMIT,
+                      "%zu tokens do not fit: %lld of the %lld-token context are used",
+                      n_tokens, (long long)s->n_past, (long long)s->n_ctx);
+    for (size_t i = 0; i < n_tokens; i++)
+        if (tokens[i] < 0 || tokens[i] >= s->m->n_vocab)
+            return sp_err(err, SP_ERR_INVALID_ARG,
+                          "token %zu: id %d is outside the vocabulary [0, %lld)", i, tokens[i],
+                          (long long)s->m->n_vocab);
+    return sp_forward(s, tokens, (int64_t)n_tokens, logits, err);
+}
+
+const float *sp_session_last_logits(const sp_session *s)
+{
+    return s->has_logits ? s->logits : NULL;
+}
+
+int64_t sp_session_n_past(const sp_session *s) { return s->n_past; }
+int64_t sp_session_n_ctx(const sp_session *s) { return s->n_ctx; }
+
+sp_status sp_session_truncate(sp_session *s, int64_t n_past, sp_error *err)
+{
+    if (n_past < 0 || n_past > s->n_past)
+        return sp_err(err, SP_ERR_INVALID_ARG, "cannot truncate to %lld: session holds %lld",
+                      (long long)n_past, (long long)s->n_past);
+    s->n_past = n_past;
+    s->has_logits = false;
+    return SP_OK;
+}
+
+void sp_session_set_trace(sp_session *s, sp_trace_cb cb, void *ctx)
+{
+    s->trace = cb;
+    s->trace_ctx = ctx;
+}

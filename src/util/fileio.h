@@ -1,0 +1,33 @@
+/* fileio.h: reading and memory-mapping files, and small path helpers.
+ * A mapped file is read-only and stays valid until sp_mapped_file_close. Only regular
+ * files are accepted (no FIFOs or devices). */
+#ifndef SP_UTIL_FILEIO_H
+#define SP_UTIL_FILEIO_H
+
+#include "specula.h"
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct sp_mapped_file {
+    const unsigned char *data;
+    size_t n_bytes;
+    char *path; /* owned */
+} sp_mapped_file;
+
+sp_status sp_mapped_file_open(const char *path, sp_mapped_file *out, sp_error *err);
+void sp_mapped_file_close(sp_mapped_file *f);
+
+/* Reads a whole regular file into a NUL-terminated malloc'd buffer, refusing files
+ * larger than max_bytes. */
+sp_status sp_read_file(const char *path, size_t max_bytes, char **out, size_t *n_bytes,
+                       sp_error *err);
+
+bool sp_file_exists(const char *path);
+bool sp_dir_exists(const char *path);
+
+/* Returns malloc'd "dir/name" (or NULL when out of memory). */
+char *sp_path_join(const char *dir, const char *name);
+/* Returns a pointer to the last path component inside path. */
+const char *sp_path_basename(const char *path);
+
+#endif

@@ -1,0 +1,150 @@
+/* test_parity.c: logits and greedy continuations against transformers.
+ *
+ * Every fixture under tests/fixtures/models/ holds a checkpoint written by transformers
+ * and what transformers computed from it (scripts/reference/make_fixtures.py). Bars:
+ * relative L2 error of each prompt's logits <= 1e-4, the same argmax at every position
+ * (a mismatch is tolerated only for genuine ties, where the reference's top two differ by
+ * less than 1e-3), identical greedy continuations, and the same RoPE frequencies. */
+#include "test_util.h"
+#include "model/model.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int32_t argmax_row(const float *r, int64_t n)
+{
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (r[i] > r[b])
+            b = i;
+    return (int32_t)b;
+}
+
+static void check_fixture(const char *name)
+{
+    char dir[1024], path[1200];
+    snprintf(dir, sizeof dir, "%s", fixture_path("models"));
+    strncat(dir, "/", sizeof dir - strlen(dir) - 1);
+    strncat(dir, name, sizeof dir - strlen(dir) - 1);
+    snprintf(path, sizeof path, "%s/reference.json", dir);
+    cJSON *ref = read_json(path);
+    snprintf(path, sizeof path, "%s/logits.bin", dir);
+    size_t n_ref;
+    float *ref_logits = read_floats(path, &n_ref);
+
+    sp_error err = {0};
+    sp_model *m;
+    sp_model_params mp = sp_model_default_params();
+    mp.n_threads = 2;
+    if (sp_model_open(dir, &mp, &m, &err) != SP_OK)
+        fail_msg("%s: %s", name, err.msg);
+    int64_t V = sp_model_n_vocab(m);
+    assert_int_equal(V, cJSON_GetObjectItem(ref, "vocab_size")->valueint);
+
+    /* RoPE tables */
+    const cJSON *inv = cJSON_GetObjectItem(ref, "inv_freq");
+    assert_int_equal(cJSON_GetArraySize(inv), m->rope.dim / 2);
+    int i = 0;
+    for (const cJSON *x = inv->child; x; x = x->next, i++) {
+        double want = x->valuedouble, got = m->rope.inv_freq[i];
+        if (fabs(got - want) > 1e-6 * fabs(want) + 1e-12)
+            fail_msg("%s: inv_freq[%d] = %.9g, transformers has %.9g", name, i, got, want);
+    }
+    double af = cJSON_GetObjectItem(ref, "attention_scaling")->valuedouble;
+    if (fabs(m->rope.attention_factor - af) > 1e-6)
+        fail_msg("%s: attention factor %.9g, transformers has %.9g", name,
+                 m->rope.attention_factor, af);
+
+    sp_session *s;
+    sp_session_params sp = {.n_ctx = 128};
+    assert_int_equal(sp_session_new(m, &sp, &s, &err), SP_OK);
+    const cJSON *prompts = cJSON_GetObjectItem(ref, "prompts");
+    const cJSON *greedy = cJSON_GetObjectItem(ref, "greedy");
+    size_t row = 0;
+    int p_idx = 0;
+    double worst = 0;
+    for (const cJSON *p = prompts->child; p; p = p->next, p_idx++) {
+        int n = cJSON_GetArraySize(p);
+        int32_t toks[256];
+        int k = 0;
+        for (const cJSON *t = p->child; t; t = t->next)
+            toks[k++] = t->valueint;
+        float *logits = malloc((size_t)n * (size_t)V * sizeof(float));
+        assert_int_equal(sp_session_truncate(s, 0, &err), SP_OK);
+        if (sp_session_eval(s, toks, (size_t)n, logits, &err) != SP_OK)
+            fail_msg("%s: %s", name, err.msg);
+        assert_true((row + (size_t)n) * (size_t)V <= n_ref);
+        const float *want = ref_logits + row * (size_t)V;
+        double e = rel_l2(logits, want, (size_t)n * (size_t)V);
+        if (e > worst)
+            worst = e;
+        if (!(e <= 1e-4))
+            fail_msg("%s: prompt %d (%d tokens): relative L2 error %.3g > 1e-4", name, p_idx, n, e);
+        for (int t = 0; t < n; t++) {
+            const float *a = logits + (size_t)t * V, *b = want + (size_t)t * V;
+            int32_t ga = argmax_row(a, V), gb = argmax_row(b, V);
+            if (ga != gb && fabsf(b[gb] - b[ga]) >= 1e-3f)
+                fail_msg("%s: prompt %d position %d: argmax %d, transformers %d", name, p_idx, t,
+                         ga, gb);
+        }
+        row += (size_t)n;
+        free(logits);
+        if (p_idx < cJSON_GetArraySize(greedy)) {
+            const cJSON *g = cJSON_GetArrayItem(greedy, p_idx);
+            int32_t out[64];
+            sp_generate_stats st;
+            sp_generate_params gp = {.n_predict = 12, .sampling = sp_sampling_default_params()};
+            assert_int_equal(sp_session_truncate(s, 0, &err), SP_OK);
+            assert_int_equal(sp_generate(s, toks, (size_t)n, &gp, NULL, NULL, out, &st, &err),
+                             SP_OK);
+            assert_int_equal(st.n_generated, cJSON_GetArraySize(g));
+            int j = 0;
+            for (const cJSON *t = g->child; t; t = t->next, j++)
+                if (out[j] != t->valueint)
+                    fail_msg("%s: prompt %d greedy token %d: %d, transformers %d", name, p_idx, j,
+                             out[j], t->valueint);
+        }
+    }
+    assert_int_equal(row * (size_t)V, n_ref);
+    printf("  %-36s worst relL2 %.2e\n", name, worst);
+    sp_session_free(s);
+    sp_model_close(m);
+    free(ref_logits);
+    cJSON_Delete(ref);
+}
+
+static void test_all_fixtures(void **state)
+{
+    (void)state;
+    DIR *d = opendir(fixture_path("models"));
+    assert_non_null(d);
+    char *names[256];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 256) {
+        if (e->d_name[0] == '.')
+            continue;
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s/reference.json", fixture_path("models"), e->d_name);
+        FILE *f = fopen(p, "r");
+        if (!f)
+            continue;
+        fclose(f);
+        names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    assert_true(n >= 9);
+    for (int i = 0; i < n; i++) {
+        check_fixture(names[i]);
+        free(names[i]);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_all_fixtures)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,56 @@
+/* test_util.h: helpers shared by the cmocka tests: fixture paths, reference files,
+ * error metrics, temporary directories, and a safetensors writer for building small
+ * (and deliberately broken) checkpoints. */
+#ifndef SP_TEST_UTIL_H
+#define SP_TEST_UTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "specula.h"
+#include <cjson/cJSON.h>
+
+/* "<fixtures>/<rel>" in a static buffer (overwritten by the next call). */
+const char *fixture_path(const char *rel);
+
+/* Reads a whole file (NUL-terminated); aborts the test on failure. */
+char *read_all(const char *path, size_t *n);
+cJSON *read_json(const char *path);
+float *read_floats(const char *path, size_t *n);
+
+/* ||a - b|| / ||b|| over n values. */
+double rel_l2(const float *a, const float *b, size_t n);
+
+/* Makes a fresh temporary directory; returns a malloc'd path. */
+char *make_temp_dir(void);
+/* Removes a directory tree made by make_temp_dir. */
+void remove_tree(const char *path);
+/* Writes text to dir/name. */
+void write_text(const char *dir, const char *name, const char *text);
+/* Copies a file. */
+void copy_file(const char *from, const char *to);
+
+/* A tensor to write: name, dtype string, shape, raw bytes. */
+typedef struct st_entry {
+    const char *name;
+    const char *dtype;
+    int n_dims;
+    int64_t shape[4];
+    const void *data;
+    size_t n_bytes;
+} st_entry;
+
+/* Writes a valid safetensors file (header + data in entry order). */
+void write_safetensors(const char *path, const st_entry *e, size_t n);
+/* Writes raw header JSON + data bytes (for malformed files). */
+void write_raw_safetensors(const char *path, const char *header, const void *data,
+                           size_t n_data, uint64_t header_len_override);
+
+/* Runs a shell command; returns its exit status (-1 if it could not run). Output goes to
+ * out_path when not NULL. */
+int run_cmd(const char *cmd);
+
+#endif

@@ -1,0 +1,49 @@
+/* cli.h: shared helpers of the specula command-line tool: option parsing, token lists,
+ * error reporting. One file per subcommand (cmd_*.c) builds on these.
+ *
+ * Exit codes: 0 success, 1 runtime error (bad file, bad input), 2 usage error,
+ * 3 template error (specula template). */
+#ifndef SP_TOOLS_CLI_H
+#define SP_TOOLS_CLI_H
+
+#include "specula.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum { CLI_OK = 0, CLI_ERR = 1, CLI_USAGE = 2, CLI_TEMPLATE_ERR = 3 };
+
+typedef enum cli_kind { CLI_STR, CLI_INT, CLI_FLOAT, CLI_FLAG, CLI_U64 } cli_kind;
+
+typedef struct cli_opt {
+    const char *name;  /* "--tokens" */
+    const char *alias; /* "-m" or NULL */
+    cli_kind kind;
+    void *dst;         /* const char **, int64_t *, double *, bool *, uint64_t * */
+    const char *help;
+    bool seen;
+} cli_opt;
+
+typedef struct cli_cmd {
+    const char *name;
+    const char *summary;
+    const char *usage;
+    int (*run)(int argc, char **argv);
+} cli_cmd;
+
+/* Parses argv[1..] against opts (terminated by a zero entry). Prints the problem and
+ * returns CLI_USAGE on error; returns -1 when --help was asked (help already printed). */
+int cli_parse(int argc, char **argv, cli_opt *opts, const char *usage);
+void cli_print_help(const char *usage, const cli_opt *opts);
+
+/* Parses "1,2,3" (spaces allowed) into a malloc'd array. */
+int cli_parse_tokens(const char *s, int32_t **out, size_t *n);
+
+/* Prints "specula: <msg>" to stderr and returns CLI_ERR. */
+int cli_fail(const sp_error *err);
+int cli_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Reads SPECULA_THREADS (0 = all CPUs) unless threads > 0 was given. */
+int cli_threads(int64_t threads);
+
+#endif

@@ -1,0 +1,116 @@
+/* cmd_bench.c: `specula bench -m DIR [--json]` measures prefill and decode tokens/s:
+ * several runs of (prefill a random prompt, greedily decode), median of each. */
+#include "cli.h"
+#include "commands.h"
+#include "runtime/sampler.h"
+#include "util/clock.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    const char *model_dir = NULL;
+    int64_t prompt_len = 128, gen_len = 64, runs = 5, threads = 0;
+    bool json = false;
+    cli_opt opts[] = {
+        {"--model", "-m", CLI_STR, &model_dir, "model directory", 0},
+        {"--prompt-len", NULL, CLI_INT, &prompt_len, "prompt tokens per run (default 128)", 0},
+        {"--gen-len", NULL, CLI_INT, &gen_len, "decoded tokens per run (default 64)", 0},
+        {"--runs", NULL, CLI_INT, &runs, "runs; the median is reported (default 5)", 0},
+        {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
+        {"--json", NULL, CLI_FLAG, &json, "print one JSON object", 0},
+        {0},
+    };
+    const char *usage = "specula bench -m DIR [--prompt-len N] [--gen-len N] [--runs R] [--json]";
+    int rc = cli_parse(argc, argv, opts, usage);
+    if (rc)
+        return rc < 0 ? CLI_OK : rc;
+    if (!model_dir) {
+        fprintf(stderr, "specula: bench needs -m\nusage: %s\n", usage);
+        return CLI_USAGE;
+    }
+    if (prompt_len < 1 || gen_len < 1 || runs < 1 || runs > 1000)
+        return cli_failf("bench: --prompt-len, --gen-len and --runs must be positive");
+    sp_error err = {0};
+    sp_model_params mp = sp_model_default_params();
+    mp.n_threads = cli_threads(threads);
+    mp.n_ctx = prompt_len + gen_len;
+    sp_model *m = NULL;
+    sp_session *s = NULL;
+    int32_t *prompt = NULL;
+    double *pf = calloc((size_t)runs, sizeof *pf), *dc = calloc((size_t)runs, sizeof *dc);
+    rc = CLI_OK;
+    if (!pf || !dc) {
+        rc = cli_failf("out of memory");
+        goto done;
+    }
+    if (sp_model_open(model_dir, &mp, &m, &err) != SP_OK) {
+        rc = cli_fail(&err);
+        goto done;
+    }
+    sp_session_params sp = {.n_ctx = prompt_len + gen_len};
+    if (sp_session_new(m, &sp, &s, &err) != SP_OK) {
+        rc = cli_fail(&err);
+        goto done;
+    }
+    prompt = malloc((size_t)prompt_len * sizeof *prompt);
+    if (!prompt) {
+        rc = cli_failf("out of memory");
+        goto done;
+    }
+    sp_rng rng;
+    sp_rng_seed(&rng, 1234);
+    for (int64_t i = 0; i < prompt_len; i++)
+        prompt[i] = (int32_t)(sp_rng_next(&rng) % (uint64_t)sp_model_n_vocab(m));
+    for (int64_t r = 0; r < runs; r++) {
+        sp_session_truncate(s, 0, NULL);
+        double t0 = sp_now_ms();
+        if (sp_session_eval(s, prompt, (size_t)prompt_len, NULL, &err) != SP_OK) {
+            rc = cli_fail(&err);
+            goto done;
+        }
+        double t1 = sp_now_ms();
+        for (int64_t g = 0; g < gen_len; g++) {
+            int32_t tok = sp_argmax(sp_session_last_logits(s), sp_model_n_vocab(m));
+            if (sp_session_eval(s, &tok, 1, NULL, &err) != SP_OK) {
+                rc = cli_fail(&err);
+                goto done;
+            }
+        }
+        double t2 = sp_now_ms();
+        pf[r] = (double)prompt_len / ((t1 - t0) / 1e3);
+        dc[r] = (double)gen_len / ((t2 - t1) / 1e3);
+    }
+    double pfm = median(pf, (int)runs), dcm = median(dc, (int)runs);
+    if (json)
+        printf("{\"model\": \"%s\", \"arch\": \"%s\", \"threads\": %d, \"prompt_len\": %lld, "
+               "\"gen_len\": %lld, \"runs\": %lld, \"prefill_tok_s\": %.2f, "
+               "\"decode_tok_s\": %.2f}\n",
+               model_dir, sp_model_arch_name(m), mp.n_threads, (long long)prompt_len,
+               (long long)gen_len, (long long)runs, pfm, dcm);
+    else
+        printf("%s (%s): prefill %.1f tok/s (%lld tokens), decode %.1f tok/s (%lld tokens), "
+               "median of %lld runs\n",
+               model_dir, sp_model_arch_name(m), pfm, (long long)prompt_len, dcm,
+               (long long)gen_len, (long long)runs);
+done:
+    free(pf);
+    free(dc);
+    free(prompt);
+    sp_session_free(s);
+    sp_model_close(m);
+    return rc;
+}

@@ -1,0 +1,155 @@
+/* cmd_generate.c: `specula generate -m DIR (--tokens IDS | -p TEXT) -n N [sampling]
+ * [--json]`. Sampling defaults come from generation_config.json (greedy when it does not
+ * sample); --temp 0 is greedy. Without --json the generated ids stream to stdout, one
+ * per line... as they are produced, and a summary goes to stderr. */
+#include "cli.h"
+#include "commands.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct stream_ctx {
+    bool json;
+    size_t n;
+} stream_ctx;
+
+static bool on_token(void *ctx, int32_t tok)
+{
+    stream_ctx *c = ctx;
+    if (!c->json) {
+        printf("%s%d", c->n ? " " : "", tok);
+        fflush(stdout);
+    }
+    c->n++;
+    return true;
+}
+
+static void print_json(const int32_t *toks, const sp_generate_stats *st)
+{
+    printf("{\"tokens\": [");
+    for (int64_t i = 0; i < st->n_generated; i++)
+        printf("%s%d", i ? ", " : "", toks[i]);
+    double dec_n = st->n_generated > 1 ? (double)(st->n_generated - 1) : 0;
+    printf("], \"stop_reason\": \"%s\", \"timing\": {\"prompt_tokens\": %lld, "
+           "\"generated_tokens\": %lld, \"prefill_ms\": %.3f, \"decode_ms\": %.3f, "
+           "\"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f}}\n",
+           st->stop_reason, (long long)st->n_prompt, (long long)st->n_generated, st->prefill_ms,
+           st->decode_ms, st->prefill_ms > 0 ? st->n_prompt / (st->prefill_ms / 1e3) : 0.0,
+           st->decode_ms > 0 ? dec_n / (st->decode_ms / 1e3) : 0.0);
+}
+
+int cmd_generate(int argc, char **argv)
+{
+    const char *model_dir = NULL, *tokens_s = NULL, *prompt = NULL;
+    int64_t n_predict = 32, top_k = 0, threads = 0, n_ctx = 0;
+    double temp = 0, top_p = 1, min_p = 0;
+    uint64_t seed = 0;
+    bool json = false, ignore_eos = false;
+    cli_opt opts[] = {
+        {"--model", "-m", CLI_STR, &model_dir, "model directory", 0},
+        {"--tokens", NULL, CLI_STR, &tokens_s, "prompt as comma-separated token ids", 0},
+        {"--prompt", "-p", CLI_STR, &prompt, "prompt text (needs tokenizer.json)", 0},
+        {"--n-predict", "-n", CLI_INT, &n_predict, "most tokens to generate (default 32)", 0},
+        {"--temp", NULL, CLI_FLOAT, &temp, "temperature; 0 = greedy", 0},
+        {"--top-k", NULL, CLI_INT, &top_k, "keep the k most likely tokens (0 = off)", 0},
+        {"--top-p", NULL, CLI_FLOAT, &top_p, "nucleus sampling mass (1 = off)", 0},
+        {"--min-p", NULL, CLI_FLOAT, &min_p, "drop tokens below min-p x top probability", 0},
+        {"--seed", NULL, CLI_U64, &seed, "random seed (default 0)", 0},
+        {"--ignore-eos", NULL, CLI_FLAG, &ignore_eos, "do not stop at end-of-sequence", 0},
+        {"--ctx", "-c", CLI_INT, &n_ctx, "context size (default: prompt + n, capped by model)", 0},
+        {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
+        {"--json", NULL, CLI_FLAG, &json, "print one JSON object with tokens and timing", 0},
+        {0},
+    };
+    const char *usage = "specula generate -m DIR (--tokens IDS | -p TEXT) -n N [--temp T] "
+                        "[--top-k K] [--top-p P] [--min-p P] [--seed S] [--json]";
+    int rc = cli_parse(argc, argv, opts, usage);
+    if (rc)
+        return rc < 0 ? CLI_OK : rc;
+    if (!model_dir || (!tokens_s && !prompt) || (tokens_s && prompt)) {
+        fprintf(stderr, "specula: generate needs -m and one of --tokens or -p\nusage: %s\n", usage);
+        return CLI_USAGE;
+    }
+    if (n_predict < 0)
+        return cli_failf("-n: cannot generate %lld tokens", (long long)n_predict);
+    if (prompt)
+        return cli_failf("-p: text prompts need a tokenizer, which this build does not "
+                         "have yet; use --tokens");
+    int32_t *tokens;
+    size_t n;
+    if (cli_parse_tokens(tokens_s, &tokens, &n) != 0) {
+        fprintf(stderr, "specula: --tokens: cannot parse '%s'\n", tokens_s);
+        return CLI_USAGE;
+    }
+    sp_error err = {0};
+    sp_model *m = NULL;
+    sp_session *s = NULL;
+    int32_t *out = NULL;
+    rc = CLI_OK;
+    if (n == 0) {
+        rc = cli_failf("--tokens: the prompt is empty");
+        goto done;
+    }
+    int64_t want_ctx = n_ctx > 0 ? n_ctx : (int64_t)n + n_predict;
+    sp_model_params mp = sp_model_default_params();
+    mp.n_threads = cli_threads(threads);
+    if (sp_model_open(model_dir, &mp, &m, &err) != SP_OK) {
+        rc = cli_fail(&err);
+        goto done;
+    }
+    if (want_ctx > sp_model_n_ctx_max(m)) {
+        if ((int64_t)n > sp_model_n_ctx_max(m) || n_ctx > 0) {
+            rc = cli_failf("context of %lld tokens exceeds the model's maximum of %lld",
+                           (long long)want_ctx, (long long)sp_model_n_ctx_max(m));
+            goto done;
+        }
+        want_ctx = sp_model_n_ctx_max(m);
+    }
+    sp_session_params sp = {.n_ctx = want_ctx};
+    if (sp_session_new(m, &sp, &s, &err) != SP_OK) {
+        rc = cli_fail(&err);
+        goto done;
+    }
+    sp_generate_params gp = {.n_predict = n_predict, .ignore_eos = ignore_eos};
+    gp.sampling = sp_model_sampling_defaults(m);
+    for (cli_opt *o = opts; o->name; o++) {
+        if (!o->seen)
+            continue;
+        if (o->dst == &temp)
+            gp.sampling.temperature = (float)temp;
+        else if (o->dst == &top_k)
+            gp.sampling.top_k = (int32_t)top_k;
+        else if (o->dst == &top_p)
+            gp.sampling.top_p = (float)top_p;
+        else if (o->dst == &min_p)
+            gp.sampling.min_p = (float)min_p;
+    }
+    gp.sampling.seed = seed;
+    out = malloc((size_t)(n_predict > 0 ? n_predict : 1) * sizeof *out);
+    if (!out) {
+        rc = cli_failf("out of memory");
+        goto done;
+    }
+    stream_ctx sc = {json, 0};
+    sp_generate_stats st;
+    if (sp_generate(s, tokens, n, &gp, on_token, &sc, out, &st, &err) != SP_OK) {
+        if (!json && sc.n)
+            printf("\n");
+        rc = cli_fail(&err);
+        goto done;
+    }
+    if (json) {
+        print_json(out, &st);
+    } else {
+        printf("\n");
+        fprintf(stderr, "specula: %lld prompt tokens in %.1f ms, %lld generated in %.1f ms (%s)\n",
+                (long long)st.n_prompt, st.prefill_ms, (long long)st.n_generated, st.decode_ms,
+                st.stop_reason);
+    }
+done:
+    free(out);
+    free(tokens);
+    sp_session_free(s);
+    sp_model_close(m);
+    return rc;
+}

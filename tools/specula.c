@@ -1,0 +1,41 @@
+/* specula.c: the command-line entry point: dispatches to one subcommand per file. */
+#include "cli.h"
+#include "commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const cli_cmd commands[] = {
+    {"generate", "generate tokens or text from a prompt", NULL, cmd_generate},
+    {"logits", "write the logits of every input position to a file", NULL, cmd_logits},
+    {"bench", "measure prefill and decode tokens/s", NULL, cmd_bench},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f)
+{
+    fprintf(f, "specula: LLM inference for Hugging Face checkpoints\n\n"
+               "usage: specula <command> [options]   (specula <command> --help for details)\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "specula: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return CLI_USAGE;
+}
