@@ -1,0 +1,120 @@
+/* make_random_model.c: writes a random Llama-shaped checkpoint (config.json +
+ * model.safetensors, BF16 weights ~ N(0, 0.02), unit-ish norms) for benchmarks.
+ *
+ * usage: make_random_model OUT_DIR [--preset llama-100m|llama-tiny]
+ * llama-100m: vocab 32000, hidden 768, 12 layers, 12 heads / 4 KV heads, MLP 2048,
+ * tied embeddings: 100M parameters, 200 MB. */
+#include "format/safetensors_write.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct shape {
+    int64_t vocab, hidden, inter, layers, heads, kv_heads;
+} shape;
+
+typedef struct fill_ctx {
+    uint64_t seed;
+    float mean, std;
+} fill_ctx;
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+/* Deterministic per byte offset, so chunked generation gives the same file. */
+static void fill_bf16(void *vctx, unsigned char *buf, size_t offset, size_t n)
+{
+    fill_ctx *c = vctx;
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        uint64_t r = mix(c->seed ^ (offset + i) * 0x9e3779b97f4a7c15ull);
+        double u1 = ((r >> 11) + 1) * (1.0 / 9007199254740993.0);
+        double u2 = (double)(mix(r) >> 11) * (1.0 / 9007199254740992.0);
+        float v = c->mean + c->std * (float)(sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+        uint32_t u;
+        memcpy(&u, &v, 4);
+        u += 0x7fffu + ((u >> 16) & 1u);
+        buf[i] = (unsigned char)(u >> 16);
+        buf[i + 1] = (unsigned char)(u >> 24);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s OUT_DIR [--preset llama-100m|llama-tiny]\n", argv[0]);
+        return 2;
+    }
+    const char *dir = argv[1];
+    shape s = {32000, 768, 2048, 12, 12, 4};
+    if (argc > 3 && strcmp(argv[2], "--preset") == 0 && strcmp(argv[3], "llama-tiny") == 0)
+        s = (shape){512, 128, 256, 2, 4, 2};
+    mkdir(dir, 0755);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        return 1;
+    }
+    fprintf(f,
+            "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", "
+            "\"vocab_size\": %lld, \"hidden_size\": %lld, \"intermediate_size\": %lld, "
+            "\"num_hidden_layers\": %lld, \"num_attention_heads\": %lld, "
+            "\"num_key_value_heads\": %lld, \"max_position_embeddings\": 4096, "
+            "\"rms_norm_eps\": 1e-05, \"rope_theta\": 500000.0, \"tie_word_embeddings\": true, "
+            "\"bos_token_id\": 1, \"eos_token_id\": 2, \"torch_dtype\": \"bfloat16\"}\n",
+            (long long)s.vocab, (long long)s.hidden, (long long)s.inter, (long long)s.layers,
+            (long long)s.heads, (long long)s.kv_heads);
+    fclose(f);
+    int64_t hd = s.hidden / s.heads, qd = s.heads * hd, kd = s.kv_heads * hd;
+    size_t n_t = 2 + (size_t)s.layers * 9, k = 0;
+    sp_st_out *t = calloc(n_t, sizeof *t);
+    fill_ctx *ctx = calloc(n_t, sizeof *ctx);
+    char (*names)[128] = calloc(n_t, 128);
+    if (!t || !ctx || !names)
+        return 1;
+#define ADD(nm, d0, d1, mean_, std_)                                                        \
+    do {                                                                                    \
+        snprintf(names[k], 128, "%s", nm);                                                  \
+        ctx[k] = (fill_ctx){0x1234 + k, mean_, std_};                                       \
+        t[k] = (sp_st_out){names[k], "BF16", (d1) ? 2 : 1, {d0, d1}, NULL,                  \
+                           (size_t)(d0) * (size_t)((d1) ? (d1) : 1) * 2, fill_bf16, &ctx[k]}; \
+        k++;                                                                                \
+    } while (0)
+    char nm[128];
+    ADD("model.embed_tokens.weight", s.vocab, s.hidden, 0.0f, 0.02f);
+    ADD("model.norm.weight", s.hidden, 0, 1.0f, 0.05f);
+    for (int64_t l = 0; l < s.layers; l++) {
+#define L(suffix) (snprintf(nm, sizeof nm, "model.layers.%lld.%s", (long long)l, suffix), nm)
+        ADD(L("input_layernorm.weight"), s.hidden, 0, 1.0f, 0.05f);
+        ADD(L("post_attention_layernorm.weight"), s.hidden, 0, 1.0f, 0.05f);
+        ADD(L("self_attn.q_proj.weight"), qd, s.hidden, 0.0f, 0.02f);
+        ADD(L("self_attn.k_proj.weight"), kd, s.hidden, 0.0f, 0.02f);
+        ADD(L("self_attn.v_proj.weight"), kd, s.hidden, 0.0f, 0.02f);
+        ADD(L("self_attn.o_proj.weight"), s.hidden, qd, 0.0f, 0.02f);
+        ADD(L("mlp.gate_proj.weight"), s.inter, s.hidden, 0.0f, 0.02f);
+        ADD(L("mlp.up_proj.weight"), s.inter, s.hidden, 0.0f, 0.02f);
+        ADD(L("mlp.down_proj.weight"), s.hidden, s.inter, 0.0f, 0.02f);
+#undef L
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    sp_error err = {0};
+    int rc = 0;
+    if (sp_safetensors_write(path, t, k, &err) != SP_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        rc = 1;
+    }
+    free(t);
+    free(ctx);
+    free(names);
+    return rc;
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs the whole test suite twice: an optimized build, then a build under
+# AddressSanitizer + UndefinedBehaviorSanitizer (which also reports leaks).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+J=$(nproc)
+if [ -x scripts/fetch-test-deps.sh ]; then scripts/fetch-test-deps.sh; fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j "$J"
+ctest --test-dir build --output-on-failure -j "$J"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSPECULA_SANITIZE=ON
+cmake --build build-asan -j "$J"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$J"
+echo "specula: all tests passed (release and ASan/UBSan builds)"

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# CLI contract: the commands and outputs later tools and tests rely on.
+# usage: contract.sh SPECULA FIXTURES
+set -u
+SPECULA=$1
+FIX=$2
+M=$FIX/models/llama_mha_bf16
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+check() { # description, command...
+    local d=$1; shift
+    if "$@"; then echo "ok   $d"; else echo "FAIL $d"; fails=$((fails + 1)); fi
+}
+expect_exit() { # want_code, stderr_needle, command...
+    local want=$1 needle=$2; shift 2
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    if [ "$rc" != "$want" ]; then echo "  exit $rc, wanted $want: $*"; cat "$TMP/err"; return 1; fi
+    if [ -n "$needle" ] && ! grep -q -- "$needle" "$TMP/err"; then
+        echo "  stderr lacks '$needle':"; cat "$TMP/err"; return 1; fi
+    return 0
+}
+
+check "--help exits 0" "$SPECULA" --help
+for c in logits generate bench; do
+    check "$c --help exits 0" expect_exit 0 "" "$SPECULA" $c --help
+done
+check "unknown command exits 2" expect_exit 2 "unknown command" "$SPECULA" frobnicate
+check "unknown option exits 2" expect_exit 2 "unknown option" "$SPECULA" logits --bogus 1
+
+# logits: one float32 row of vocab_size per position, matching transformers
+PROMPT=$(python3 -c "import json;print(','.join(map(str,json.load(open('$M/reference.json'))['prompts'][1])))")
+check "logits writes [n, vocab] float32" "$SPECULA" logits -m "$M" --tokens "$PROMPT" -o "$TMP/l.bin"
+check "logits match transformers (relL2 <= 1e-4)" python3 - "$M" "$TMP/l.bin" <<'PY'
+import json, struct, sys, math
+m, path = sys.argv[1], sys.argv[2]
+ref = json.load(open(m + "/reference.json"))
+V = ref["vocab_size"]; p = ref["prompts"]; n = len(p[1])
+raw = open(path, "rb").read()
+assert len(raw) == n * V * 4, (len(raw), n * V * 4)
+got = struct.unpack("<%df" % (n * V), raw)
+allref = open(m + "/logits.bin", "rb").read()
+off = len(p[0]) * V
+want = struct.unpack_from("<%df" % (n * V), allref, off * 4)
+num = sum((a - b) ** 2 for a, b in zip(got, want)); den = sum(b * b for b in want)
+e = math.sqrt(num / den); print("  relL2 %.2e" % e); sys.exit(0 if e <= 1e-4 else 1)
+PY
+
+# generate --json: greedy tokens equal transformers' continuation
+check "generate --json greedy equals transformers" python3 - "$SPECULA" "$M" <<'PY'
+import json, subprocess, sys
+spec, m = sys.argv[1], sys.argv[2]
+ref = json.load(open(m + "/reference.json"))
+toks = ",".join(map(str, ref["prompts"][0]))
+out = subprocess.run([spec, "generate", "-m", m, "--tokens", toks, "-n", "12", "--temp", "0",
+                      "--json"], capture_output=True, text=True, check=True).stdout
+j = json.loads(out)
+assert j["tokens"] == ref["greedy"][0], (j["tokens"], ref["greedy"][0])
+assert "prefill_ms" in j["timing"] and "decode_ms" in j["timing"]
+PY
+check "sampling is reproducible with a seed" bash -c "
+  a=\$('$SPECULA' generate -m '$M' --tokens 1,2,3 -n 16 --temp 0.9 --top-k 40 --top-p 0.9 --seed 7 --json)
+  b=\$('$SPECULA' generate -m '$M' --tokens 1,2,3 -n 16 --temp 0.9 --top-k 40 --top-p 0.9 --seed 7 --json)
+  c=\$('$SPECULA' generate -m '$M' --tokens 1,2,3 -n 16 --temp 0.9 --seed 8 --json)
+  [ \"\$(echo \$a | python3 -c 'import json,sys;print(json.load(sys.stdin)[\"tokens\"])')\" = \
+    \"\$(echo \$b | python3 -c 'import json,sys;print(json.load(sys.stdin)[\"tokens\"])')\" ] &&
+  [ \"\$(echo \$a | python3 -c 'import json,sys;print(json.load(sys.stdin)[\"tokens\"])')\" != \
+    \"\$(echo \$c | python3 -c 'import json,sys;print(json.load(sys.stdin)[\"tokens\"])')\" ]"
+
+# bad input: clear errors, non-zero exits
+check "token id >= vocab" expect_exit 1 "id 256 is outside the vocabulary" "$SPECULA" logits -m "$M" --tokens 1,256 -o "$TMP/x"
+check "negative token id" expect_exit 1 "outside the vocabulary" "$SPECULA" generate -m "$M" --tokens -1 -n 2
+check "empty token list" expect_exit 1 "empty" "$SPECULA" logits -m "$M" --tokens "" -o "$TMP/x"
+check "malformed token list" expect_exit 2 "cannot parse" "$SPECULA" logits -m "$M" --tokens "1,,2" -o "$TMP/x"
+check "context longer than allowed" expect_exit 1 "exceed" "$SPECULA" generate -m "$M" --tokens 1 -n 10 --ctx 100000
+check "missing model dir" expect_exit 1 "cannot open" "$SPECULA" logits -m "$TMP/none" --tokens 1 -o "$TMP/x"
+mkdir -p "$TMP/trunc" && cp "$M/config.json" "$TMP/trunc/" && head -c 1000 "$M/model.safetensors" > "$TMP/trunc/model.safetensors"
+check "truncated checkpoint" expect_exit 1 "model.safetensors" "$SPECULA" logits -m "$TMP/trunc" --tokens 1 -o "$TMP/x"
+check "bench --json" bash -c "'$SPECULA' bench -m '$M' --prompt-len 8 --gen-len 4 --runs 2 --json | python3 -c 'import json,sys; j=json.load(sys.stdin); assert j[\"decode_tok_s\"] > 0 and j[\"prefill_tok_s\"] > 0'"
+
+echo "$fails failure(s)"
+[ "$fails" = 0 ]

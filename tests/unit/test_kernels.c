@@ -1,0 +1,226 @@
+/* test_kernels.c: every CPU kernel against its scalar reference on random inputs, and
+ * the exact decoders against known values. Tolerances: fp32 accumulation against a
+ * double reference, relative L2 <= 1e-5. Also checks that a matmul row is bit-identical
+ * whatever else is in the batch. */
+#include "test_util.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+#include "model/rope.h"
+#include "util/dtype.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_state = 88172645463325252ull;
+static float frand(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((double)(rng_state >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
+}
+
+static void *make_weight(sp_wformat f, int64_t rows, int64_t cols, sp_weight *w)
+{
+    size_t esz = f == SP_WF_F32 ? 4 : 2;
+    unsigned char *d = malloc((size_t)(rows * cols) * esz);
+    for (int64_t i = 0; i < rows * cols; i++) {
+        float v = frand();
+        if (f == SP_WF_F32)
+            memcpy(d + 4 * i, &v, 4);
+        else {
+            uint16_t h = f == SP_WF_BF16 ? sp_f32_to_bf16(v) : sp_f32_to_f16(v);
+            memcpy(d + 2 * i, &h, 2);
+        }
+    }
+    memset(w, 0, sizeof *w);
+    w->format = f;
+    w->rows = rows;
+    w->cols = cols;
+    w->data = d;
+    w->row_bytes = (size_t)cols * esz;
+    w->global_scale = 1.0f;
+    return d;
+}
+
+static void test_matmul_vs_reference(void **state)
+{
+    (void)state;
+    sp_pool *pool;
+    assert_int_equal(sp_pool_new(3, &pool, NULL), SP_OK);
+    sp_wformat fmts[] = {SP_WF_F32, SP_WF_BF16, SP_WF_F16};
+    int64_t shapes[][3] = {{1, 1, 1}, {7, 13, 3}, {64, 64, 1}, {33, 100, 5}, {130, 257, 9},
+                           {16, 8, 33}};
+    for (size_t fi = 0; fi < 3; fi++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            int64_t rows = shapes[si][0], cols = shapes[si][1], nt = shapes[si][2];
+            sp_weight w;
+            void *d = make_weight(fmts[fi], rows, cols, &w);
+            float *x = malloc((size_t)(nt * cols) * sizeof(float));
+            float *b = malloc((size_t)rows * sizeof(float));
+            float *y = malloc((size_t)(nt * rows) * sizeof(float));
+            float *yr = malloc((size_t)(nt * rows) * sizeof(float));
+            for (int64_t i = 0; i < nt * cols; i++)
+                x[i] = frand();
+            for (int64_t i = 0; i < rows; i++)
+                b[i] = frand();
+            sp_matmul(pool, &w, x, nt, y, b);
+            sp_matmul_ref(&w, x, nt, yr, b);
+            double e = rel_l2(y, yr, (size_t)(nt * rows));
+            if (e > 1e-5)
+                fail_msg("%s %lldx%lld n=%lld: relL2 %.3g", sp_wformat_name(fmts[fi]),
+                         (long long)rows, (long long)cols, (long long)nt, e);
+            /* each token alone gives the same bits as inside the batch */
+            float *y1 = malloc((size_t)rows * sizeof(float));
+            for (int64_t t = 0; t < nt; t++) {
+                sp_matmul(NULL, &w, x + t * cols, 1, y1, b);
+                assert_memory_equal(y1, y + t * rows, (size_t)rows * sizeof(float));
+            }
+            free(y1);
+            free(d);
+            free(x);
+            free(b);
+            free(y);
+            free(yr);
+        }
+    sp_pool_free(pool);
+}
+
+static void test_rmsnorm_vs_reference(void **state)
+{
+    (void)state;
+    int64_t dims[] = {1, 7, 64, 129};
+    for (size_t i = 0; i < 4; i++) {
+        int64_t d = dims[i], rows = 3;
+        float *x = malloc((size_t)(rows * d) * 4), *w = malloc((size_t)d * 4);
+        float *y = malloc((size_t)(rows * d) * 4), *yr = malloc((size_t)(rows * d) * 4);
+        for (int64_t j = 0; j < rows * d; j++)
+            x[j] = frand() * 10;
+        for (int64_t j = 0; j < d; j++)
+            w[j] = frand();
+        sp_rmsnorm(x, w, rows, d, 1e-5f, y);
+        sp_rmsnorm_ref(x, w, rows, d, 1e-5f, yr);
+        assert_true(rel_l2(y, yr, (size_t)(rows * d)) < 1e-6);
+        free(x);
+        free(w);
+        free(y);
+        free(yr);
+    }
+}
+
+static void test_attention_vs_reference(void **state)
+{
+    (void)state;
+    sp_pool *pool;
+    assert_int_equal(sp_pool_new(2, &pool, NULL), SP_OK);
+    struct {
+        int64_t heads, kv, qk, v, pos0, n, window;
+        bool sinks;
+    } cases[] = {
+        {4, 4, 16, 16, 0, 5, 0, false}, {8, 2, 12, 12, 3, 4, 0, false},
+        {4, 1, 24, 8, 10, 6, 4, false}, {4, 2, 16, 16, 0, 9, 3, true},
+        {2, 2, 8, 8, 0, 1, 0, true},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t H = cases[c].heads, KV = cases[c].kv, qk = cases[c].qk, vd = cases[c].v;
+        int64_t ctx = cases[c].pos0 + cases[c].n;
+        float *q = malloc((size_t)(cases[c].n * H * qk) * 4);
+        float *k = malloc((size_t)(ctx * KV * qk) * 4), *v = malloc((size_t)(ctx * KV * vd) * 4);
+        float *o = malloc((size_t)(cases[c].n * H * vd) * 4), *orf = malloc((size_t)(cases[c].n * H * vd) * 4);
+        float *scr = malloc((size_t)(2 * ctx) * 4), sinks[16];
+        for (int64_t i = 0; i < cases[c].n * H * qk; i++)
+            q[i] = frand();
+        for (int64_t i = 0; i < ctx * KV * qk; i++)
+            k[i] = frand();
+        for (int64_t i = 0; i < ctx * KV * vd; i++)
+            v[i] = frand();
+        for (int i = 0; i < 16; i++)
+            sinks[i] = frand() * 2;
+        sp_attn_args a = {q, H * qk, k, v, H, KV, qk, vd, cases[c].pos0, cases[c].n,
+                          cases[c].window, 0.3f, cases[c].sinks ? sinks : NULL, o, scr, ctx};
+        sp_attention(pool, &a);
+        a.out = orf;
+        sp_attention_ref(&a);
+        double e = rel_l2(o, orf, (size_t)(cases[c].n * H * vd));
+        if (e > 1e-5)
+            fail_msg("attention case %zu: relL2 %.3g", c, e);
+        free(q);
+        free(k);
+        free(v);
+        free(o);
+        free(orf);
+        free(scr);
+    }
+    sp_pool_free(pool);
+}
+
+static void test_dtype_decoders(void **state)
+{
+    (void)state;
+    /* f16: every finite half round-trips through float */
+    for (uint32_t h = 0; h < 65536; h++) {
+        if ((h & 0x7c00) == 0x7c00)
+            continue;
+        float f = sp_f16_to_f32((uint16_t)h);
+        assert_int_equal(sp_f32_to_f16(f), h);
+    }
+    assert_true(sp_f16_to_f32(0x3c00) == 1.0f);
+    assert_true(sp_f16_to_f32(0x0001) == 5.9604644775390625e-08f);
+    assert_true(sp_bf16_to_f32(0x3f80) == 1.0f);
+    assert_int_equal(sp_f32_to_bf16(1.00390625f), 0x3f80); /* tie to even */
+    assert_int_equal(sp_f32_to_bf16(1.01171875f), 0x3f82);
+    /* E4M3FN: max 448, min subnormal 2^-9, NaN at S.1111.111 */
+    assert_true(sp_e4m3_to_f32(0x7e) == 448.0f);
+    assert_true(sp_e4m3_to_f32(0x01) == 0.001953125f);
+    assert_true(sp_e4m3_to_f32(0x38) == 1.0f);
+    assert_true(sp_e4m3_to_f32(0xb8) == -1.0f);
+    assert_true(isnan(sp_e4m3_to_f32(0x7f)));
+    assert_true(sp_e8m0_to_f32(127) == 1.0f);
+    assert_true(sp_e8m0_to_f32(0) == ldexpf(1.0f, -127));
+    assert_true(isnan(sp_e8m0_to_f32(255)));
+    assert_true(sp_e2m1_table[7] == 6.0f && sp_e2m1_table[9] == -0.5f);
+}
+
+static void test_rope_known_values(void **state)
+{
+    (void)state;
+    /* gpt-oss: d=64, base 150000, yarn factor 32, O=4096, truncate false:
+     * attention factor 0.1*ln(32)+1 = 1.34657 (FORMATS.md 2.1) */
+    sp_rope_config c = {.type = SP_ROPE_YARN, .theta = 150000, .factor = 32,
+                        .original_max_pos = 4096, .beta_fast = 32, .beta_slow = 1,
+                        .truncate = false, .partial_rotary_factor = 1};
+    sp_rope r;
+    assert_int_equal(sp_rope_init(&r, &c, 64, 131072, "test", NULL), SP_OK);
+    assert_true(fabsf(r.attention_factor - 1.34657f) < 1e-5f);
+    assert_true(fabsf(r.inv_freq[0] - 1.0f) < 1e-7f);
+    /* far past the high correction dim (17.4) every frequency is interpolated */
+    float plain = 1.0f / powf(150000.0f, 62.0f / 64.0f);
+    assert_true(fabsf(r.inv_freq[31] - plain / 32.0f) < 1e-6f * plain);
+    /* llama3 with Llama-3.1 numbers: 29 divided, 29 kept, 6 smoothed (d=128) */
+    sp_rope_config l3 = {.type = SP_ROPE_LLAMA3, .theta = 500000, .factor = 8,
+                         .low_freq_factor = 1, .high_freq_factor = 4, .original_max_pos = 8192,
+                         .partial_rotary_factor = 1};
+    assert_int_equal(sp_rope_init(&r, &l3, 128, 131072, "test", NULL), SP_OK);
+    int kept = 0, divided = 0;
+    for (int i = 0; i < 64; i++) {
+        float base = 1.0f / powf(500000.0f, (float)(2 * i) / 128.0f);
+        if (r.inv_freq[i] == base)
+            kept++;
+        else if (fabsf(r.inv_freq[i] - base / 8) < 1e-7f * base)
+            divided++;
+    }
+    assert_int_equal(kept, 29);
+    assert_int_equal(divided, 29);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matmul_vs_reference), cmocka_unit_test(test_rmsnorm_vs_reference),
+        cmocka_unit_test(test_attention_vs_reference), cmocka_unit_test(test_dtype_decoders),
+        cmocka_unit_test(test_rope_known_values),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
