@@ -142,11 +142,17 @@ sp_status sp_pretokenize(const sp_pretok *p, const sp_tokenizer *t, sp_tok_ctx *
 
 typedef enum sp_model_kind { SP_MODEL_BPE, SP_MODEL_WORDPIECE, SP_MODEL_WORDLEVEL } sp_model_kind;
 
-/* Open-addressing map from (left id, right id) to (rank, merged id). */
+/* Open-addressing map from (left id, right id) to (rank, merged id); one 16-byte slot
+ * per entry so a probe touches one cache line. */
+typedef struct sp_merge_slot {
+    uint64_t key; /* (a << 32 | b) + 1, 0 = empty */
+    uint32_t rank, merged;
+} sp_merge_slot;
+
 typedef struct sp_merge_map {
-    uint64_t *keys; /* (a << 32 | b) + 1, 0 = empty */
-    uint32_t *rank, *merged;
+    sp_merge_slot *slots;
     size_t cap, n;
+    size_t reserve; /* expected entries, so loading sizes the table once */
 } sp_merge_map;
 
 typedef struct sp_bpe_cache_entry {

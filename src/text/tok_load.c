@@ -5,6 +5,7 @@
 #include "text/tok_internal.h"
 #include "util/error.h"
 #include "util/json.h"
+#include "util/json_scan.h"
 #include "util/utf8.h"
 
 #include <stdio.h>
@@ -22,6 +23,9 @@ typedef struct loader {
     sp_tokenizer *t;
     const char *what; /* file name for messages */
     sp_error *err;
+    /* model.vocab and model.merges, read with the scanner from the raw text */
+    const char *raw;
+    size_t vocab_at, vocab_end, merges_at, merges_end; /* byte ranges; 0,0 = absent */
 } loader;
 
 static sp_status bad(loader *L, const char *field, const char *msg)
@@ -498,54 +502,80 @@ void sp_post_free(sp_post *p)
 
 /* ---- vocabulary and model ----------------------------------------------------------------- */
 
-static sp_status load_vocab(loader *L, const cJSON *vocab)
+static sp_status set_vocab_id(loader *L, int64_t id, char *w, size_t l, size_t *cap)
 {
     sp_tokenizer *t = L->t;
-    if (!cJSON_IsObject(vocab))
-        return bad(L, "model.vocab", "expected an object of token -> id");
-    size_t n = 0, bytes = 0;
-    int64_t max_id = -1;
-    for (const cJSON *e = vocab->child; e; e = e->next) {
-        int64_t id;
-        sp_status st = sp_json_as_int(e, L->what, "model.vocab", 0, MAX_VOCAB - 1, &id, L->err);
-        if (st != SP_OK) {
-            sp_err_prefix(L->err, "token '%.60s'", e->string);
-            return st;
-        }
-        if (id > max_id)
-            max_id = id;
-        n++;
-        bytes += strlen(e->string) + 1;
-    }
-    t->n_vocab = max_id + 1;
-    t->vocab_arena = malloc(bytes ? bytes : 1);
-    if (!t->vocab_arena || !sp_strmap_init(&t->vocab_map, n))
-        return nomem(L);
-    char *w = t->vocab_arena;
-    /* provisional id -> string table; widened for added tokens later */
-    t->vocab = calloc((size_t)(max_id + 1 > 0 ? max_id + 1 : 1), sizeof *t->vocab);
-    t->vocab_len = calloc((size_t)(max_id + 1 > 0 ? max_id + 1 : 1), sizeof *t->vocab_len);
-    if (!t->vocab || !t->vocab_len)
-        return nomem(L);
-    for (const cJSON *e = vocab->child; e; e = e->next) {
-        size_t l = strlen(e->string);
-        memcpy(w, e->string, l + 1);
-        int64_t id = (int64_t)e->valuedouble;
-        int r = sp_strmap_put(&t->vocab_map, w, l, id);
-        if (r < 0)
+    if (id >= (int64_t)*cap) {
+        size_t nc = *cap ? *cap : 1024;
+        while ((int64_t)nc <= id)
+            nc *= 2;
+        char **v = realloc(t->vocab, nc * sizeof *v);
+        if (!v)
             return nomem(L);
-        if (r == 0)
-            return sp_err(L->err, SP_ERR_FORMAT, "%s: model.vocab: token '%.60s' appears twice",
-                          L->what, e->string);
-        if (t->vocab[id])
-            return sp_err(L->err, SP_ERR_FORMAT,
-                          "%s: model.vocab: id %lld is used by both '%.60s' and '%.60s'", L->what,
-                          (long long)id, t->vocab[id], e->string);
-        t->vocab[id] = w;
-        t->vocab_len[id] = (uint32_t)l;
-        w += l + 1;
+        t->vocab = v;
+        uint32_t *vl = realloc(t->vocab_len, nc * sizeof *vl);
+        if (!vl)
+            return nomem(L);
+        t->vocab_len = vl;
+        memset(t->vocab + *cap, 0, (nc - *cap) * sizeof *v);
+        memset(t->vocab_len + *cap, 0, (nc - *cap) * sizeof *vl);
+        *cap = nc;
     }
+    int r = sp_strmap_put(&t->vocab_map, w, l, id);
+    if (r < 0)
+        return nomem(L);
+    if (r == 0)
+        return sp_err(L->err, SP_ERR_FORMAT, "%s: model.vocab: token '%.60s' appears twice",
+                      L->what, w);
+    if (t->vocab[id])
+        return sp_err(L->err, SP_ERR_FORMAT,
+                      "%s: model.vocab: id %lld is used by both '%.60s' and '%.60s'", L->what,
+                      (long long)id, t->vocab[id], w);
+    t->vocab[id] = w;
+    t->vocab_len[id] = (uint32_t)l;
+    if (id + 1 > t->n_vocab)
+        t->n_vocab = id + 1;
     return SP_OK;
+}
+
+/* model.vocab: {"token": id, ...}, scanned in place (see json_scan.h). */
+static sp_status load_vocab(loader *L)
+{
+    sp_tokenizer *t = L->t;
+    if (L->vocab_end <= L->vocab_at)
+        return bad(L, "model.vocab", "missing: expected an object of token -> id");
+    size_t span = L->vocab_end - L->vocab_at;
+    /* a decoded key plus its NUL never exceeds its JSON encoding ("k":0 is 5+ bytes) */
+    t->vocab_arena = malloc(span + 1);
+    if (!t->vocab_arena || !sp_strmap_init(&t->vocab_map, span / 24 + 16))
+        return nomem(L);
+    sp_jscan j;
+    sp_jscan_init(&j, L->raw, L->vocab_end, L->what, L->err);
+    j.pos = L->vocab_at;
+    if (!sp_jscan_expect(&j, '{'))
+        return bad(L, "model.vocab", "expected an object of token -> id");
+    char *w = t->vocab_arena, *key = NULL;
+    size_t key_cap = 0, cap = 0, kl;
+    bool first = true;
+    sp_status st = SP_OK;
+    while (st == SP_OK && sp_jscan_next(&j, '}', &first)) {
+        int64_t id;
+        if (!sp_jscan_string(&j, &key, &key_cap, &kl) || !sp_jscan_expect(&j, ':') ||
+            !sp_jscan_int(&j, &id))
+            break;
+        if (id < 0 || id >= MAX_VOCAB) {
+            st = sp_err(L->err, SP_ERR_FORMAT, "%s: model.vocab: token '%.60s' has id %lld, "
+                        "outside [0, %d)", L->what, key, (long long)id, MAX_VOCAB);
+            break;
+        }
+        memcpy(w, key, kl + 1);
+        st = set_vocab_id(L, id, w, kl, &cap);
+        w += kl + 1;
+    }
+    free(key);
+    if (st == SP_OK && j.failed)
+        st = L->err ? L->err->status : SP_ERR_FORMAT;
+    return st;
 }
 
 static int32_t lookup(const sp_tokenizer *t, const char *s, size_t n)
@@ -554,53 +584,71 @@ static int32_t lookup(const sp_tokenizer *t, const char *s, size_t n)
     return sp_strmap_get(&t->vocab_map, s, n, &v) ? (int32_t)v : -1;
 }
 
-static sp_status load_merges(loader *L, const cJSON *merges)
+static sp_status add_merge(loader *L, uint32_t rank, const char *a, size_t al, const char *b,
+                           size_t bl, char *buf, size_t buf_cap)
 {
     sp_tok_model *m = &L->t->model;
-    if (!merges || cJSON_IsNull(merges))
-        return SP_OK;
-    if (!cJSON_IsArray(merges))
-        return bad(L, "model.merges", "expected a list");
-    char buf[1024];
-    uint32_t rank = 0;
-    for (const cJSON *e = merges->child; e; e = e->next, rank++) {
-        const char *a, *b;
-        size_t al, bl;
-        if (cJSON_IsString(e)) {
-            const char *sp = strchr(e->valuestring, ' ');
-            if (!sp)
-                return sp_err(L->err, SP_ERR_FORMAT, "%s: model.merges[%u]: '%.60s' is not 'a b'",
-                              L->what, rank, e->valuestring);
-            a = e->valuestring;
-            al = (size_t)(sp - a);
-            b = sp + 1;
-            bl = strlen(b);
-        } else if (cJSON_IsArray(e) && cJSON_GetArraySize(e) == 2 && cJSON_IsString(e->child) &&
-                   cJSON_IsString(e->child->next)) {
-            a = e->child->valuestring;
-            al = strlen(a);
-            b = e->child->next->valuestring;
-            bl = strlen(b);
-        } else {
-            return sp_err(L->err, SP_ERR_FORMAT, "%s: model.merges[%u]: expected \"a b\" or [a, b]",
-                          L->what, rank);
-        }
-        int32_t ia = lookup(L->t, a, al), ib = lookup(L->t, b, bl);
-        size_t skip = bl >= m->prefix_len ? m->prefix_len : bl;
-        if (al + bl - skip >= sizeof buf)
-            return sp_err(L->err, SP_ERR_FORMAT, "%s: model.merges[%u]: tokens too long", L->what, rank);
-        memcpy(buf, a, al);
-        memcpy(buf + al, b + skip, bl - skip);
-        int32_t im = lookup(L->t, buf, al + bl - skip);
-        if (ia < 0 || ib < 0 || im < 0)
-            return sp_err(L->err, SP_ERR_FORMAT,
-                          "%s: model.merges[%u]: merge '%.*s' + '%.*s' names a token that is not in "
-                          "the vocabulary",
-                          L->what, rank, (int)(al > 60 ? 60 : al), a, (int)(bl > 60 ? 60 : bl), b);
-        if (!sp_merge_put(&m->merges, (uint32_t)ia, (uint32_t)ib, rank, (uint32_t)im))
-            return nomem(L);
-    }
+    int32_t ia = lookup(L->t, a, al), ib = lookup(L->t, b, bl);
+    size_t skip = bl >= m->prefix_len ? m->prefix_len : bl;
+    if (al + bl - skip >= buf_cap)
+        return sp_err(L->err, SP_ERR_FORMAT, "%s: model.merges[%u]: tokens too long", L->what, rank);
+    memcpy(buf, a, al);
+    memcpy(buf + al, b + skip, bl - skip);
+    int32_t im = lookup(L->t, buf, al + bl - skip);
+    if (ia < 0 || ib < 0 || im < 0)
+        return sp_err(L->err, SP_ERR_FORMAT,
+                      "%s: model.merges[%u]: merge '%.*s' + '%.*s' names a token that is not in "
+                      "the vocabulary",
+                      L->what, rank, (int)(al > 60 ? 60 : al), a, (int)(bl > 60 ? 60 : bl), b);
+    if (!sp_merge_put(&m->merges, (uint32_t)ia, (uint32_t)ib, rank, (uint32_t)im))
+        return nomem(L);
     return SP_OK;
+}
+
+/* model.merges: ["a b", ...] or [["a", "b"], ...], scanned in place. */
+static sp_status load_merges(loader *L)
+{
+    if (L->merges_end <= L->merges_at)
+        return SP_OK;
+    sp_jscan j;
+    sp_jscan_init(&j, L->raw, L->merges_end, L->what, L->err);
+    j.pos = L->merges_at;
+    if (sp_jscan_peek(&j) == 'n')
+        return SP_OK; /* null */
+    if (!sp_jscan_expect(&j, '['))
+        return bad(L, "model.merges", "expected a list");
+    L->t->model.merges.reserve = (L->merges_end - L->merges_at) / 20;
+    char *s1 = NULL, *s2 = NULL, buf[1024];
+    size_t c1 = 0, c2 = 0, l1, l2;
+    bool first = true;
+    uint32_t rank = 0;
+    sp_status st = SP_OK;
+    while (st == SP_OK && sp_jscan_next(&j, ']', &first)) {
+        if (sp_jscan_peek(&j) == '[') {
+            j.pos++;
+            if (!sp_jscan_string(&j, &s1, &c1, &l1) || !sp_jscan_expect(&j, ',') ||
+                !sp_jscan_string(&j, &s2, &c2, &l2) || !sp_jscan_expect(&j, ']'))
+                break;
+            st = add_merge(L, rank, s1, l1, s2, l2, buf, sizeof buf);
+        } else {
+            if (!sp_jscan_string(&j, &s1, &c1, &l1))
+                break;
+            const char *sp = memchr(s1, ' ', l1);
+            if (!sp) {
+                st = sp_err(L->err, SP_ERR_FORMAT, "%s: model.merges[%u]: '%.60s' is not 'a b'",
+                            L->what, rank, s1);
+                break;
+            }
+            st = add_merge(L, rank, s1, (size_t)(sp - s1), sp + 1, l1 - (size_t)(sp - s1) - 1, buf,
+                           sizeof buf);
+        }
+        rank++;
+    }
+    free(s1);
+    free(s2);
+    if (st == SP_OK && j.failed)
+        st = L->err ? L->err->status : SP_ERR_FORMAT;
+    return st;
 }
 
 static sp_status opt_string(loader *L, const cJSON *o, const char *k, char **out, size_t *len)
@@ -625,7 +673,7 @@ static sp_status load_model(loader *L, const cJSON *mo)
     if (!cJSON_IsObject(mo))
         return bad(L, "model", "missing or not an object");
     const char *ty = type_of(mo);
-    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(mo, "merges");
+    bool merges = L->merges_end > L->merges_at;
     if (!ty)
         ty = merges ? "BPE" : cJSON_GetObjectItemCaseSensitive(mo, "max_input_chars_per_word")
                                   ? "WordPiece"
@@ -643,7 +691,7 @@ static sp_status load_model(loader *L, const cJSON *mo)
     if (cJSON_IsNumber(dropout) && dropout->valuedouble != 0.0)
         return sp_err(L->err, SP_ERR_UNSUPPORTED, "%s: model.dropout %g: BPE dropout is random and "
                       "not supported for inference", L->what, dropout->valuedouble);
-    sp_status st = load_vocab(L, cJSON_GetObjectItemCaseSensitive(mo, "vocab"));
+    sp_status st = load_vocab(L);
     if (st != SP_OK)
         return st;
     m->fuse_unk = get_bool(mo, "fuse_unk", false);
@@ -686,7 +734,7 @@ static sp_status load_model(loader *L, const cJSON *mo)
         if (!(m->cache = calloc(CACHE_SLOTS, sizeof *m->cache)))
             return nomem(L);
         m->cache_cap = CACHE_SLOTS;
-        st = load_merges(L, merges);
+        st = load_merges(L);
     }
     return st;
 }
@@ -858,29 +906,107 @@ static sp_status build_added_index(loader *L)
     return st;
 }
 
-/* Loads everything from a parsed tokenizer.json. */
-sp_status sp_tokenizer_load_json(sp_tokenizer *t, const cJSON *root, const char *what,
+/* Finds model.vocab and model.merges in the raw text (their byte ranges), so that the
+ * rest of the document can go through cJSON without them. */
+static sp_status find_model_ranges(loader *L, size_t n)
+{
+    sp_jscan j;
+    sp_jscan_init(&j, L->raw, n, L->what, L->err);
+    char *key = NULL;
+    size_t cap = 0, kl;
+    bool first = true;
+    if (!sp_jscan_expect(&j, '{'))
+        return L->err ? L->err->status : SP_ERR_FORMAT;
+    while (sp_jscan_next(&j, '}', &first)) {
+        if (!sp_jscan_string(&j, &key, &cap, &kl) || !sp_jscan_expect(&j, ':'))
+            break;
+        if (strcmp(key, "model") != 0 || sp_jscan_peek(&j) != '{') {
+            if (!sp_jscan_skip(&j))
+                break;
+            continue;
+        }
+        j.pos++;
+        bool mfirst = true;
+        while (sp_jscan_next(&j, '}', &mfirst)) {
+            if (!sp_jscan_string(&j, &key, &cap, &kl) || !sp_jscan_expect(&j, ':'))
+                break;
+            sp_jscan_peek(&j);
+            size_t at = j.pos;
+            if (!sp_jscan_skip(&j))
+                break;
+            if (!strcmp(key, "vocab")) {
+                L->vocab_at = at;
+                L->vocab_end = j.pos;
+            } else if (!strcmp(key, "merges")) {
+                L->merges_at = at;
+                L->merges_end = j.pos;
+            }
+        }
+        if (j.failed)
+            break;
+    }
+    free(key);
+    return j.failed ? (L->err ? L->err->status : SP_ERR_FORMAT) : SP_OK;
+}
+
+static sp_status load_all(loader *L, const cJSON *root);
+
+/* Loads a tokenizer from the text of tokenizer.json. */
+sp_status sp_tokenizer_load_text(sp_tokenizer *t, const char *text, size_t n, const char *what,
                                  sp_error *err)
 {
-    loader L = {t, what, err};
+    loader L = {t, what, err, text, 0, 0, 0, 0};
+    sp_status st = find_model_ranges(&L, n);
+    if (st != SP_OK)
+        return st;
+    /* blank out the two large values for cJSON */
+    char *rest = malloc(n + 1);
+    if (!rest)
+        return nomem(&L);
+    memcpy(rest, text, n);
+    rest[n] = '\0';
+    if (L.vocab_end > L.vocab_at) {
+        memset(rest + L.vocab_at, ' ', L.vocab_end - L.vocab_at);
+        memcpy(rest + L.vocab_at, "{}", 2);
+    }
+    if (L.merges_end > L.merges_at) {
+        memset(rest + L.merges_at, ' ', L.merges_end - L.merges_at);
+        memcpy(rest + L.merges_at, "[]", 2);
+    }
+    cJSON *root;
+    st = sp_json_parse(rest, n, what, &root, err);
+    free(rest);
+    if (st != SP_OK)
+        return st;
+    st = load_all(&L, root);
+    cJSON_Delete(root);
+    return st;
+}
+
+/* Loads everything but the vocabulary and merges from the parsed document. */
+static sp_status load_all(loader *L, const cJSON *root)
+{
+    sp_tokenizer *t = L->t;
+    const char *what = L->what;
+    sp_error *err = L->err;
     if (!cJSON_IsObject(root))
         return sp_err(err, SP_ERR_FORMAT, "%s: not a JSON object", what);
     const char *dup = sp_json_duplicate_key(root);
     if (dup)
         return sp_err(err, SP_ERR_FORMAT, "%s: key '%s' appears twice", what, dup);
-    sp_status st = load_model(&L, cJSON_GetObjectItemCaseSensitive(root, "model"));
+    sp_status st = load_model(L, cJSON_GetObjectItemCaseSensitive(root, "model"));
     if (st == SP_OK)
-        st = load_added(&L, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"));
+        st = load_added(L, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"));
     const cJSON *c;
     if (st == SP_OK && (c = cJSON_GetObjectItemCaseSensitive(root, "normalizer")) && !cJSON_IsNull(c))
-        st = parse_normalizer(&L, c, 0, &t->normalizer);
+        st = parse_normalizer(L, c, 0, &t->normalizer);
     if (st == SP_OK && (c = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer")) && !cJSON_IsNull(c))
-        st = parse_pretok(&L, c, 0, &t->pretok);
+        st = parse_pretok(L, c, 0, &t->pretok);
     if (st == SP_OK && (c = cJSON_GetObjectItemCaseSensitive(root, "post_processor")) && !cJSON_IsNull(c))
-        st = parse_post(&L, c, 0, &t->post);
+        st = parse_post(L, c, 0, &t->post);
     if (st == SP_OK && (c = cJSON_GetObjectItemCaseSensitive(root, "decoder")) && !cJSON_IsNull(c))
-        st = parse_decoder(&L, c, 0, &t->decoder);
+        st = parse_decoder(L, c, 0, &t->decoder);
     if (st == SP_OK)
-        st = build_added_index(&L);
+        st = build_added_index(L);
     return st;
 }

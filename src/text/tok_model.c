@@ -51,15 +51,24 @@ static bool merge_get(const sp_merge_map *m, uint32_t a, uint32_t b, uint32_t *r
     uint64_t key = (((uint64_t)a << 32) | b) + 1;
     size_t mask = m->cap - 1, i = mix64(key) & mask;
     for (;;) {
-        if (m->keys[i] == 0)
+        const sp_merge_slot *sl = &m->slots[i];
+        if (sl->key == 0)
             return false;
-        if (m->keys[i] == key) {
-            *rank = m->rank[i];
-            *merged = m->merged[i];
+        if (sl->key == key) {
+            *rank = sl->rank;
+            *merged = sl->merged;
             return true;
         }
         i = (i + 1) & mask;
     }
+}
+
+static sp_merge_slot *merge_slot(sp_merge_slot *slots, size_t cap, uint64_t key)
+{
+    size_t mask = cap - 1, i = mix64(key) & mask;
+    while (slots[i].key && slots[i].key != key)
+        i = (i + 1) & mask;
+    return &slots[i];
 }
 
 /* Inserts or overwrites (later merges win, as collecting into a HashMap does). */
@@ -67,45 +76,29 @@ bool sp_merge_put(sp_merge_map *m, uint32_t a, uint32_t b, uint32_t rank, uint32
 {
     if ((m->n + 1) * 2 > m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 1024;
-        sp_merge_map g = {calloc(cap, 8), malloc(cap * 4), malloc(cap * 4), cap, 0};
-        if (!g.keys || !g.rank || !g.merged) {
-            free(g.keys);
-            free(g.rank);
-            free(g.merged);
+        while (cap < 2 * m->reserve)
+            cap *= 2;
+        sp_merge_slot *g = calloc(cap, sizeof *g);
+        if (!g)
             return false;
-        }
         for (size_t i = 0; i < m->cap; i++)
-            if (m->keys[i]) {
-                size_t j = mix64(m->keys[i]) & (cap - 1);
-                while (g.keys[j])
-                    j = (j + 1) & (cap - 1);
-                g.keys[j] = m->keys[i];
-                g.rank[j] = m->rank[i];
-                g.merged[j] = m->merged[i];
-                g.n++;
-            }
-        free(m->keys);
-        free(m->rank);
-        free(m->merged);
-        *m = g;
+            if (m->slots[i].key)
+                *merge_slot(g, cap, m->slots[i].key) = m->slots[i];
+        free(m->slots);
+        m->slots = g;
+        m->cap = cap;
     }
     uint64_t key = (((uint64_t)a << 32) | b) + 1;
-    size_t mask = m->cap - 1, i = mix64(key) & mask;
-    while (m->keys[i] && m->keys[i] != key)
-        i = (i + 1) & mask;
-    if (!m->keys[i])
+    sp_merge_slot *sl = merge_slot(m->slots, m->cap, key);
+    if (!sl->key)
         m->n++;
-    m->keys[i] = key;
-    m->rank[i] = rank;
-    m->merged[i] = merged;
+    *sl = (sp_merge_slot){key, rank, merged};
     return true;
 }
 
 void sp_merge_map_free(sp_merge_map *m)
 {
-    free(m->keys);
-    free(m->rank);
-    free(m->merged);
+    free(m->slots);
     memset(m, 0, sizeof *m);
 }
 

@@ -13,7 +13,7 @@
 #define TOKENIZER_MAX_BYTES (512u << 20)
 #define CONFIG_MAX_BYTES (64u << 20)
 
-sp_status sp_tokenizer_load_json(sp_tokenizer *t, const cJSON *root, const char *what,
+sp_status sp_tokenizer_load_text(sp_tokenizer *t, const char *text, size_t n, const char *what,
                                  sp_error *err);
 
 /* ---- lifetime ------------------------------------------------------------------------- */
@@ -176,11 +176,12 @@ sp_status sp_tokenizer_open(const char *path, sp_tokenizer **out, sp_error *err)
     t->path = json_path;
     t->dir = dir;
     t->bos_id = t->eos_id = -1;
-    cJSON *root = NULL;
-    st = sp_json_parse_file(t->path, TOKENIZER_MAX_BYTES, &root, err);
+    char *text = NULL;
+    size_t n = 0;
+    st = sp_read_file(t->path, TOKENIZER_MAX_BYTES, &text, &n, err);
     if (st == SP_OK)
-        st = sp_tokenizer_load_json(t, root, t->path, err);
-    cJSON_Delete(root);
+        st = sp_tokenizer_load_text(t, text, n, t->path, err);
+    free(text);
     if (st == SP_OK) {
         char *cfg_path = sp_path_join(dir, "tokenizer_config.json");
         st = cfg_path ? load_config(t, cfg_path, dir, err) : sp_err(err, SP_ERR_NOMEM, "out of memory");
