@@ -1,36 +1,68 @@
 /* cmd_generate.c: `specula generate -m DIR (--tokens IDS | -p TEXT) -n N [sampling]
  * [--json]`. Sampling defaults come from generation_config.json (greedy when it does not
- * sample); --temp 0 is greedy. Without --json the generated ids stream to stdout, one
- * per line... as they are produced, and a summary goes to stderr. */
+ * sample); --temp 0 is greedy. With -p the prompt is encoded with the model's tokenizer
+ * and generated text streams to stdout as it completes (whole UTF-8 characters only);
+ * with --tokens the generated ids stream instead. A summary goes to stderr. --json prints
+ * one object instead: {"tokens": [...], "text": ..., "stop_reason": ..., "timing": {...}}. */
 #include "cli.h"
 #include "commands.h"
 
+#include "util/json_text.h"
+
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct stream_ctx {
     bool json;
     size_t n;
+    sp_detokenizer *detok; /* text mode when not NULL */
+    sp_status status;
+    sp_error err;
 } stream_ctx;
 
 static bool on_token(void *ctx, int32_t tok)
 {
     stream_ctx *c = ctx;
-    if (!c->json) {
-        printf("%s%d", c->n ? " " : "", tok);
-        fflush(stdout);
-    }
     c->n++;
+    if (c->json)
+        return true;
+    if (!c->detok) {
+        printf("%s%d", c->n > 1 ? " " : "", tok);
+        fflush(stdout);
+        return true;
+    }
+    const char *piece;
+    size_t len;
+    c->status = sp_detokenizer_push(c->detok, tok, &piece, &len, &c->err);
+    if (c->status != SP_OK)
+        return false;
+    fwrite(piece, 1, len, stdout);
+    fflush(stdout);
     return true;
 }
 
-static void print_json(const int32_t *toks, const sp_generate_stats *st)
+static void print_json(const int32_t *toks, const sp_generate_stats *st, sp_tokenizer *tok,
+                       bool special)
 {
     printf("{\"tokens\": [");
     for (int64_t i = 0; i < st->n_generated; i++)
         printf("%s%d", i ? ", " : "", toks[i]);
+    printf("]");
+    if (tok) {
+        char *text;
+        size_t len;
+        printf(", \"text\": ");
+        if (sp_tokenizer_decode(tok, toks, (size_t)st->n_generated, !special, &text, &len, NULL) ==
+            SP_OK) {
+            sp_json_write_string(stdout, text, len);
+            free(text);
+        } else {
+            printf("null");
+        }
+    }
     double dec_n = st->n_generated > 1 ? (double)(st->n_generated - 1) : 0;
-    printf("], \"stop_reason\": \"%s\", \"timing\": {\"prompt_tokens\": %lld, "
+    printf(", \"stop_reason\": \"%s\", \"timing\": {\"prompt_tokens\": %lld, "
            "\"generated_tokens\": %lld, \"prefill_ms\": %.3f, \"decode_ms\": %.3f, "
            "\"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f}}\n",
            st->stop_reason, (long long)st->n_prompt, (long long)st->n_generated, st->prefill_ms,
@@ -44,7 +76,8 @@ int cmd_generate(int argc, char **argv)
     int64_t n_predict = 32, top_k = 0, threads = 0, n_ctx = 0;
     double temp = 0, top_p = 1, min_p = 0;
     uint64_t seed = 0;
-    bool json = false, ignore_eos = false;
+    bool json = false, ignore_eos = false, special = false;
+    const char *tok_path = NULL;
     cli_opt opts[] = {
         {"--model", "-m", CLI_STR, &model_dir, "model directory", 0},
         {"--tokens", NULL, CLI_STR, &tokens_s, "prompt as comma-separated token ids", 0},
@@ -59,6 +92,8 @@ int cmd_generate(int argc, char **argv)
         {"--ctx", "-c", CLI_INT, &n_ctx, "context size (default: prompt + n, capped by model)", 0},
         {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
         {"--json", NULL, CLI_FLAG, &json, "print one JSON object with tokens and timing", 0},
+        {"--tokenizer", NULL, CLI_STR, &tok_path, "tokenizer for -p (default: the model dir)", 0},
+        {"--special", NULL, CLI_FLAG, &special, "print special tokens in generated text", 0},
         {0},
     };
     const char *usage = "specula generate -m DIR (--tokens IDS | -p TEXT) -n N [--temp T] "
@@ -72,19 +107,25 @@ int cmd_generate(int argc, char **argv)
     }
     if (n_predict < 0)
         return cli_failf("-n: cannot generate %lld tokens", (long long)n_predict);
-    if (prompt)
-        return cli_failf("-p: text prompts need a tokenizer, which this build does not "
-                         "have yet; use --tokens");
-    int32_t *tokens;
-    size_t n;
-    if (cli_parse_tokens(tokens_s, &tokens, &n) != 0) {
+    int32_t *tokens = NULL;
+    size_t n = 0;
+    sp_error err = {0};
+    sp_tokenizer *tok = NULL;
+    if (prompt) {
+        if (sp_tokenizer_open(tok_path ? tok_path : model_dir, &tok, &err) != SP_OK)
+            return cli_fail(&err);
+        if (sp_tokenizer_encode_prompt(tok, prompt, strlen(prompt), &tokens, &n, &err) != SP_OK) {
+            sp_tokenizer_close(tok);
+            return cli_fail(&err);
+        }
+    } else if (cli_parse_tokens(tokens_s, &tokens, &n) != 0) {
         fprintf(stderr, "specula: --tokens: cannot parse '%s'\n", tokens_s);
         return CLI_USAGE;
     }
-    sp_error err = {0};
     sp_model *m = NULL;
     sp_session *s = NULL;
     int32_t *out = NULL;
+    stream_ctx sc = {json, 0, NULL, SP_OK, {0}};
     rc = CLI_OK;
     if (n == 0) {
         rc = cli_failf("--tokens: the prompt is empty");
@@ -130,23 +171,39 @@ int cmd_generate(int argc, char **argv)
         rc = cli_failf("out of memory");
         goto done;
     }
-    stream_ctx sc = {json, 0};
+    if (tok && !json && sp_detokenizer_new(tok, !special, &sc.detok, &err) != SP_OK) {
+        rc = cli_fail(&err);
+        goto done;
+    }
     sp_generate_stats st;
-    if (sp_generate(s, tokens, n, &gp, on_token, &sc, out, &st, &err) != SP_OK) {
+    sp_status gst = sp_generate(s, tokens, n, &gp, on_token, &sc, out, &st, &err);
+    if (sc.status != SP_OK) {
+        rc = cli_fail(&sc.err);
+        goto done;
+    }
+    if (gst != SP_OK) {
         if (!json && sc.n)
             printf("\n");
         rc = cli_fail(&err);
         goto done;
     }
     if (json) {
-        print_json(out, &st);
+        print_json(out, &st, tok, special);
     } else {
+        if (sc.detok) {
+            const char *rest;
+            size_t rl;
+            if (sp_detokenizer_flush(sc.detok, &rest, &rl, &err) == SP_OK)
+                fwrite(rest, 1, rl, stdout);
+        }
         printf("\n");
         fprintf(stderr, "specula: %lld prompt tokens in %.1f ms, %lld generated in %.1f ms (%s)\n",
                 (long long)st.n_prompt, st.prefill_ms, (long long)st.n_generated, st.decode_ms,
                 st.stop_reason);
     }
 done:
+    sp_detokenizer_free(sc.detok);
+    sp_tokenizer_close(tok);
     free(out);
     free(tokens);
     sp_session_free(s);

@@ -7,6 +7,7 @@ int cmd_generate(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+int cmd_bench_tokenizer(int argc, char **argv);
 
 struct sp_tokenizer;
 /* Renders a chat context file with the tokenizer's chat template and prints its ids

@@ -257,7 +257,8 @@ static sp_status post_process(const sp_post *p, sp_tok_ids *ids, size_t first, s
     int32_t *seq = malloc((n_seq ? n_seq : 1) * sizeof *seq);
     if (!seq)
         return sp_err(err, SP_ERR_NOMEM, "out of memory");
-    memcpy(seq, ids->v + first, n_seq * sizeof *seq);
+    if (n_seq)
+        memcpy(seq, ids->v + first, n_seq * sizeof *seq);
     ids->n = first;
     bool ok = true;
     for (size_t i = 0; i < p->n_items && ok; i++) {
@@ -490,7 +491,8 @@ sp_status sp_detokenizer_push(sp_detokenizer *d, int32_t id, const char **text, 
         return st;
     }
     bool incomplete = fl >= 3 && memcmp(full + fl - 3, "\xef\xbf\xbd", 3) == 0;
-    if (incomplete || fl < d->prefix_len || memcmp(full, d->prefix, d->prefix_len) != 0) {
+    if (incomplete || fl < d->prefix_len ||
+        (d->prefix_len && memcmp(full, d->prefix, d->prefix_len) != 0)) {
         free(full);
         return SP_OK; /* wait for more bytes */
     }
@@ -533,7 +535,9 @@ sp_status sp_detokenizer_flush(sp_detokenizer *d, const char **text, size_t *len
                                        d->skip_special, &full, &fl, err);
     if (st != SP_OK)
         return st;
-    size_t skip = fl >= d->prefix_len && !memcmp(full, d->prefix, d->prefix_len) ? d->prefix_len : 0;
+    size_t skip = d->prefix_len && fl >= d->prefix_len && !memcmp(full, d->prefix, d->prefix_len)
+                      ? d->prefix_len
+                      : 0;
     free(d->out);
     d->out = malloc(fl - skip + 1);
     if (!d->out) {

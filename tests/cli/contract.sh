@@ -79,5 +79,21 @@ mkdir -p "$TMP/trunc" && cp "$M/config.json" "$TMP/trunc/" && head -c 1000 "$M/m
 check "truncated checkpoint" expect_exit 1 "model.safetensors" "$SPECULA" logits -m "$TMP/trunc" --tokens 1 -o "$TMP/x"
 check "bench --json" bash -c "'$SPECULA' bench -m '$M' --prompt-len 8 --gen-len 4 --runs 2 --json | python3 -c 'import json,sys; j=json.load(sys.stdin); assert j[\"decode_tok_s\"] > 0 and j[\"prefill_tok_s\"] > 0'"
 
+# tokenizer CLI (the bundled byte-level tokenizer; real tokenizers are covered by the
+# differential test)
+B=$FIX/tokenizers/bytes256
+check "tokenize --text prints one array" bash -c "[ \"\$('$SPECULA' tokenize -t '$B' --text 'Hi!')\" = '[72, 105, 33]' ]"
+printf '["Hi", "", "\\u00e9\\u0000"]' > "$TMP/in.json"
+check "tokenize --json-in prints an array of arrays" bash -c "[ \"\$('$SPECULA' tokenize -t '$B/tokenizer.json' --json-in '$TMP/in.json')\" = '[[72, 105], [], [195, 169, 0]]' ]"
+printf '[[72, 105], [1, 72], [195, 169, 0]]' > "$TMP/ids.json"
+check "detokenize keeps special tokens and NUL" bash -c "'$SPECULA' detokenize -t '$B' --json-in '$TMP/ids.json' | python3 -c 'import json,sys; assert json.load(sys.stdin) == [\"Hi\", \"\\x01H\", \"\\u00e9\\x00\"]'"
+printf '[[72, 256]]' > "$TMP/bad.json"
+check "detokenize: id out of range" expect_exit 1 "token id 256 at position 1 is outside the vocabulary" "$SPECULA" detokenize -t "$B" --json-in "$TMP/bad.json"
+printf '["a", 1]' > "$TMP/bad2.json"
+check "tokenize: malformed input" expect_exit 1 "expected a string" "$SPECULA" tokenize -t "$B" --json-in "$TMP/bad2.json"
+check "tokenize: missing tokenizer" expect_exit 1 "cannot open" "$SPECULA" tokenize -t "$TMP/none" --text x
+check "generate -p streams text" bash -c "'$SPECULA' generate -m '$M' --tokenizer '$B' -p 'Hello' -n 8 --temp 0 >/dev/null"
+check "generate -p --json has text" bash -c "'$SPECULA' generate -m '$M' --tokenizer '$B' -p 'Hello' -n 8 --temp 0 --json | python3 -c 'import json,sys; j=json.load(sys.stdin); assert isinstance(j[\"text\"], str) and j[\"timing\"][\"prompt_tokens\"] == 6'"
+
 echo "$fails failure(s)"
 [ "$fails" = 0 ]

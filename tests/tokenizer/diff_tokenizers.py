@@ -46,6 +46,55 @@ def vector_texts(vectors_dir):
     return texts
 
 
+LLAMA_CPP = {"llama3": "llama-bpe", "llama3_1": "llama-bpe", "qwen3": "qwen2", "gptoss": "gpt-4o",
+             "gpt4o": "gpt-4o"}
+
+
+def committed_vectors(specula, deps, vectors, tmp):
+    """Fixed checks that need no oracle: the committed vectors (hf_tokenizers_0.23.2 and
+    llama.cpp's test-tokenizer-0 files) against specula."""
+    bad = 0
+    for name in TOKENIZERS:
+        tj = os.path.join(deps, "tokenizers", name, "tokenizer.json")
+        with open(os.path.join(vectors, "hf_tokenizers_0.23.2", name + ".json"), encoding="utf-8") as f:
+            cases = json.load(f)["cases"]
+        texts = [c["text"] for c in cases]
+        if name in LLAMA_CPP:
+            base = os.path.join(vectors, "llama.cpp", "ggml-vocab-" + LLAMA_CPP[name] + ".gguf")
+            with open(os.path.join(vectors, "llama.cpp", "ggml-vocab-llama-bpe.gguf.inp"), encoding="utf-8",
+                      newline="") as f:
+                inp = f.read().split("\n__ggml_vocab_test__\n")[:-1]
+            with open(base + ".out", encoding="utf-8") as f:
+                out = [[int(x) for x in line.split()] for line in f.read().split("\n")[: len(inp)]]
+        else:
+            inp, out = [], []
+        with open(os.path.join(tmp, "v.json"), "w", encoding="utf-8") as f:
+            json.dump(texts + inp, f, ensure_ascii=False)
+        got = json.loads(run([specula, "tokenize", "-t", tj, "--json-in", os.path.join(tmp, "v.json")]))
+        got_sp = json.loads(run([specula, "tokenize", "-t", tj, "--add-special", "--json-in",
+                                 os.path.join(tmp, "v.json")]))
+        with open(os.path.join(tmp, "vi.json"), "w") as f:
+            json.dump([c["ids"] for c in cases], f)
+        dec = json.loads(run([specula, "detokenize", "-t", tj, "--json-in", os.path.join(tmp, "vi.json")]))
+        n_bad = 0
+        for i, c in enumerate(cases):
+            for kind, g, w in (("ids", got[i], c["ids"]), ("ids+special", got_sp[i], c["ids_add_special"]),
+                               ("decoded", dec[i], c["decoded"])):
+                if g != w:
+                    n_bad += 1
+                    if n_bad <= 3:
+                        print(f"  {name} vector {c['name']} {kind}: want {str(w)[:80]} got {str(g)[:80]}")
+        for i, w in enumerate(out):
+            if got[len(cases) + i] != w:
+                n_bad += 1
+                if n_bad <= 3:
+                    print(f"  {name} llama.cpp case {i}: want {w[:16]} got {got[len(cases) + i][:16]}")
+        total = 3 * len(cases) + len(out)
+        print(f"{name}: committed vectors {total - n_bad}/{total} identical")
+        bad += n_bad
+    return bad
+
+
 def run(cmd, **kw):
     r = subprocess.run(cmd, capture_output=True, **kw)
     if r.returncode != 0:
@@ -69,8 +118,8 @@ def main():
             seen.add(t)
             uniq.append(t)
     texts = uniq
-    failures = 0
     tmp = tempfile.mkdtemp(prefix="specula-tokdiff-")
+    failures = committed_vectors(specula, deps, vectors, tmp)
     jobs = []
     for name in TOKENIZERS:
         tj = os.path.join(deps, "tokenizers", name, "tokenizer.json")
