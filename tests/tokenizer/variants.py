@@ -139,6 +139,13 @@ def variants(deps):
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]}
         out[f"pre_{name}"] = t
 
+    # the ByteLevel normalizer (byte-level characters written by the normalizer)
+    t = copy.deepcopy(gpt)
+    t["normalizer"] = {"type": "ByteLevel"}
+    t["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": "\\S+|\\s+"}, "behavior": "Isolated",
+                          "invert": False}
+    out["norm_byte_level"] = t
+
     # GPT-2 style ByteLevel with its own regex and a prefix space
     t = copy.deepcopy(gpt)
     t["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
