@@ -62,7 +62,7 @@ int cmd_tokenize(int argc, char **argv)
     if (sp_tokenizer_open(path, &t, &err) != SP_OK)
         return cli_fail(&err);
     if (chat) {
-        rc = cli_tokenize_chat(t, chat);
+        rc = cli_tokenize_chat(t, path, chat);
     } else if (text) {
         rc = encode_one(t, text, strlen(text), special);
         if (rc == CLI_OK)

@@ -2,6 +2,8 @@
 #ifndef SP_TOOLS_COMMANDS_H
 #define SP_TOOLS_COMMANDS_H
 
+#include "specula.h"
+
 int cmd_logits(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
@@ -9,9 +11,10 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_bench_tokenizer(int argc, char **argv);
 
-struct sp_tokenizer;
-/* Renders a chat context file with the tokenizer's chat template and prints its ids
+int cmd_template(int argc, char **argv);
+
+/* Renders a chat context file with PATH's chat template and prints the ids of the text
  * (cmd_template.c). */
-int cli_tokenize_chat(struct sp_tokenizer *t, const char *context_path);
+int cli_tokenize_chat(sp_tokenizer *t, const char *path, const char *context_path);
 
 #endif

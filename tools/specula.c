@@ -11,6 +11,7 @@ static const cli_cmd commands[] = {
     {"bench", "measure prefill and decode tokens/s", NULL, cmd_bench},
     {"tokenize", "text to token ids with a tokenizer.json", NULL, cmd_tokenize},
     {"detokenize", "token ids to text", NULL, cmd_detokenize},
+    {"template", "render a chat template like transformers' apply_chat_template", NULL, cmd_template},
     {"bench-tokenizer", "tokenizer load time and encode MB/s (optionally vs HF tokenizers)", NULL,
      cmd_bench_tokenizer},
 };

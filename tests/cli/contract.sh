@@ -95,5 +95,22 @@ check "tokenize: missing tokenizer" expect_exit 1 "cannot open" "$SPECULA" token
 check "generate -p streams text" bash -c "'$SPECULA' generate -m '$M' --tokenizer '$B' -p 'Hello' -n 8 --temp 0 >/dev/null"
 check "generate -p --json has text" bash -c "'$SPECULA' generate -m '$M' --tokenizer '$B' -p 'Hello' -n 8 --temp 0 --json | python3 -c 'import json,sys; j=json.load(sys.stdin); assert isinstance(j[\"text\"], str) and j[\"timing\"][\"prompt_tokens\"] == 6'"
 
+# chat templates (real templates are covered by the template differential test)
+printf '%s' '{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}' > "$TMP/t.jinja"
+printf '{"messages": [{"role": "user", "content": " hi "}], "add_generation_prompt": true, "bos_token": "B"}' > "$TMP/ctx.json"
+check "template renders a .jinja file" bash -c "[ \"\$('$SPECULA' template -t '$TMP/t.jinja' --context '$TMP/ctx.json')\" = 'B<user>hi<assistant>' ]"
+printf '%s' "{{ raise_exception('System role not supported') }}" > "$TMP/raise.jinja"
+check "template: raise_exception exits 3" expect_exit 3 "System role not supported" "$SPECULA" template -t "$TMP/raise.jinja" --context "$TMP/ctx.json"
+printf '%s' "{% for m in messages %}" > "$TMP/syntax.jinja"
+check "template: syntax error exits 3" expect_exit 3 "line 1" "$SPECULA" template -t "$TMP/syntax.jinja" --context "$TMP/ctx.json"
+check "template: needs --context" expect_exit 2 "needs -t and --context" "$SPECULA" template -t "$TMP/t.jinja"
+printf '[1]' > "$TMP/badctx.json"
+check "template: context not an object" expect_exit 1 "JSON object" "$SPECULA" template -t "$TMP/t.jinja" --context "$TMP/badctx.json"
+check "template: no template in config" expect_exit 1 "no chat template" "$SPECULA" template -t "$B/tokenizer_config.json" --context "$TMP/ctx.json"
+mkdir -p "$TMP/chat" && cp "$B/tokenizer.json" "$B/tokenizer_config.json" "$TMP/chat/"
+printf '%s' '{{ bos_token }}{% for m in messages %}{{ m.content }}{{ eos_token }}{% endfor %}' > "$TMP/chat/chat_template.jinja"
+printf '{"messages": [{"role": "user", "content": "Hi"}]}' > "$TMP/chat.json"
+check "tokenize --chat: special tokens matched, no second BOS" bash -c "[ \"\$('$SPECULA' tokenize -t '$TMP/chat' --chat '$TMP/chat.json')\" = '[1, 72, 105, 2]' ]"
+
 echo "$fails failure(s)"
 [ "$fails" = 0 ]

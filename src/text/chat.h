@@ -1,0 +1,30 @@
+/* chat.h: apply_chat_template as transformers does it.
+ *
+ * A chat template set comes from a model directory (chat_template.jinja, else
+ * tokenizer_config.json's chat_template: a string, or a list of named templates), a
+ * tokenizer_config.json file, or a .jinja file. Rendering passes the special tokens of
+ * tokenizer_config.json (bos_token, eos_token, unk_token, sep_token, pad_token, cls_token,
+ * mask_token and named extra_special_tokens), tools=None, documents=None and
+ * add_generation_prompt=False, then the context's own keys on top. With named templates,
+ * "tool_use" is chosen when the context has tools, else "default". */
+#ifndef SP_TEXT_CHAT_H
+#define SP_TEXT_CHAT_H
+
+#include "text/jinja.h"
+
+typedef struct sp_chat sp_chat;
+
+sp_status sp_chat_open(const char *path, sp_chat **out, sp_error *err);
+void sp_chat_close(sp_chat *c);
+
+/* For testing the engine against plain Jinja2: plain_syntax compiles without
+ * trim_blocks/lstrip_blocks; no_defaults renders with the context's variables only (no
+ * special tokens, tools, documents or add_generation_prompt). Call before rendering. */
+void sp_chat_set_plain(sp_chat *c, bool plain_syntax, bool no_defaults);
+
+/* ctx_json: a JSON object (messages, tools, add_generation_prompt, extra variables).
+ * *out is malloc'd. Template errors are SP_ERR_TEMPLATE or SP_ERR_LIMIT. */
+sp_status sp_chat_render(sp_chat *c, const char *ctx_json, size_t ctx_len,
+                         const sp_jinja_options *opt, char **out, size_t *out_len, sp_error *err);
+
+#endif

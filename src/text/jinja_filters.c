@@ -1,0 +1,1108 @@
+/* jinja_filters.c: Jinja2's built-in filters and tests (jinja2/filters.py, tests.py) with
+ * their Python semantics, plus transformers' tojson. select/reject/map/unique/reverse
+ * return generators, as in Jinja2: |length on them fails, |list materializes them. */
+#include "text/jinja_internal.h"
+#include "util/utf8.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+typedef struct fargs {
+    jv *a;
+    size_t n;
+    const char **kn;
+    jv *kv;
+    size_t nk;
+} fargs;
+
+/* Argument i (0-based, after the filtered value) by position or keyword, or def. */
+static jv arg(const fargs *A, size_t i, const char *name, jv def)
+{
+    if (i < A->n)
+        return A->a[i];
+    for (size_t k = 0; k < A->nk; k++)
+        if (!strcmp(A->kn[k], name))
+            return A->kv[k];
+    return def;
+}
+
+static bool arg_bool(jinterp *I, const fargs *A, size_t i, const char *name, bool def)
+{
+    return jv_truthy(I, arg(A, i, name, jv_bool(def)));
+}
+
+static jv need_str(jinterp *I, jv v, const char *what)
+{
+    if (v.k == JK_UNDEF)
+        return jv_cstr(I, "");
+    if (v.k != JK_STR)
+        return jv_to_str(I, v);
+    (void)what;
+    return v;
+}
+
+static jlist *need_iter(jinterp *I, jv v, const char *filter)
+{
+    bool ok;
+    jlist *l = jv_iterate(I, v, &ok);
+    if (!ok)
+        jfail(I, SP_ERR_TEMPLATE, "%s: '%s' object is not iterable", filter, jv_type_name(v));
+    return l;
+}
+
+static jv gen(jinterp *I)
+{
+    return jv_list(I, 0, JL_GEN);
+}
+
+/* Jinja's make_attrgetter: dotted attribute path, digits index, looked up like x[part]. */
+static jv attr_path(jinterp *I, jv v, jv path)
+{
+    if (path.k == JK_INT)
+        return jgetitem(I, v, path);
+    if (path.k != JK_STR)
+        jfail(I, SP_ERR_TEMPLATE, "attribute must be a string");
+    const char *s = path.u.s->s;
+    while (*s) {
+        const char *dot = strchr(s, '.');
+        size_t n = dot ? (size_t)(dot - s) : strlen(s);
+        bool digits = n > 0;
+        for (size_t i = 0; i < n; i++)
+            digits &= s[i] >= '0' && s[i] <= '9';
+        jv key = digits ? jv_int(strtoll(s, NULL, 10)) : jv_str(I, s, n);
+        v = jgetitem(I, v, key);
+        s += n + (dot ? 1 : 0);
+        if (!dot)
+            break;
+    }
+    return v;
+}
+
+static jv lower_if_str(jinterp *I, jv v, bool case_sensitive);
+
+/* ---- strings ------------------------------------------------------------------------------- */
+
+
+static jv f_title(jinterp *I, jv s)
+{
+    /* jinja's title: split at runs of [-\s({\[<], then item[0].upper() + item[1:].lower() */
+    s = need_str(I, s, "title");
+    jbuf b = {0};
+    const char *p = s.u.s->s;
+    size_t n = s.u.s->len, i = 0;
+    while (i < n) {
+        size_t j = i;
+        bool sep = false;
+        for (;;) {
+            if (j >= n)
+                break;
+            uint32_t cp;
+            size_t l = sp_utf8_decode((const unsigned char *)p + j, n - j, &cp);
+            bool is_sep = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || ju_is_space(cp);
+            if (j == i)
+                sep = is_sep;
+            else if (is_sep != sep)
+                break;
+            j += l ? l : 1;
+        }
+        jv item = jv_str(I, p + i, j - i);
+        if (sep) {
+            jbuf_put(I, &b, p + i, j - i);
+        } else {
+            size_t l1 = sp_utf8_seq_len((const unsigned char *)p + i, j - i);
+            jv first = jstr_case(I, jv_str(I, p + i, l1 ? l1 : 1), 1);
+            jv rest = jstr_case(I, jv_str(I, p + i + (l1 ? l1 : 1), j - i - (l1 ? l1 : 1)), 0);
+            jbuf_put(I, &b, first.u.s->s, first.u.s->len);
+            jbuf_put(I, &b, rest.u.s->s, rest.u.s->len);
+        }
+        (void)item;
+        i = j;
+    }
+    return jv_str(I, b.p ? b.p : "", b.n);
+}
+
+/* Python str.splitlines(). */
+static jlist *splitlines(jinterp *I, jv s)
+{
+    jlist *l = jv_list(I, 0, 0).u.l;
+    const char *p = s.u.s->s;
+    size_t n = s.u.s->len, start = 0, i = 0;
+    while (i < n) {
+        uint32_t cp;
+        size_t len = sp_utf8_decode((const unsigned char *)p + i, n - i, &cp);
+        if (!len)
+            len = 1;
+        bool brk = cp == '\n' || cp == '\r' || cp == 0x0b || cp == 0x0c || cp == 0x1c || cp == 0x1d ||
+                   cp == 0x1e || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
+        if (brk) {
+            jl_push(I, l, jv_str(I, p + start, i - start));
+            if (cp == '\r' && i + 1 < n && p[i + 1] == '\n')
+                len = 2;
+            start = i + len;
+        }
+        i += len;
+    }
+    if (start < n)
+        jl_push(I, l, jv_str(I, p + start, n - start));
+    return l;
+}
+
+static jv f_indent(jinterp *I, jv s, const fargs *A)
+{
+    s = need_str(I, s, "indent");
+    jv width = arg(A, 0, "width", jv_int(4));
+    bool first = arg_bool(I, A, 1, "first", false), blank = arg_bool(I, A, 2, "blank", false);
+    jbuf ind = {0};
+    if (width.k == JK_STR)
+        jbuf_put(I, &ind, width.u.s->s, width.u.s->len);
+    else
+        for (int64_t i = 0; i < (width.k == JK_INT ? width.u.i : 0); i++)
+            jbuf_puts(I, &ind, " ");
+    if (!ind.p)
+        jbuf_puts(I, &ind, "");
+    jbuf t = {0};
+    jbuf_put(I, &t, s.u.s->s, s.u.s->len);
+    jbuf_puts(I, &t, "\n"); /* Jinja appends a newline so splitlines keeps a trailing blank line */
+    jlist *lines = splitlines(I, jv_str(I, t.p, t.n));
+    jbuf b = {0};
+    if (first)
+        jbuf_put(I, &b, ind.p, ind.n);
+    for (size_t i = 0; i < lines->n; i++) {
+        jv line = lines->v[i];
+        if (i) {
+            jbuf_puts(I, &b, "\n");
+            if (blank || line.u.s->len)
+                jbuf_put(I, &b, ind.p, ind.n);
+        }
+        jbuf_put(I, &b, line.u.s->s, line.u.s->len);
+    }
+    return jv_str(I, b.p ? b.p : "", b.n);
+}
+
+/* markupsafe.escape: a Markup string comes back unchanged unless forced. */
+jv jv_html_escape(jinterp *I, jv s, bool force)
+{
+    if (s.k == JK_STR && s.safe && !force)
+        return s;
+    s = need_str(I, s, "escape");
+    jbuf b = {0};
+    for (size_t i = 0; i < s.u.s->len; i++) {
+        char c = s.u.s->s[i];
+        const char *r = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;"
+                        : c == '"' ? "&#34;" : c == '\'' ? "&#39;" : NULL;
+        if (r)
+            jbuf_puts(I, &b, r);
+        else
+            jbuf_put(I, &b, &c, 1);
+    }
+    jv r = jv_str(I, b.p ? b.p : "", b.n);
+    r.safe = 1;
+    return r;
+}
+
+/* ---- numbers ------------------------------------------------------------------------------ */
+
+static bool parse_py_int(const char *s, size_t n, int64_t base, int64_t *out)
+{
+    char buf[128];
+    size_t o = 0;
+    size_t i = 0;
+    while (i < n && ju_is_space((unsigned char)s[i]))
+        i++;
+    while (n > i && ju_is_space((unsigned char)s[n - 1]))
+        n--;
+    if (i < n && (s[i] == '+' || s[i] == '-'))
+        buf[o++] = s[i++];
+    if (base == 16 && n - i > 2 && s[i] == '0' && (s[i + 1] == 'x' || s[i + 1] == 'X'))
+        i += 2;
+    if (i >= n)
+        return false;
+    for (; i < n && o + 1 < sizeof buf; i++) {
+        if (s[i] == '_' && i + 1 < n && s[i + 1] != '_' && o > 0 && buf[o - 1] != '-' && buf[o - 1] != '+')
+            continue;
+        buf[o++] = s[i];
+    }
+    buf[o] = '\0';
+    char *end;
+    long long v = strtoll(buf, &end, (int)base);
+    if (*end || end == buf)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_py_float(const char *s, size_t n, double *out)
+{
+    char buf[128];
+    size_t o = 0, i = 0;
+    while (i < n && ju_is_space((unsigned char)s[i]))
+        i++;
+    while (n > i && ju_is_space((unsigned char)s[n - 1]))
+        n--;
+    for (; i < n && o + 1 < sizeof buf; i++)
+        if (s[i] != '_')
+            buf[o++] = s[i];
+    buf[o] = '\0';
+    if (!o)
+        return false;
+    char *end;
+    double v = strtod(buf, &end);
+    if (*end)
+        return false;
+    *out = v;
+    return true;
+}
+
+static jv f_int(jinterp *I, jv v, const fargs *A)
+{
+    jv def = arg(A, 0, "default", jv_int(0));
+    int64_t base = 10;
+    jv b = arg(A, 1, "base", jv_int(10));
+    if (b.k == JK_INT)
+        base = b.u.i;
+    switch ((jk)v.k) {
+    case JK_INT: return v;
+    case JK_BOOL: return jv_int(v.u.b);
+    case JK_FLOAT:
+        if (!isfinite(v.u.f))
+            return def;
+        return jv_int((int64_t)v.u.f);
+    case JK_STR: {
+        int64_t i;
+        double d;
+        if (parse_py_int(v.u.s->s, v.u.s->len, base, &i))
+            return jv_int(i);
+        if (parse_py_float(v.u.s->s, v.u.s->len, &d) && isfinite(d))
+            return jv_int((int64_t)d);
+        return def;
+    }
+    default: return def;
+    }
+}
+
+static jv f_float(jinterp *I, jv v, const fargs *A)
+{
+    jv def = arg(A, 0, "default", jv_float(0.0));
+    (void)I;
+    switch ((jk)v.k) {
+    case JK_INT: return jv_float((double)v.u.i);
+    case JK_BOOL: return jv_float(v.u.b);
+    case JK_FLOAT: return v;
+    case JK_STR: {
+        double d;
+        return parse_py_float(v.u.s->s, v.u.s->len, &d) ? jv_float(d) : def;
+    }
+    default: return def;
+    }
+}
+
+static jv f_round(jinterp *I, jv v, const fargs *A)
+{
+    jv p = arg(A, 0, "precision", jv_int(0));
+    jv m = arg(A, 1, "method", jv_cstr(I, "common"));
+    if (v.k == JK_UNDEF)
+        jfail(I, SP_ERR_TEMPLATE, "'%s' is undefined", v.u.undef ? v.u.undef : "value");
+    if (!jv_is_num(v))
+        jfail(I, SP_ERR_TEMPLATE, "round: '%s' is not a number", jv_type_name(v));
+    int64_t prec = p.k == JK_INT ? p.u.i : 0;
+    double x = jv_num(v), scale = pow(10.0, (double)prec);
+    const char *method = m.k == JK_STR ? m.u.s->s : "common";
+    if (!strcmp(method, "common")) {
+        if (v.k != JK_FLOAT)
+            return v.k == JK_BOOL ? jv_int(v.u.b) : v;
+        double r = nearbyint(x * scale) / scale; /* Python round(): half to even */
+        return jv_float(r);
+    }
+    if (!strcmp(method, "floor"))
+        return jv_float(floor(x * scale) / scale);
+    if (!strcmp(method, "ceil"))
+        return jv_float(ceil(x * scale) / scale);
+    jfail(I, SP_ERR_TEMPLATE, "method must be common, ceil or floor");
+}
+
+/* ---- sequences ----------------------------------------------------------------------------- */
+
+static jv lower_if_str(jinterp *I, jv v, bool case_sensitive)
+{
+    return !case_sensitive && v.k == JK_STR ? jstr_case(I, v, 0) : v;
+}
+
+/* Jinja2 sorts by a list of keys ([key] < [key']): equal keys never reach '<', so
+ * [None, None]|sort works while [None, 1]|sort raises. */
+static int sort_key_cmp(jinterp *I, jv a, jv b)
+{
+    return jv_equal(I, a, b) ? 0 : jv_compare(I, a, b);
+}
+
+/* Stable merge sort of items by keys (parallel arrays). */
+static void sort_by(jinterp *I, jv *items, jv *keys, size_t n, bool reverse)
+{
+    if (n < 2)
+        return;
+    size_t h = n / 2;
+    sort_by(I, items, keys, h, reverse);
+    sort_by(I, items + h, keys + h, n - h, reverse);
+    jv *ti = ja_alloc(I, n * sizeof *ti), *tk = ja_alloc(I, n * sizeof *tk);
+    size_t a = 0, b = h, o = 0;
+    while (a < h && b < n) {
+        int c = sort_key_cmp(I, keys[b], keys[a]);
+        bool take_b = reverse ? c > 0 : c < 0;
+        if (take_b) {
+            ti[o] = items[b];
+            tk[o++] = keys[b++];
+        } else {
+            ti[o] = items[a];
+            tk[o++] = keys[a++];
+        }
+    }
+    while (a < h) {
+        ti[o] = items[a];
+        tk[o++] = keys[a++];
+    }
+    while (b < n) {
+        ti[o] = items[b];
+        tk[o++] = keys[b++];
+    }
+    memcpy(items, ti, n * sizeof *ti);
+    memcpy(keys, tk, n * sizeof *tk);
+}
+
+static jv f_sort(jinterp *I, jv v, const fargs *A)
+{
+    bool reverse = arg_bool(I, A, 0, "reverse", false), cs = arg_bool(I, A, 1, "case_sensitive", false);
+    jv attr = arg(A, 2, "attribute", jv_none());
+    jlist *src = need_iter(I, v, "sort");
+    jv out = jv_list(I, src->n, 0);
+    jv *keys = ja_alloc(I, (src->n ? src->n : 1) * sizeof *keys);
+    for (size_t i = 0; i < src->n; i++) {
+        out.u.l->v[i] = src->v[i];
+        jv k = attr.k == JK_NONE ? src->v[i] : attr_path(I, src->v[i], attr);
+        keys[i] = lower_if_str(I, k, cs);
+    }
+    out.u.l->n = src->n;
+    sort_by(I, out.u.l->v, keys, src->n, reverse);
+    return out;
+}
+
+static jv f_dictsort(jinterp *I, jv v, const fargs *A)
+{
+    bool cs = arg_bool(I, A, 0, "case_sensitive", false);
+    jv by = arg(A, 1, "by", jv_cstr(I, "key"));
+    bool reverse = arg_bool(I, A, 2, "reverse", false);
+    if (v.k != JK_DICT)
+        jfail(I, SP_ERR_TEMPLATE, "dictsort: expected a mapping, got '%s'", jv_type_name(v));
+    int pos = by.k == JK_STR && !strcmp(by.u.s->s, "value") ? 1 : 0;
+    if (by.k == JK_STR && strcmp(by.u.s->s, "key") && strcmp(by.u.s->s, "value"))
+        jfail(I, SP_ERR_TEMPLATE, "You can only sort by either \"key\" or \"value\"");
+    size_t n = v.u.d->n;
+    jv out = jv_list(I, n, 0);
+    jv *keys = ja_alloc(I, (n ? n : 1) * sizeof *keys);
+    for (size_t i = 0; i < n; i++) {
+        jv t = jv_list(I, 2, JL_TUPLE);
+        jl_push(I, t.u.l, v.u.d->keys[i]);
+        jl_push(I, t.u.l, v.u.d->vals[i]);
+        out.u.l->v[i] = t;
+        keys[i] = lower_if_str(I, pos ? v.u.d->vals[i] : v.u.d->keys[i], cs);
+    }
+    out.u.l->n = n;
+    sort_by(I, out.u.l->v, keys, n, reverse);
+    return out;
+}
+
+static jv f_unique(jinterp *I, jv v, const fargs *A)
+{
+    bool cs = arg_bool(I, A, 0, "case_sensitive", false);
+    jv attr = arg(A, 1, "attribute", jv_none());
+    jlist *src = need_iter(I, v, "unique");
+    jv out = gen(I);
+    jlist *seen = jv_list(I, 0, 0).u.l;
+    for (size_t i = 0; i < src->n; i++) {
+        jv k = lower_if_str(I, attr.k == JK_NONE ? src->v[i] : attr_path(I, src->v[i], attr), cs);
+        bool dup = false;
+        for (size_t j = 0; j < seen->n && !dup; j++)
+            dup = jv_equal(I, seen->v[j], k);
+        if (!dup) {
+            jl_push(I, seen, k);
+            jl_push(I, out.u.l, src->v[i]);
+        }
+    }
+    return out;
+}
+
+static jv f_minmax(jinterp *I, jv v, const fargs *A, bool want_max)
+{
+    bool cs = arg_bool(I, A, 0, "case_sensitive", false);
+    jv attr = arg(A, 1, "attribute", jv_none());
+    jlist *src = need_iter(I, v, want_max ? "max" : "min");
+    if (!src->n)
+        return jv_undef("No aggregated item, sequence was empty.");
+    jv best = src->v[0];
+    jv bk = lower_if_str(I, attr.k == JK_NONE ? best : attr_path(I, best, attr), cs);
+    for (size_t i = 1; i < src->n; i++) {
+        jv k = lower_if_str(I, attr.k == JK_NONE ? src->v[i] : attr_path(I, src->v[i], attr), cs);
+        int c = jv_compare(I, k, bk);
+        if (want_max ? c > 0 : c < 0) {
+            best = src->v[i];
+            bk = k;
+        }
+    }
+    return best;
+}
+
+/* select / reject / selectattr / rejectattr */
+static jv f_select(jinterp *I, jv v, const fargs *A, bool want, bool by_attr, jframe *f)
+{
+    if (!jv_truthy(I, v)) /* Jinja2 tests `if value:` first: None/empty select nothing */
+        return gen(I);
+    jlist *src = need_iter(I, v, "select");
+    size_t first = 0;
+    jv attr = jv_none();
+    if (by_attr) {
+        if (A->n < 1)
+            jfail(I, SP_ERR_TEMPLATE, "selectattr/rejectattr need an attribute name");
+        attr = A->a[0];
+        first = 1;
+    }
+    const char *test = NULL;
+    if (A->n > first) {
+        if (A->a[first].k != JK_STR)
+            jfail(I, SP_ERR_TEMPLATE, "the test name must be a string");
+        test = A->a[first].u.s->s;
+        if (!jtest_exists(test))
+            jfail(I, SP_ERR_TEMPLATE, "No test named '%s'.", test);
+    }
+    jv out = gen(I);
+    for (size_t i = 0; i < src->n; i++) {
+        jv item = by_attr ? attr_path(I, src->v[i], attr) : src->v[i];
+        bool r = test ? jtest_apply(I, test, item, A->a + first + 1, A->n - first - 1, f)
+                      : jv_truthy(I, item);
+        if (r == want)
+            jl_push(I, out.u.l, src->v[i]);
+    }
+    return out;
+}
+
+static jv f_map(jinterp *I, jv v, const fargs *A, jframe *f)
+{
+    if (!jv_truthy(I, v)) /* as select: `if value:` first */
+        return gen(I);
+    jlist *src = need_iter(I, v, "map");
+    jv out = gen(I);
+    jv attr = jv_undef(NULL), def = jv_undef(NULL);
+    bool has_default = false;
+    for (size_t k = 0; k < A->nk; k++) {
+        if (!strcmp(A->kn[k], "attribute"))
+            attr = A->kv[k];
+        else if (!strcmp(A->kn[k], "default")) {
+            def = A->kv[k];
+            has_default = true;
+        }
+    }
+    if (attr.k != JK_UNDEF) {
+        for (size_t i = 0; i < src->n; i++) {
+            jv x = attr_path(I, src->v[i], attr);
+            jl_push(I, out.u.l, x.k == JK_UNDEF && has_default ? def : x);
+        }
+        return out;
+    }
+    if (A->n < 1 || A->a[0].k != JK_STR)
+        jfail(I, SP_ERR_TEMPLATE, "map requires a filter argument");
+    const char *name = A->a[0].u.s->s;
+    if (!jfilter_exists(name))
+        jfail(I, SP_ERR_TEMPLATE, "No filter named '%s'.", name);
+    for (size_t i = 0; i < src->n; i++)
+        jl_push(I, out.u.l, jfilter_apply(I, name, src->v[i], A->a + 1, A->n - 1, A->kn, A->kv, A->nk, f));
+    return out;
+}
+
+static jv f_join(jinterp *I, jv v, const fargs *A)
+{
+    jv d = arg(A, 0, "d", jv_cstr(I, ""));
+    jv attr = arg(A, 1, "attribute", jv_none());
+    jlist *src = need_iter(I, v, "join");
+    jbuf b = {0};
+    for (size_t i = 0; i < src->n; i++) {
+        if (i)
+            jv_write_str(I, &b, d);
+        jv_write_str(I, &b, attr.k == JK_NONE ? src->v[i] : attr_path(I, src->v[i], attr));
+    }
+    return jv_str(I, b.p ? b.p : "", b.n);
+}
+
+static jv f_items(jinterp *I, jv v)
+{
+    if (v.k == JK_UNDEF)
+        return gen(I);
+    if (v.k != JK_DICT)
+        jfail(I, SP_ERR_TEMPLATE, "Can only get item pairs from a mapping.");
+    jdict *d = ja_alloc(I, sizeof *d);
+    *d = *v.u.d;
+    d->which = 2;
+    jv out = {.k = JK_VIEW, .u = {.d = d}};
+    bool ok;
+    jv g = gen(I);
+    jlist *items = jv_iterate(I, out, &ok);
+    for (size_t i = 0; i < items->n; i++)
+        jl_push(I, g.u.l, items->v[i]);
+    return g;
+}
+
+static jv f_reverse(jinterp *I, jv v)
+{
+    if (v.k == JK_STR) {
+        bool ok;
+        jlist *c = jv_iterate(I, v, &ok);
+        jbuf b = {0};
+        for (size_t i = c->n; i-- > 0;)
+            jbuf_put(I, &b, c->v[i].u.s->s, c->v[i].u.s->len);
+        return jv_str(I, b.p ? b.p : "", b.n);
+    }
+    jlist *src = need_iter(I, v, "reverse");
+    jv out = gen(I);
+    for (size_t i = src->n; i-- > 0;)
+        jl_push(I, out.u.l, src->v[i]);
+    return out;
+}
+
+static jv f_batch(jinterp *I, jv v, const fargs *A)
+{
+    jv lc = arg(A, 0, "linecount", jv_int(1));
+    jv fill = arg(A, 1, "fill_with", jv_none());
+    if (lc.k != JK_INT || lc.u.i < 1)
+        jfail(I, SP_ERR_TEMPLATE, "batch: linecount must be a positive integer");
+    jlist *src = need_iter(I, v, "batch");
+    jv out = gen(I);
+    for (size_t i = 0; i < src->n; i += (size_t)lc.u.i) {
+        jv row = jv_list(I, 0, 0);
+        for (size_t k = i; k < i + (size_t)lc.u.i; k++) {
+            if (k < src->n)
+                jl_push(I, row.u.l, src->v[k]);
+            else if (fill.k != JK_NONE)
+                jl_push(I, row.u.l, fill);
+        }
+        jl_push(I, out.u.l, row);
+    }
+    return out;
+}
+
+/* slice(n, fill_with): n columns, the first len % n one longer (Jinja's do_slice). */
+static jv f_slice(jinterp *I, jv v, const fargs *A)
+{
+    jv ns = arg(A, 0, "slices", jv_undef("slices"));
+    jv fill = arg(A, 1, "fill_with", jv_none());
+    if (ns.k != JK_INT || ns.u.i < 1)
+        jfail(I, SP_ERR_TEMPLATE, "slice: slices must be a positive integer");
+    jlist *src = need_iter(I, v, "slice");
+    size_t slices = (size_t)ns.u.i, per = src->n / slices, extra = src->n % slices, offset = 0;
+    jv out = gen(I);
+    for (size_t k = 0; k < slices; k++) {
+        jtick(I);
+        size_t start = offset + k * per;
+        if (k < extra)
+            offset++;
+        size_t end = offset + (k + 1) * per;
+        jv col = jv_list(I, end - start + 1, 0);
+        for (size_t i = start; i < end && i < src->n; i++)
+            jl_push(I, col.u.l, src->v[i]);
+        if (fill.k != JK_NONE && k >= extra)
+            jl_push(I, col.u.l, fill);
+        jl_push(I, out.u.l, col);
+    }
+    return out;
+}
+
+/* groupby(attribute, default, case_sensitive): sorted by the key, consecutive equal keys
+ * grouped; each group is a (grouper, list) tuple whose grouper is the first item's key. */
+static jv f_groupby(jinterp *I, jv v, const fargs *A)
+{
+    jv attr = arg(A, 0, "attribute", jv_undef("attribute"));
+    jv def = arg(A, 1, "default", jv_none());
+    bool cs = arg_bool(I, A, 2, "case_sensitive", false);
+    jlist *src = need_iter(I, v, "groupby");
+    size_t n = src->n;
+    jv *items = ja_alloc(I, (n ? n : 1) * sizeof *items), *keys = ja_alloc(I, (n ? n : 1) * sizeof *keys);
+    for (size_t i = 0; i < n; i++) {
+        items[i] = src->v[i];
+        jv k = attr_path(I, src->v[i], attr);
+        if (k.k == JK_UNDEF && def.k != JK_NONE)
+            k = def;
+        keys[i] = lower_if_str(I, k, cs);
+    }
+    sort_by(I, items, keys, n, false);
+    jv out = jv_list(I, 0, 0);
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && jv_equal(I, keys[j], keys[i]))
+            j++;
+        jv group = jv_list(I, j - i, 0);
+        for (size_t k = i; k < j; k++)
+            jl_push(I, group.u.l, items[k]);
+        jv grouper = attr_path(I, items[i], attr);
+        if (grouper.k == JK_UNDEF && def.k != JK_NONE)
+            grouper = def;
+        jv t = jv_list(I, 2, JL_TUPLE | JL_GROUP);
+        jl_push(I, t.u.l, cs ? keys[i] : grouper);
+        jl_push(I, t.u.l, group);
+        jl_push(I, out.u.l, t);
+        i = j;
+    }
+    return out;
+}
+
+/* Byte offset of code point `cp` in s (or its length). */
+static size_t cp_offset(jv s, size_t cp)
+{
+    const char *p = s.u.s->s;
+    size_t i = 0, n = s.u.s->len;
+    for (; i < n && cp; cp--) {
+        i++;
+        while (i < n && (p[i] & 0xC0) == 0x80)
+            i++;
+    }
+    return i;
+}
+
+/* truncate(length=255, killwords=False, end='...', leeway=5) as Jinja's do_truncate. */
+static jv f_truncate(jinterp *I, jv v, const fargs *A)
+{
+    jv s = need_str(I, v, "truncate");
+    jv len = arg(A, 0, "length", jv_int(255));
+    bool kill = arg_bool(I, A, 1, "killwords", false);
+    jv end = need_str(I, arg(A, 2, "end", jv_cstr(I, "...")), "truncate");
+    jv lee = arg(A, 3, "leeway", jv_int(5));
+    if (len.k != JK_INT || lee.k != JK_INT)
+        jfail(I, SP_ERR_TEMPLATE, "truncate: length and leeway must be integers");
+    int64_t n_end = (int64_t)ju_len(end.u.s->s, end.u.s->len);
+    if (len.u.i < n_end)
+        jfail(I, SP_ERR_TEMPLATE, "AssertionError: expected length >= %lld, got %lld",
+              (long long)n_end, (long long)len.u.i);
+    if (lee.u.i < 0)
+        jfail(I, SP_ERR_TEMPLATE, "AssertionError: expected leeway >= 0, got %lld", (long long)lee.u.i);
+    if ((int64_t)ju_len(s.u.s->s, s.u.s->len) <= len.u.i + lee.u.i)
+        return s;
+    size_t cut = cp_offset(s, (size_t)(len.u.i - n_end));
+    if (!kill) /* s[:cut].rsplit(" ", 1)[0] */
+        for (size_t i = cut; i-- > 0;)
+            if (s.u.s->s[i] == ' ') {
+                cut = i;
+                break;
+            }
+    jbuf b = {0};
+    jbuf_put(I, &b, s.u.s->s, cut);
+    jbuf_put(I, &b, end.u.s->s, end.u.s->len);
+    return jv_str(I, b.p ? b.p : "", b.n);
+}
+
+/* Werkzeug-style url_quote: UTF-8 bytes, unreserved ALPHA DIGIT _.-~ kept, '/' kept
+ * unless for a query string, where spaces become '+'. */
+static void url_quote(jinterp *I, jbuf *b, jv v, bool for_qs)
+{
+    jv s = need_str(I, v, "urlencode");
+    for (size_t i = 0; i < s.u.s->len; i++) {
+        unsigned char c = (unsigned char)s.u.s->s[i];
+        bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-' || c == '~' || (c == '/' && !for_qs);
+        char hex[4];
+        if (keep)
+            jbuf_put(I, b, (const char *)&c, 1);
+        else if (c == ' ' && for_qs)
+            jbuf_puts(I, b, "+");
+        else {
+            snprintf(hex, sizeof hex, "%%%02X", c);
+            jbuf_puts(I, b, hex);
+        }
+    }
+}
+
+static jv f_urlencode(jinterp *I, jv v)
+{
+    jbuf b = {0};
+    if (v.k == JK_DICT || (v.k == JK_LIST && !(v.u.l->flags & JL_GEN))) {
+        bool dict = v.k == JK_DICT;
+        size_t n = dict ? v.u.d->n : v.u.l->n;
+        for (size_t i = 0; i < n; i++) {
+            jv k, val;
+            if (dict) {
+                k = v.u.d->keys[i];
+                val = v.u.d->vals[i];
+            } else {
+                jv pair = v.u.l->v[i];
+                if (pair.k != JK_LIST || pair.u.l->n != 2)
+                    jfail(I, SP_ERR_TEMPLATE, "urlencode: expected (key, value) pairs");
+                k = pair.u.l->v[0];
+                val = pair.u.l->v[1];
+            }
+            if (i)
+                jbuf_puts(I, &b, "&");
+            url_quote(I, &b, k, true);
+            jbuf_puts(I, &b, "=");
+            url_quote(I, &b, val, true);
+        }
+    } else {
+        url_quote(I, &b, v, false);
+    }
+    return jv_str(I, b.p ? b.p : "", b.n);
+}
+
+/* xmlattr(autospace=True): key="value" pairs, None/undefined values skipped, escaped. */
+static jv f_xmlattr(jinterp *I, jv v, const fargs *A)
+{
+    bool autospace = arg_bool(I, A, 0, "autospace", true);
+    if (v.k != JK_DICT)
+        jfail(I, SP_ERR_TEMPLATE, "xmlattr: expected a mapping, got '%s'", jv_type_name(v));
+    jbuf b = {0};
+    for (size_t i = 0; i < v.u.d->n; i++) {
+        jv k = v.u.d->keys[i], val = v.u.d->vals[i];
+        if (val.k == JK_NONE || val.k == JK_UNDEF)
+            continue;
+        k = need_str(I, k, "xmlattr");
+        for (size_t c = 0; c < k.u.s->len; c++)
+            if (strchr(" \t\n\r\f\v/>=", k.u.s->s[c]) && k.u.s->s[c])
+                jfail(I, SP_ERR_TEMPLATE, "ValueError: Invalid character in attribute name: '%s'", k.u.s->s);
+        if (b.n || autospace)
+            jbuf_puts(I, &b, " ");
+        jv ek = jv_html_escape(I, k, false), ev = jv_html_escape(I, val, false);
+        jbuf_put(I, &b, ek.u.s->s, ek.u.s->len);
+        jbuf_puts(I, &b, "=\"");
+        jbuf_put(I, &b, ev.u.s->s, ev.u.s->len);
+        jbuf_puts(I, &b, "\"");
+    }
+    return jv_str(I, b.p ? b.p : "", b.n);
+}
+
+static jv f_tojson(jinterp *I, jv v, const fargs *A)
+{
+    bool ascii = arg_bool(I, A, 0, "ensure_ascii", false);
+    jv indent = arg(A, 1, "indent", jv_none());
+    jv seps = arg(A, 2, "separators", jv_none());
+    bool sort_keys = arg_bool(I, A, 3, "sort_keys", false);
+    const char *ind = NULL;
+    jbuf ib = {0};
+    if (indent.k == JK_INT) {
+        for (int64_t i = 0; i < indent.u.i && i < 1024; i++)
+            jbuf_puts(I, &ib, " ");
+        ind = ib.p ? ib.p : "";
+    } else if (indent.k == JK_STR) {
+        ind = indent.u.s->s;
+    } else if (indent.k != JK_NONE) {
+        jfail(I, SP_ERR_TEMPLATE, "tojson: indent must be an integer or a string");
+    }
+    const char *item_sep = ind ? "," : ", ", *key_sep = ": ";
+    if (seps.k == JK_LIST && !(seps.u.l->flags & JL_GEN)) {
+        if (seps.u.l->n != 2 || seps.u.l->v[0].k != JK_STR || seps.u.l->v[1].k != JK_STR)
+            jfail(I, SP_ERR_TEMPLATE, "tojson: separators must be two strings");
+        item_sep = seps.u.l->v[0].u.s->s;
+        key_sep = seps.u.l->v[1].u.s->s;
+    }
+    jbuf b = {0};
+    jv_tojson(I, &b, v, ind, item_sep, key_sep, sort_keys, ascii, 0);
+    return jv_str(I, b.p ? b.p : "", b.n);
+}
+
+static jv f_sum(jinterp *I, jv v, const fargs *A)
+{
+    jv attr = arg(A, 0, "attribute", jv_none());
+    jv total = arg(A, 1, "start", jv_int(0));
+    jlist *src = need_iter(I, v, "sum");
+    for (size_t i = 0; i < src->n; i++)
+        total = jbinop(I, OP_ADD, total, attr.k == JK_NONE ? src->v[i] : attr_path(I, src->v[i], attr));
+    return total;
+}
+
+static jv f_center(jinterp *I, jv s, const fargs *A)
+{
+    jv w = arg(A, 0, "width", jv_int(80));
+    return jstr_pad(I, need_str(I, s, "center"), w.k == JK_INT ? w.u.i : 80, ' ', 0);
+}
+
+static jv f_wordcount(jinterp *I, jv s)
+{
+    s = need_str(I, s, "wordcount");
+    int64_t n = 0;
+    bool in = false;
+    for (size_t i = 0; i < s.u.s->len;) {
+        uint32_t cp;
+        size_t l = sp_utf8_decode((const unsigned char *)s.u.s->s + i, s.u.s->len - i, &cp);
+        utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
+        bool w = cp == '_' || (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO) ||
+                 c == UTF8PROC_CATEGORY_ND || c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_NO ||
+                 c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC;
+        if (w && !in)
+            n++;
+        in = w;
+        i += l ? l : 1;
+    }
+    return jv_int(n);
+}
+
+/* ---- dispatch ----------------------------------------------------------------------------- */
+
+static const char *const FILTERS[] = {
+    "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e",
+    "escape", "first", "float", "forceescape", "format", "indent", "int", "items", "join", "last",
+    "length", "list", "lower", "map", "max", "min", "pprint", "reject", "rejectattr", "replace",
+    "reverse", "round", "safe", "select", "selectattr", "sort", "string", "sum", "title", "tojson",
+    "trim", "unique", "upper", "wordcount", "slice", "groupby", "truncate", "urlencode",
+    "xmlattr", NULL};
+
+bool jfilter_exists(const char *name)
+{
+    for (const char *const *f = FILTERS; *f; f++)
+        if (!strcmp(*f, name))
+            return true;
+    return false;
+}
+
+jv jfilter_apply(jinterp *I, const char *name, jv v, jv *args, size_t n_args,
+                 const char **kw_names, jv *kw_vals, size_t n_kw, jframe *f)
+{
+    fargs A = {args, n_args, kw_names, kw_vals, n_kw};
+    jtick(I);
+#define IS(s) (!strcmp(name, s))
+    if (IS("default") || IS("d")) {
+        jv def = arg(&A, 0, "default_value", jv_cstr(I, ""));
+        bool boolean = arg_bool(I, &A, 1, "boolean", false);
+        return v.k == JK_UNDEF || (boolean && !jv_truthy(I, v)) ? def : v;
+    }
+    if (IS("length") || IS("count"))
+        return jv_int(jv_len(I, v));
+    if (IS("string"))
+        return jv_to_str(I, v);
+    if (IS("safe")) {
+        v = need_str(I, v, "safe");
+        v.safe = 1;
+        return v;
+    }
+    if (IS("tojson"))
+        return f_tojson(I, v, &A);
+    if (IS("trim") || IS("upper") || IS("lower")) { /* soft_str(v).method(): Markup stays Markup */
+        jv s = need_str(I, v, name);
+        jv r = IS("trim") ? jstr_strip(I, s, arg(&A, 0, "chars", jv_none()), true, true)
+                          : jstr_case(I, s, IS("upper"));
+        r.safe = s.safe;
+        return r;
+    }
+    if (IS("capitalize"))
+        return jstr_case(I, need_str(I, v, "capitalize"), 2);
+    if (IS("title"))
+        return f_title(I, v);
+    if (IS("replace")) {
+        jv c = arg(&A, 2, "count", jv_none());
+        return jstr_replace(I, need_str(I, v, "replace"), arg(&A, 0, "old", jv_cstr(I, "")),
+                            arg(&A, 1, "new", jv_cstr(I, "")), c.k == JK_INT ? c.u.i : -1);
+    }
+    if (IS("indent"))
+        return f_indent(I, v, &A);
+    if (IS("escape") || IS("e") || IS("forceescape"))
+        return jv_html_escape(I, v, IS("forceescape"));
+    if (IS("int"))
+        return f_int(I, v, &A);
+    if (IS("float"))
+        return f_float(I, v, &A);
+    if (IS("abs")) {
+        if (v.k == JK_UNDEF)
+            jfail(I, SP_ERR_TEMPLATE, "'%s' is undefined", v.u.undef ? v.u.undef : "value");
+        if (v.k == JK_INT)
+            return jv_int(v.u.i < 0 ? -v.u.i : v.u.i);
+        if (v.k == JK_FLOAT)
+            return jv_float(fabs(v.u.f));
+        if (v.k == JK_BOOL)
+            return jv_int(v.u.b);
+        jfail(I, SP_ERR_TEMPLATE, "bad operand type for abs(): '%s'", jv_type_name(v));
+    }
+    if (IS("round"))
+        return f_round(I, v, &A);
+    if (IS("list")) {
+        jlist *src = need_iter(I, v, "list");
+        jv out = jv_list(I, src->n, 0);
+        for (size_t i = 0; i < src->n; i++)
+            jl_push(I, out.u.l, src->v[i]);
+        return out;
+    }
+    if (IS("first")) {
+        jlist *src = need_iter(I, v, "first");
+        return src->n ? src->v[0] : jv_undef("No first item, sequence was empty.");
+    }
+    if (IS("last")) {
+        if (v.k == JK_LIST && (v.u.l->flags & JL_GEN))
+            jfail(I, SP_ERR_TEMPLATE, "'generator' object is not reversible");
+        jlist *src = need_iter(I, v, "last");
+        return src->n ? src->v[src->n - 1] : jv_undef("No last item, sequence was empty.");
+    }
+    if (IS("join"))
+        return f_join(I, v, &A);
+    if (IS("items"))
+        return f_items(I, v);
+    if (IS("dictsort"))
+        return f_dictsort(I, v, &A);
+    if (IS("sort"))
+        return f_sort(I, v, &A);
+    if (IS("unique"))
+        return f_unique(I, v, &A);
+    if (IS("reverse"))
+        return f_reverse(I, v);
+    if (IS("min") || IS("max"))
+        return f_minmax(I, v, &A, IS("max"));
+    if (IS("select") || IS("reject"))
+        return f_select(I, v, &A, IS("select"), false, f);
+    if (IS("selectattr") || IS("rejectattr"))
+        return f_select(I, v, &A, IS("selectattr"), true, f);
+    if (IS("map"))
+        return f_map(I, v, &A, f);
+    if (IS("slice"))
+        return f_slice(I, v, &A);
+    if (IS("groupby"))
+        return f_groupby(I, v, &A);
+    if (IS("truncate"))
+        return f_truncate(I, v, &A);
+    if (IS("urlencode"))
+        return f_urlencode(I, v);
+    if (IS("xmlattr"))
+        return f_xmlattr(I, v, &A);
+    if (IS("batch"))
+        return f_batch(I, v, &A);
+    if (IS("sum"))
+        return f_sum(I, v, &A);
+    if (IS("center"))
+        return f_center(I, v, &A);
+    if (IS("wordcount"))
+        return f_wordcount(I, v);
+    if (IS("attr")) {
+        jv nm = arg(&A, 0, "name", jv_none());
+        if (nm.k != JK_STR)
+            jfail(I, SP_ERR_TEMPLATE, "attr: the name must be a string");
+        return jgetattr(I, v, nm.u.s->s);
+    }
+    if (IS("format")) {
+        if (n_kw) {
+            jv d = jv_dict(I, n_kw);
+            for (size_t k = 0; k < n_kw; k++)
+                jd_set(I, d.u.d, jv_cstr(I, kw_names[k]), kw_vals[k]);
+            return jformat_percent(I, need_str(I, v, "format"), d);
+        }
+        jv t = jv_list(I, n_args, JL_TUPLE);
+        for (size_t i = 0; i < n_args; i++)
+            jl_push(I, t.u.l, args[i]);
+        return jformat_percent(I, need_str(I, v, "format"), t);
+    }
+    if (IS("pprint")) {
+        jbuf b = {0};
+        jv_write_repr(I, &b, v);
+        return jv_str(I, b.p ? b.p : "", b.n);
+    }
+#undef IS
+    jfail(I, SP_ERR_TEMPLATE, "No filter named '%s'.", name);
+}
+
+/* ---- tests --------------------------------------------------------------------------------- */
+
+static const char *const TESTS[] = {
+    "defined", "undefined", "none", "boolean", "false", "true", "integer", "float", "number",
+    "string", "mapping", "iterable", "sequence", "callable", "sameas", "escaped", "in", "eq",
+    "equalto", "==", "ne", "!=", "lt", "lessthan", "<", "le", "<=", "gt", "greaterthan", ">",
+    "ge", ">=", "divisibleby", "even", "odd", "lower", "upper", "filter", "test", NULL};
+
+bool jtest_exists(const char *name)
+{
+    for (const char *const *t = TESTS; *t; t++)
+        if (!strcmp(*t, name))
+            return true;
+    return false;
+}
+
+static bool str_all_case(jinterp *I, jv v, bool upper)
+{
+    if (v.k != JK_STR)
+        return false;
+    jv other = jstr_case(I, v, upper ? 0 : 1), same = jstr_case(I, v, upper ? 1 : 0);
+    /* Python islower/isupper: at least one cased character and no opposite-case ones */
+    return jv_equal(I, v, same) && !jv_equal(I, v, other);
+}
+
+bool jtest_apply(jinterp *I, const char *name, jv v, jv *args, size_t n_args, jframe *f)
+{
+    (void)f;
+#define IS(s) (!strcmp(name, s))
+    jv a0 = n_args ? args[0] : jv_undef("missing test argument");
+    if (IS("defined"))
+        return v.k != JK_UNDEF;
+    if (IS("undefined"))
+        return v.k == JK_UNDEF;
+    if (IS("none"))
+        return v.k == JK_NONE;
+    if (IS("boolean"))
+        return v.k == JK_BOOL;
+    if (IS("false"))
+        return v.k == JK_BOOL && !v.u.b;
+    if (IS("true"))
+        return v.k == JK_BOOL && v.u.b;
+    if (IS("integer"))
+        return v.k == JK_INT;
+    if (IS("float"))
+        return v.k == JK_FLOAT;
+    if (IS("number"))
+        return jv_is_num(v);
+    if (IS("string"))
+        return v.k == JK_STR;
+    if (IS("mapping"))
+        return v.k == JK_DICT;
+    if (IS("iterable"))
+        return v.k == JK_UNDEF || v.k == JK_STR || v.k == JK_LIST || v.k == JK_DICT || v.k == JK_VIEW;
+    if (IS("sequence"))
+        return v.k == JK_UNDEF || v.k == JK_STR || (v.k == JK_LIST && !(v.u.l->flags & JL_GEN)) ||
+               v.k == JK_DICT;
+    if (IS("callable"))
+        return v.k == JK_FUNC || v.k == JK_MACRO || v.k == JK_CYCLER || v.k == JK_JOINER;
+    if (IS("escaped"))
+        return false;
+    if (IS("filter"))
+        return v.k == JK_STR && jfilter_exists(v.u.s->s);
+    if (IS("test"))
+        return v.k == JK_STR && jtest_exists(v.u.s->s);
+    if (IS("sameas")) {
+        if (v.k != a0.k)
+            return false;
+        if (v.k == JK_NONE || v.k == JK_UNDEF)
+            return true;
+        if (v.k == JK_BOOL)
+            return v.u.b == a0.u.b;
+        if (v.k == JK_INT)
+            return v.u.i == a0.u.i && v.u.i >= -5 && v.u.i <= 256; /* CPython small ints */
+        return v.u.d == a0.u.d;
+    }
+    if (IS("in"))
+        return jcontains(I, v, a0);
+    if (IS("eq") || IS("equalto") || IS("=="))
+        return jv_equal(I, v, a0);
+    if (IS("ne") || IS("!="))
+        return !jv_equal(I, v, a0);
+    if (IS("lt") || IS("lessthan") || IS("<"))
+        return jv_compare(I, v, a0) < 0;
+    if (IS("le") || IS("<="))
+        return jv_compare(I, v, a0) <= 0;
+    if (IS("gt") || IS("greaterthan") || IS(">"))
+        return jv_compare(I, v, a0) > 0;
+    if (IS("ge") || IS(">="))
+        return jv_compare(I, v, a0) >= 0;
+    if (IS("divisibleby")) {
+        if (!jv_is_num(v) || !jv_is_num(a0))
+            jfail(I, SP_ERR_TEMPLATE, "divisibleby needs numbers");
+        jv m = jbinop(I, OP_MOD, v, a0);
+        return jv_num(m) == 0;
+    }
+    if (IS("even") || IS("odd")) {
+        if (v.k != JK_INT && v.k != JK_BOOL)
+            jfail(I, SP_ERR_TEMPLATE, "%s needs an integer", name);
+        int64_t x = v.k == JK_INT ? v.u.i : v.u.b;
+        return IS("even") ? x % 2 == 0 : x % 2 != 0;
+    }
+    if (IS("lower"))
+        return str_all_case(I, v, false);
+    if (IS("upper"))
+        return str_all_case(I, v, true);
+#undef IS
+    jfail(I, SP_ERR_TEMPLATE, "No test named '%s'.", name);
+}

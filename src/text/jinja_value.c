@@ -1,0 +1,923 @@
+/* jinja_value.c: the arena, errors, and Jinja values with Python's semantics: truthiness,
+ * equality and ordering, str() and repr() (including repr(float)), iteration, len(), and
+ * conversion from and to JSON (json.dumps as transformers' tojson calls it). */
+#include "text/jinja_internal.h"
+#include "util/error.h"
+#include "util/json_scan.h"
+#include "util/utf8.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+/* ---- arena and errors ------------------------------------------------------------------ */
+
+void *ja_alloc(jinterp *I, size_t n)
+{
+    jarena *a = &I->arena;
+    n = (n + 15) & ~(size_t)15;
+    if (!a->head || a->head->used + n > a->head->cap) {
+        size_t cap = n > (1u << 20) ? n : (1u << 20);
+        if (a->total + cap > a->limit)
+            jfail(I, SP_ERR_LIMIT, "template used more than %zu MB of memory",
+                  (size_t)(a->limit >> 20));
+        ja_chunk *c = malloc(sizeof *c + cap);
+        if (!c)
+            jfail(I, SP_ERR_NOMEM, "out of memory while rendering a template");
+        c->next = a->head;
+        c->used = 0;
+        c->cap = cap;
+        a->head = c;
+        a->total += cap;
+    }
+    void *p = a->head->data + a->head->used;
+    a->head->used += n;
+    return p;
+}
+
+void ja_free_all(jarena *a)
+{
+    while (a->head) {
+        ja_chunk *n = a->head->next;
+        free(a->head);
+        a->head = n;
+    }
+    a->total = 0;
+}
+
+_Noreturn void jfail(jinterp *I, sp_status st, const char *fmt, ...)
+{
+    if (I->err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(I->err->msg, sizeof I->err->msg, fmt, ap);
+        va_end(ap);
+        I->err->status = st;
+    }
+    I->status = st;
+    longjmp(I->fail, 1);
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+void jtick(jinterp *I)
+{
+    if (++I->steps > JINJA_MAX_STEPS)
+        jfail(I, SP_ERR_LIMIT, "template exceeded %llu evaluation steps",
+              (unsigned long long)JINJA_MAX_STEPS);
+    if ((I->steps & 4095) == 0 && I->deadline_ms > 0 && now_ms() > I->deadline_ms)
+        jfail(I, SP_ERR_LIMIT, "template rendering exceeded its time limit");
+}
+
+/* ---- constructors ----------------------------------------------------------------------- */
+
+jv jv_str(jinterp *I, const char *s, size_t n)
+{
+    if (n > JINJA_MAX_STRING)
+        jfail(I, SP_ERR_LIMIT, "template built a string of %zu bytes", n);
+    jstr *p = ja_alloc(I, sizeof *p + n + 1);
+    p->len = n;
+    if (n)
+        memcpy(p->s, s, n);
+    p->s[n] = '\0';
+    jv v = {.k = JK_STR, .u = {.s = p}};
+    return v;
+}
+
+jv jv_cstr(jinterp *I, const char *s)
+{
+    return jv_str(I, s, strlen(s));
+}
+
+jv jv_list(jinterp *I, size_t cap, uint8_t flags)
+{
+    jlist *l = ja_alloc(I, sizeof *l);
+    l->n = 0;
+    l->cap = cap;
+    l->v = cap ? ja_alloc(I, cap * sizeof *l->v) : NULL;
+    l->flags = flags;
+    jv v = {.k = JK_LIST, .u = {.l = l}};
+    return v;
+}
+
+void jl_push(jinterp *I, jlist *l, jv v)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 8;
+        jv *nv = ja_alloc(I, cap * sizeof *nv);
+        if (l->n)
+            memcpy(nv, l->v, l->n * sizeof *nv);
+        l->v = nv;
+        l->cap = cap;
+    }
+    l->v[l->n++] = v;
+}
+
+jv jv_dict(jinterp *I, size_t cap)
+{
+    jdict *d = ja_alloc(I, sizeof *d);
+    memset(d, 0, sizeof *d);
+    if (cap) {
+        d->keys = ja_alloc(I, cap * sizeof *d->keys);
+        d->vals = ja_alloc(I, cap * sizeof *d->vals);
+        d->cap = cap;
+    }
+    jv v = {.k = JK_DICT, .u = {.d = d}};
+    return v;
+}
+
+jv *jd_get_str(const jdict *d, const char *key, size_t len)
+{
+    for (size_t i = 0; i < d->n; i++)
+        if (d->keys[i].k == JK_STR && d->keys[i].u.s->len == len &&
+            memcmp(d->keys[i].u.s->s, key, len) == 0)
+            return &d->vals[i];
+    return NULL;
+}
+
+jv *jd_get(jinterp *I, const jdict *d, jv key)
+{
+    if (key.k == JK_STR)
+        return jd_get_str(d, key.u.s->s, key.u.s->len);
+    for (size_t i = 0; i < d->n; i++)
+        if (jv_equal(I, d->keys[i], key))
+            return &d->vals[i];
+    return NULL;
+}
+
+void jd_set(jinterp *I, jdict *d, jv key, jv val)
+{
+    jv *old = jd_get(I, d, key);
+    if (old) {
+        *old = val;
+        return;
+    }
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 8;
+        jv *k = ja_alloc(I, cap * sizeof *k), *v = ja_alloc(I, cap * sizeof *v);
+        if (d->n) {
+            memcpy(k, d->keys, d->n * sizeof *k);
+            memcpy(v, d->vals, d->n * sizeof *v);
+        }
+        d->keys = k;
+        d->vals = v;
+        d->cap = cap;
+    }
+    d->keys[d->n] = key;
+    d->vals[d->n++] = val;
+}
+
+/* ---- Python semantics -------------------------------------------------------------------- */
+
+const char *jv_type_name(jv v)
+{
+    switch ((jk)v.k) {
+    case JK_UNDEF: return "Undefined";
+    case JK_NONE: return "NoneType";
+    case JK_BOOL: return "bool";
+    case JK_INT: return "int";
+    case JK_FLOAT: return "float";
+    case JK_STR: return "str";
+    case JK_LIST:
+        return v.u.l->flags & JL_TUPLE ? "tuple" : v.u.l->flags & JL_GEN ? "generator" : "list";
+    case JK_DICT: return "dict";
+    case JK_NS: return "Namespace";
+    case JK_FUNC: return "builtin_function_or_method";
+    case JK_MACRO: return "Macro";
+    case JK_LOOP: return "LoopContext";
+    case JK_VIEW: return "dict_view";
+    case JK_CYCLER: return "Cycler";
+    case JK_JOINER: return "Joiner";
+    }
+    return "object";
+}
+
+bool jv_truthy(jinterp *I, jv v)
+{
+    (void)I;
+    switch ((jk)v.k) {
+    case JK_UNDEF:
+    case JK_NONE: return false;
+    case JK_BOOL: return v.u.b;
+    case JK_INT: return v.u.i != 0;
+    case JK_FLOAT: return v.u.f != 0.0;
+    case JK_STR: return v.u.s->len > 0;
+    case JK_LIST: return (v.u.l->flags & JL_GEN) ? true : v.u.l->n > 0;
+    case JK_DICT:
+    case JK_VIEW: return v.u.d->n > 0;
+    default: return true;
+    }
+}
+
+bool jv_is_num(jv v)
+{
+    return v.k == JK_BOOL || v.k == JK_INT || v.k == JK_FLOAT;
+}
+
+double jv_num(jv v)
+{
+    return v.k == JK_FLOAT ? v.u.f : v.k == JK_INT ? (double)v.u.i : (double)v.u.b;
+}
+
+static int64_t jv_intval(jv v)
+{
+    return v.k == JK_INT ? v.u.i : (int64_t)v.u.b;
+}
+
+bool jv_equal(jinterp *I, jv a, jv b)
+{
+    if (jv_is_num(a) && jv_is_num(b)) {
+        if (a.k != JK_FLOAT && b.k != JK_FLOAT)
+            return jv_intval(a) == jv_intval(b);
+        return jv_num(a) == jv_num(b);
+    }
+    if (a.k != b.k)
+        return false;
+    switch ((jk)a.k) {
+    case JK_UNDEF:
+    case JK_NONE: return true;
+    case JK_STR: return a.u.s->len == b.u.s->len && !memcmp(a.u.s->s, b.u.s->s, a.u.s->len);
+    case JK_LIST: {
+        jlist *x = a.u.l, *y = b.u.l;
+        if ((x->flags | y->flags) & JL_GEN)
+            return x == y;
+        if ((x->flags & JL_TUPLE) != (y->flags & JL_TUPLE) || x->n != y->n)
+            return false;
+        for (size_t i = 0; i < x->n; i++)
+            if (!jv_equal(I, x->v[i], y->v[i]))
+                return false;
+        return true;
+    }
+    case JK_DICT: {
+        jdict *x = a.u.d, *y = b.u.d;
+        if (x->n != y->n)
+            return false;
+        for (size_t i = 0; i < x->n; i++) {
+            jv *o = jd_get(I, y, x->keys[i]);
+            if (!o || !jv_equal(I, x->vals[i], *o))
+                return false;
+        }
+        return true;
+    }
+    default: return a.u.d == b.u.d;
+    }
+}
+
+int jv_compare(jinterp *I, jv a, jv b)
+{
+    if (a.k == JK_UNDEF || b.k == JK_UNDEF)
+        jfail(I, SP_ERR_TEMPLATE, "'%s' is undefined",
+              (a.k == JK_UNDEF ? a.u.undef : b.u.undef) ? (a.k == JK_UNDEF ? a.u.undef : b.u.undef)
+                                                         : "value");
+    if (jv_is_num(a) && jv_is_num(b)) {
+        if (a.k != JK_FLOAT && b.k != JK_FLOAT) {
+            int64_t x = jv_intval(a), y = jv_intval(b);
+            return x < y ? -1 : x > y;
+        }
+        double x = jv_num(a), y = jv_num(b);
+        return x < y ? -1 : x > y;
+    }
+    if (a.k == JK_STR && b.k == JK_STR) {
+        size_t n = a.u.s->len < b.u.s->len ? a.u.s->len : b.u.s->len;
+        int c = memcmp(a.u.s->s, b.u.s->s, n);
+        if (c)
+            return c < 0 ? -1 : 1;
+        return a.u.s->len < b.u.s->len ? -1 : a.u.s->len > b.u.s->len;
+    }
+    if (a.k == JK_LIST && b.k == JK_LIST && !((a.u.l->flags | b.u.l->flags) & JL_GEN) &&
+        (a.u.l->flags & JL_TUPLE) == (b.u.l->flags & JL_TUPLE)) {
+        jlist *x = a.u.l, *y = b.u.l;
+        for (size_t i = 0; i < x->n && i < y->n; i++) {
+            if (jv_equal(I, x->v[i], y->v[i]))
+                continue;
+            return jv_compare(I, x->v[i], y->v[i]);
+        }
+        return x->n < y->n ? -1 : x->n > y->n;
+    }
+    jfail(I, SP_ERR_TEMPLATE, "'<' not supported between instances of '%s' and '%s'",
+          jv_type_name(a), jv_type_name(b));
+}
+
+/* ---- strings ------------------------------------------------------------------------------ */
+
+size_t ju_len(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xc0) != 0x80;
+    return c;
+}
+
+bool ju_is_space(uint32_t c)
+{
+    return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
+           c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
+           c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
+void jbuf_put(jinterp *I, jbuf *b, const char *s, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        if (cap > JINJA_MAX_OUTPUT + 64)
+            jfail(I, SP_ERR_LIMIT, "template output exceeded %u MB", JINJA_MAX_OUTPUT >> 20);
+        char *p = ja_alloc(I, cap);
+        if (b->n)
+            memcpy(p, b->p, b->n);
+        b->p = p;
+        b->cap = cap;
+    }
+    if (n)
+        memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+void jbuf_puts(jinterp *I, jbuf *b, const char *s)
+{
+    jbuf_put(I, b, s, strlen(s));
+}
+
+void jv_write_float(jinterp *I, jbuf *b, double f)
+{
+    if (isnan(f)) {
+        jbuf_puts(I, b, "nan");
+        return;
+    }
+    if (isinf(f)) {
+        jbuf_puts(I, b, f < 0 ? "-inf" : "inf");
+        return;
+    }
+    if (f == 0.0) {
+        jbuf_puts(I, b, signbit(f) ? "-0.0" : "0.0");
+        return;
+    }
+    /* shortest digits that round-trip, as Python's repr */
+    char e[40];
+    for (int p = 1; p <= 17; p++) {
+        snprintf(e, sizeof e, "%.*e", p - 1, f);
+        if (strtod(e, NULL) == f)
+            break;
+    }
+    char digits[24];
+    size_t nd = 0;
+    const char *q = e;
+    bool neg = *q == '-';
+    if (neg)
+        q++;
+    for (; *q && *q != 'e'; q++)
+        if (*q >= '0' && *q <= '9')
+            digits[nd++] = *q;
+    int exp10 = atoi(q + 1);
+    while (nd > 1 && digits[nd - 1] == '0')
+        nd--;
+    int decpt = exp10 + 1;
+    char out[64];
+    size_t o = 0;
+    if (neg)
+        out[o++] = '-';
+    if (decpt > -4 && decpt <= 16) {
+        if (decpt <= 0) {
+            out[o++] = '0';
+            out[o++] = '.';
+            for (int i = 0; i < -decpt; i++)
+                out[o++] = '0';
+            memcpy(out + o, digits, nd);
+            o += nd;
+        } else if ((size_t)decpt >= nd) {
+            memcpy(out + o, digits, nd);
+            o += nd;
+            for (size_t i = nd; i < (size_t)decpt; i++)
+                out[o++] = '0';
+            out[o++] = '.';
+            out[o++] = '0';
+        } else {
+            memcpy(out + o, digits, (size_t)decpt);
+            o += (size_t)decpt;
+            out[o++] = '.';
+            memcpy(out + o, digits + decpt, nd - (size_t)decpt);
+            o += nd - (size_t)decpt;
+        }
+    } else {
+        out[o++] = digits[0];
+        if (nd > 1) {
+            out[o++] = '.';
+            memcpy(out + o, digits + 1, nd - 1);
+            o += nd - 1;
+        }
+        o += (size_t)snprintf(out + o, sizeof out - o, "e%c%02d", exp10 < 0 ? '-' : '+',
+                              exp10 < 0 ? -exp10 : exp10);
+    }
+    jbuf_put(I, b, out, o);
+}
+
+static bool is_printable(uint32_t c)
+{
+    if (c < 0x20 || c == 0x7f)
+        return false;
+    if (c < 0x7f)
+        return true;
+    switch (utf8proc_category((utf8proc_int32_t)c)) {
+    case UTF8PROC_CATEGORY_CC: case UTF8PROC_CATEGORY_CF: case UTF8PROC_CATEGORY_CS:
+    case UTF8PROC_CATEGORY_CO: case UTF8PROC_CATEGORY_CN: case UTF8PROC_CATEGORY_ZL:
+    case UTF8PROC_CATEGORY_ZP: case UTF8PROC_CATEGORY_ZS:
+        return false;
+    default:
+        return true;
+    }
+}
+
+static void write_str_repr(jinterp *I, jbuf *b, const char *s, size_t n)
+{
+    bool has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
+    char q = has_sq && !has_dq ? '"' : '\'';
+    jbuf_put(I, b, &q, 1);
+    for (size_t i = 0; i < n;) {
+        uint32_t c;
+        size_t l = sp_utf8_decode((const unsigned char *)s + i, n - i, &c);
+        if (!l) {
+            c = (unsigned char)s[i];
+            l = 1;
+        }
+        char tmp[16];
+        if (c == (uint32_t)q || c == '\\') {
+            tmp[0] = '\\';
+            tmp[1] = (char)c;
+            jbuf_put(I, b, tmp, 2);
+        } else if (c == '\n') {
+            jbuf_puts(I, b, "\\n");
+        } else if (c == '\r') {
+            jbuf_puts(I, b, "\\r");
+        } else if (c == '\t') {
+            jbuf_puts(I, b, "\\t");
+        } else if (is_printable(c)) {
+            jbuf_put(I, b, s + i, l);
+        } else if (c <= 0xff) {
+            snprintf(tmp, sizeof tmp, "\\x%02x", c);
+            jbuf_puts(I, b, tmp);
+        } else if (c <= 0xffff) {
+            snprintf(tmp, sizeof tmp, "\\u%04x", c);
+            jbuf_puts(I, b, tmp);
+        } else {
+            snprintf(tmp, sizeof tmp, "\\U%08x", c);
+            jbuf_puts(I, b, tmp);
+        }
+        i += l;
+    }
+    jbuf_put(I, b, &q, 1);
+}
+
+static void write_seq(jinterp *I, jbuf *b, const jv *v, size_t n, bool tuple)
+{
+    jbuf_puts(I, b, tuple ? "(" : "[");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            jbuf_puts(I, b, ", ");
+        jv_write_repr(I, b, v[i]);
+    }
+    if (tuple && n == 1)
+        jbuf_puts(I, b, ",");
+    jbuf_puts(I, b, tuple ? ")" : "]");
+}
+
+static void write_dict(jinterp *I, jbuf *b, const jdict *d)
+{
+    jbuf_puts(I, b, "{");
+    for (size_t i = 0; i < d->n; i++) {
+        if (i)
+            jbuf_puts(I, b, ", ");
+        jv_write_repr(I, b, d->keys[i]);
+        jbuf_puts(I, b, ": ");
+        jv_write_repr(I, b, d->vals[i]);
+    }
+    jbuf_puts(I, b, "}");
+}
+
+void jv_write_repr(jinterp *I, jbuf *b, jv v)
+{
+    char tmp[64];
+    switch ((jk)v.k) {
+    case JK_UNDEF: jbuf_puts(I, b, "Undefined"); return;
+    case JK_NONE: jbuf_puts(I, b, "None"); return;
+    case JK_BOOL: jbuf_puts(I, b, v.u.b ? "True" : "False"); return;
+    case JK_INT:
+        snprintf(tmp, sizeof tmp, "%lld", (long long)v.u.i);
+        jbuf_puts(I, b, tmp);
+        return;
+    case JK_FLOAT: jv_write_float(I, b, v.u.f); return;
+    case JK_STR: write_str_repr(I, b, v.u.s->s, v.u.s->len); return;
+    case JK_LIST:
+        if (v.u.l->flags & JL_GEN)
+            jbuf_puts(I, b, "<generator object>");
+        else
+            write_seq(I, b, v.u.l->v, v.u.l->n, v.u.l->flags & JL_TUPLE);
+        return;
+    case JK_DICT: write_dict(I, b, v.u.d); return;
+    case JK_NS:
+        jbuf_puts(I, b, "<Namespace ");
+        write_dict(I, b, v.u.d);
+        jbuf_puts(I, b, ">");
+        return;
+    case JK_VIEW: {
+        const jdict *d = v.u.d;
+        static const char *const names[] = {"dict_keys(", "dict_values(", "dict_items("};
+        jbuf_puts(I, b, names[d->which]);
+        jbuf_puts(I, b, "[");
+        for (size_t i = 0; i < d->n; i++) {
+            if (i)
+                jbuf_puts(I, b, ", ");
+            if (d->which == 0)
+                jv_write_repr(I, b, d->keys[i]);
+            else if (d->which == 1)
+                jv_write_repr(I, b, d->vals[i]);
+            else {
+                jv pair[2] = {d->keys[i], d->vals[i]};
+                write_seq(I, b, pair, 2, true);
+            }
+        }
+        jbuf_puts(I, b, "])");
+        return;
+    }
+    case JK_MACRO: jbuf_puts(I, b, "<Macro>"); return;
+    case JK_FUNC: jbuf_puts(I, b, "<built-in function>"); return;
+    case JK_LOOP: jbuf_puts(I, b, "<LoopContext>"); return;
+    case JK_CYCLER: jbuf_puts(I, b, "<Cycler>"); return;
+    case JK_JOINER: jbuf_puts(I, b, "<Joiner>"); return;
+    }
+}
+
+void jv_write_str(jinterp *I, jbuf *b, jv v)
+{
+    if (v.k == JK_STR)
+        jbuf_put(I, b, v.u.s->s, v.u.s->len);
+    else if (v.k == JK_UNDEF)
+        return;
+    else
+        jv_write_repr(I, b, v);
+}
+
+jv jv_to_str(jinterp *I, jv v)
+{
+    if (v.k == JK_STR)
+        return v;
+    jbuf b = {0};
+    jv_write_str(I, &b, v);
+    return jv_str(I, b.p ? b.p : "", b.n);
+}
+
+/* ---- iteration and length --------------------------------------------------------------- */
+
+jlist *jv_iterate(jinterp *I, jv v, bool *ok)
+{
+    *ok = true;
+    switch ((jk)v.k) {
+    case JK_LIST:
+        if (v.u.l->flags & JL_GEN) {
+            if (v.u.l->flags & JL_CONSUMED)
+                return jv_list(I, 0, 0).u.l;
+            v.u.l->flags |= JL_CONSUMED;
+        }
+        return v.u.l;
+    case JK_UNDEF: return jv_list(I, 0, 0).u.l;
+    case JK_STR: {
+        jlist *l = jv_list(I, v.u.s->len, 0).u.l;
+        for (size_t i = 0; i < v.u.s->len;) {
+            size_t n = sp_utf8_seq_len((const unsigned char *)v.u.s->s + i, v.u.s->len - i);
+            if (!n)
+                n = 1;
+            jl_push(I, l, jv_str(I, v.u.s->s + i, n));
+            i += n;
+        }
+        return l;
+    }
+    case JK_DICT:
+    case JK_VIEW: {
+        const jdict *d = v.u.d;
+        int which = v.k == JK_VIEW ? d->which : 0;
+        jlist *l = jv_list(I, d->n, 0).u.l;
+        for (size_t i = 0; i < d->n; i++) {
+            if (which == 0)
+                jl_push(I, l, d->keys[i]);
+            else if (which == 1)
+                jl_push(I, l, d->vals[i]);
+            else {
+                jv t = jv_list(I, 2, JL_TUPLE);
+                jl_push(I, t.u.l, d->keys[i]);
+                jl_push(I, t.u.l, d->vals[i]);
+                jl_push(I, l, t);
+            }
+        }
+        return l;
+    }
+    default: *ok = false; return NULL;
+    }
+}
+
+int64_t jv_len(jinterp *I, jv v)
+{
+    switch ((jk)v.k) {
+    case JK_UNDEF: return 0;
+    case JK_STR: return (int64_t)ju_len(v.u.s->s, v.u.s->len);
+    case JK_LIST:
+        if (!(v.u.l->flags & JL_GEN))
+            return (int64_t)v.u.l->n;
+        break;
+    case JK_DICT:
+    case JK_VIEW:
+    case JK_NS: return (int64_t)v.u.d->n;
+    default: break;
+    }
+    jfail(I, SP_ERR_TEMPLATE, "object of type '%s' has no len()", jv_type_name(v));
+}
+
+/* ---- JSON in ------------------------------------------------------------------------------ */
+
+typedef struct jparse_ctx {
+    jinterp *I;
+    sp_jscan *j;
+    char *buf;
+    size_t cap;
+} jparse_ctx;
+
+static jv json_value(jparse_ctx *c, int depth)
+{
+    jinterp *I = c->I;
+    sp_jscan *j = c->j;
+    if (depth > 256)
+        jfail(I, SP_ERR_FORMAT, "%s: JSON nested too deeply", j->what);
+    char ch = sp_jscan_peek(j);
+    size_t len;
+    if (ch == '"') {
+        if (!sp_jscan_string(j, &c->buf, &c->cap, &len))
+            jfail(I, SP_ERR_FORMAT, "%s", I->err ? I->err->msg : "malformed JSON");
+        return jv_str(I, c->buf, len);
+    }
+    if (ch == '{') {
+        j->pos++;
+        jv d = jv_dict(I, 0);
+        bool first = true;
+        while (sp_jscan_next(j, '}', &first)) {
+            if (!sp_jscan_string(j, &c->buf, &c->cap, &len) || !sp_jscan_expect(j, ':'))
+                break;
+            jv k = jv_str(I, c->buf, len);
+            jd_set(I, d.u.d, k, json_value(c, depth + 1));
+        }
+        if (j->failed)
+            jfail(I, SP_ERR_FORMAT, "%s", I->err ? I->err->msg : "malformed JSON");
+        return d;
+    }
+    if (ch == '[') {
+        j->pos++;
+        jv l = jv_list(I, 0, 0);
+        bool first = true;
+        while (sp_jscan_next(j, ']', &first))
+            jl_push(I, l.u.l, json_value(c, depth + 1));
+        if (j->failed)
+            jfail(I, SP_ERR_FORMAT, "%s", I->err ? I->err->msg : "malformed JSON");
+        return l;
+    }
+    if (ch == 't' && j->pos + 4 <= j->n && !memcmp(j->s + j->pos, "true", 4)) {
+        j->pos += 4;
+        return jv_bool(true);
+    }
+    if (ch == 'f' && j->pos + 5 <= j->n && !memcmp(j->s + j->pos, "false", 5)) {
+        j->pos += 5;
+        return jv_bool(false);
+    }
+    if (ch == 'n' && j->pos + 4 <= j->n && !memcmp(j->s + j->pos, "null", 4)) {
+        j->pos += 4;
+        return jv_none();
+    }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) {
+        size_t s = j->pos, e = s;
+        bool is_float = false;
+        while (e < j->n && strchr("+-0123456789.eE", j->s[e])) {
+            is_float |= j->s[e] == '.' || j->s[e] == 'e' || j->s[e] == 'E';
+            e++;
+        }
+        char num[64];
+        if (e - s >= sizeof num)
+            jfail(I, SP_ERR_FORMAT, "%s: number too long at byte %zu", j->what, s);
+        memcpy(num, j->s + s, e - s);
+        num[e - s] = '\0';
+        j->pos = e;
+        char *end;
+        if (!is_float) {
+            long long v = strtoll(num, &end, 10);
+            if (*end == '\0' && !(v == LLONG_MAX || v == LLONG_MIN))
+                return jv_int(v);
+        }
+        double f = strtod(num, &end);
+        if (*end)
+            jfail(I, SP_ERR_FORMAT, "%s: bad number '%s'", j->what, num);
+        return jv_float(f);
+    }
+    jfail(I, SP_ERR_FORMAT, "%s: malformed JSON near byte %zu", j->what, j->pos);
+}
+
+jv jv_from_json_text(jinterp *I, const char *text, size_t n, const char *what)
+{
+    sp_jscan j;
+    sp_jscan_init(&j, text, n, what, I->err);
+    jparse_ctx c = {I, &j, NULL, 0};
+    /* the scanner's string buffer is malloc'd: keep it on the arena's free path */
+    jv v;
+    jmp_buf saved;
+    memcpy(saved, I->fail, sizeof saved);
+    if (setjmp(I->fail)) {
+        free(c.buf);
+        memcpy(I->fail, saved, sizeof saved);
+        longjmp(I->fail, 1);
+    }
+    v = json_value(&c, 0);
+    if (sp_jscan_peek(&j) != 0) {
+        free(c.buf);
+        memcpy(I->fail, saved, sizeof saved);
+        jfail(I, SP_ERR_FORMAT, "%s: trailing data after the JSON value at byte %zu", what, j.pos);
+    }
+    free(c.buf);
+    memcpy(I->fail, saved, sizeof saved);
+    return v;
+}
+
+/* ---- JSON out (json.dumps) --------------------------------------------------------------- */
+
+static void json_string(jinterp *I, jbuf *b, const char *s, size_t n, bool ascii)
+{
+    jbuf_puts(I, b, "\"");
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        char tmp[16];
+        if (c == '"' || c == '\\') {
+            tmp[0] = '\\';
+            tmp[1] = (char)c;
+            jbuf_put(I, b, tmp, 2);
+            i++;
+        } else if (c < 0x20) {
+            switch (c) {
+            case '\n': jbuf_puts(I, b, "\\n"); break;
+            case '\r': jbuf_puts(I, b, "\\r"); break;
+            case '\t': jbuf_puts(I, b, "\\t"); break;
+            case '\b': jbuf_puts(I, b, "\\b"); break;
+            case '\f': jbuf_puts(I, b, "\\f"); break;
+            default:
+                snprintf(tmp, sizeof tmp, "\\u%04x", c);
+                jbuf_puts(I, b, tmp);
+            }
+            i++;
+        } else if (c >= 0x80 && ascii) {
+            uint32_t cp;
+            size_t l = sp_utf8_decode((const unsigned char *)s + i, n - i, &cp);
+            if (!l) {
+                cp = 0xfffd;
+                l = 1;
+            }
+            if (cp >= 0x10000) {
+                uint32_t v = cp - 0x10000;
+                snprintf(tmp, sizeof tmp, "\\u%04x\\u%04x", 0xd800 + (v >> 10), 0xdc00 + (v & 0x3ff));
+            } else {
+                snprintf(tmp, sizeof tmp, "\\u%04x", cp);
+            }
+            jbuf_puts(I, b, tmp);
+            i += l;
+        } else {
+            jbuf_put(I, b, s + i, 1);
+            i++;
+        }
+    }
+    jbuf_puts(I, b, "\"");
+}
+
+static void json_float(jinterp *I, jbuf *b, double f)
+{
+    if (isnan(f))
+        jbuf_puts(I, b, "NaN");
+    else if (isinf(f))
+        jbuf_puts(I, b, f < 0 ? "-Infinity" : "Infinity");
+    else
+        jv_write_float(I, b, f);
+}
+
+static void json_newline(jinterp *I, jbuf *b, const char *indent, int level)
+{
+    jbuf_puts(I, b, "\n");
+    for (int i = 0; i < level; i++)
+        jbuf_puts(I, b, indent);
+}
+
+/* A dict key as json.dumps converts it. */
+static void json_key(jinterp *I, jbuf *b, jv k, bool ascii)
+{
+    char tmp[64];
+    switch ((jk)k.k) {
+    case JK_STR: json_string(I, b, k.u.s->s, k.u.s->len, ascii); return;
+    case JK_INT:
+        snprintf(tmp, sizeof tmp, "\"%lld\"", (long long)k.u.i);
+        jbuf_puts(I, b, tmp);
+        return;
+    case JK_BOOL: jbuf_puts(I, b, k.u.b ? "\"true\"" : "\"false\""); return;
+    case JK_NONE: jbuf_puts(I, b, "\"null\""); return;
+    case JK_FLOAT:
+        jbuf_puts(I, b, "\"");
+        json_float(I, b, k.u.f);
+        jbuf_puts(I, b, "\"");
+        return;
+    default:
+        jfail(I, SP_ERR_TEMPLATE, "keys must be str, int, float, bool or None, not %s",
+              jv_type_name(k));
+    }
+}
+
+static jdict *sorted_dict(jinterp *I, const jdict *d)
+{
+    jdict *s = jv_dict(I, d->n).u.d;
+    size_t *idx = ja_alloc(I, (d->n ? d->n : 1) * sizeof *idx);
+    for (size_t i = 0; i < d->n; i++)
+        idx[i] = i;
+    for (size_t i = 1; i < d->n; i++) /* insertion sort: stable, dicts are small */
+        for (size_t k = i; k > 0 && jv_compare(I, d->keys[idx[k]], d->keys[idx[k - 1]]) < 0; k--) {
+            size_t t = idx[k];
+            idx[k] = idx[k - 1];
+            idx[k - 1] = t;
+        }
+    for (size_t i = 0; i < d->n; i++) {
+        s->keys[i] = d->keys[idx[i]];
+        s->vals[i] = d->vals[idx[i]];
+    }
+    s->n = d->n;
+    return s;
+}
+
+void jv_tojson(jinterp *I, jbuf *b, jv v, const char *indent, const char *item_sep,
+               const char *key_sep, bool sort_keys, bool ascii, int level)
+{
+    char tmp[64];
+    jtick(I);
+    if (level > 500)
+        jfail(I, SP_ERR_TEMPLATE, "tojson: value nested too deeply");
+    switch ((jk)v.k) {
+    case JK_NONE: jbuf_puts(I, b, "null"); return;
+    case JK_BOOL: jbuf_puts(I, b, v.u.b ? "true" : "false"); return;
+    case JK_INT:
+        snprintf(tmp, sizeof tmp, "%lld", (long long)v.u.i);
+        jbuf_puts(I, b, tmp);
+        return;
+    case JK_FLOAT: json_float(I, b, v.u.f); return;
+    case JK_STR: json_string(I, b, v.u.s->s, v.u.s->len, ascii); return;
+    case JK_LIST:
+        if (!(v.u.l->flags & JL_GEN)) {
+            const jlist *l = v.u.l;
+            if (!l->n) {
+                jbuf_puts(I, b, "[]");
+                return;
+            }
+            jbuf_puts(I, b, "[");
+            for (size_t i = 0; i < l->n; i++) {
+                if (i)
+                    jbuf_puts(I, b, item_sep);
+                if (indent)
+                    json_newline(I, b, indent, level + 1);
+                jv_tojson(I, b, l->v[i], indent, item_sep, key_sep, sort_keys, ascii, level + 1);
+            }
+            if (indent)
+                json_newline(I, b, indent, level);
+            jbuf_puts(I, b, "]");
+            return;
+        }
+        break;
+    case JK_DICT: {
+        const jdict *d = sort_keys ? sorted_dict(I, v.u.d) : v.u.d;
+        if (!d->n) {
+            jbuf_puts(I, b, "{}");
+            return;
+        }
+        jbuf_puts(I, b, "{");
+        for (size_t i = 0; i < d->n; i++) {
+            if (i)
+                jbuf_puts(I, b, item_sep);
+            if (indent)
+                json_newline(I, b, indent, level + 1);
+            json_key(I, b, d->keys[i], ascii);
+            jbuf_puts(I, b, key_sep);
+            jv_tojson(I, b, d->vals[i], indent, item_sep, key_sep, sort_keys, ascii, level + 1);
+        }
+        if (indent)
+            json_newline(I, b, indent, level);
+        jbuf_puts(I, b, "}");
+        return;
+    }
+    default: break;
+    }
+    jfail(I, SP_ERR_TEMPLATE, "Object of type %s is not JSON serializable", jv_type_name(v));
+}
