@@ -1,9 +1,13 @@
-/* make_random_model.c: writes a random Llama-shaped checkpoint (config.json +
- * model.safetensors, BF16 weights ~ N(0, 0.02), unit-ish norms) for benchmarks.
+/* make_random_model.c: writes random checkpoints (config.json + model.safetensors) of
+ * realistic shapes for benchmarks: BF16 weights ~ N(0, 0.02), unit-ish norms.
  *
- * usage: make_random_model OUT_DIR [--preset llama-100m|llama-tiny]
+ * usage: make_random_model OUT_DIR [--preset llama-100m|llama-tiny|gptoss-mxfp4]
  * llama-100m: vocab 32000, hidden 768, 12 layers, 12 heads / 4 KV heads, MLP 2048,
- * tied embeddings: 100M parameters, 200 MB. */
+ *   tied embeddings: 100M parameters, 200 MB.
+ * gptoss-mxfp4: GptOssForCausalLM as the hub ships it (MXFP4 expert blocks + UE8M0
+ *   scales, BF16 elsewhere): vocab 32000, hidden 1024, 8 layers, 16 heads / 4 KV heads of
+ *   64, 32 experts of width 1024, top-4, sliding window 128 on even layers: 0.85B
+ *   parameters, 0.6 GB. */
 #include "format/safetensors_write.h"
 
 #include <math.h>
@@ -47,10 +51,112 @@ static void fill_bf16(void *vctx, unsigned char *buf, size_t offset, size_t n)
     }
 }
 
+/* Random bytes (MXFP4 codes: every code equally likely). */
+static void fill_u8(void *vctx, unsigned char *buf, size_t offset, size_t n)
+{
+    fill_ctx *c = vctx;
+    for (size_t i = 0; i < n; i++)
+        buf[i] = (unsigned char)(mix(c->seed ^ (offset + i) * 0x9e3779b97f4a7c15ull) >> 24);
+}
+
+/* UE8M0 scales 2^-7 or 2^-6: code magnitudes average ~2.2, so weights are ~N(0, 0.02)-ish. */
+static void fill_e8m0(void *vctx, unsigned char *buf, size_t offset, size_t n)
+{
+    fill_ctx *c = vctx;
+    for (size_t i = 0; i < n; i++)
+        buf[i] = (unsigned char)(120 + (mix(c->seed ^ (offset + i)) & 1));
+}
+
+static int write_gptoss(const char *dir)
+{
+    const int64_t V = 32000, H = 1024, I = 1024, NL = 8, NH = 16, KV = 4, HD = 64, E = 32;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        return 1;
+    }
+    fprintf(f, "{\"architectures\": [\"GptOssForCausalLM\"], \"model_type\": \"gpt_oss\", "
+               "\"vocab_size\": %lld, \"hidden_size\": %lld, \"intermediate_size\": %lld, "
+               "\"num_hidden_layers\": %lld, \"num_attention_heads\": %lld, \"num_key_value_heads\": %lld, "
+               "\"head_dim\": %lld, \"num_local_experts\": %lld, \"num_experts_per_tok\": 4, "
+               "\"sliding_window\": 128, \"max_position_embeddings\": 131072, \"rms_norm_eps\": 1e-05, "
+               "\"attention_bias\": true, \"swiglu_limit\": 7.0, \"tie_word_embeddings\": false, "
+               "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 32.0, \"beta_fast\": 32.0, "
+               "\"beta_slow\": 1.0, \"truncate\": false, \"original_max_position_embeddings\": 4096}, "
+               "\"rope_theta\": 150000, \"eos_token_id\": 2, \"layer_types\": [",
+            (long long)V, (long long)H, (long long)I, (long long)NL, (long long)NH, (long long)KV,
+            (long long)HD, (long long)E);
+    for (int64_t l = 0; l < NL; l++)
+        fprintf(f, "%s\"%s\"", l ? ", " : "", l % 2 ? "full_attention" : "sliding_attention");
+    fprintf(f, "], \"quantization_config\": {\"quant_method\": \"mxfp4\", \"modules_to_not_convert\": "
+               "[\"model.layers.*.self_attn\", \"model.layers.*.mlp.router\", \"model.embed_tokens\", "
+               "\"lm_head\"]}}\n");
+    fclose(f);
+    size_t cap = 4 + (size_t)NL * 20, k = 0;
+    sp_st_out *t = calloc(cap, sizeof *t);
+    fill_ctx *ctx = calloc(cap, sizeof *ctx);
+    char (*names)[128] = calloc(cap, 128);
+    if (!t || !ctx || !names)
+        return 1;
+#define ADDT(nm, dt, fn, nd, d0, d1, d2, d3, bytes, mean_, std_)                                  \
+    do {                                                                                          \
+        snprintf(names[k], 128, "%s", nm);                                                        \
+        ctx[k] = (fill_ctx){0x5678 + k, mean_, std_};                                             \
+        t[k] = (sp_st_out){names[k], dt, nd, {d0, d1, d2, d3}, NULL, (size_t)(bytes), fn, &ctx[k]}; \
+        k++;                                                                                      \
+    } while (0)
+#define BF(nm, d0, d1, mean_, std_) \
+    ADDT(nm, "BF16", fill_bf16, ((d1) != 0) + 1, d0, d1, 0, 0, (d0) * ((d1) != 0 ? (d1) : 1) * 2, mean_, std_)
+    char nm[128];
+    BF("model.embed_tokens.weight", V, H, 0.0f, 0.02f);
+    BF("lm_head.weight", V, H, 0.0f, 0.02f);
+    BF("model.norm.weight", H, 0, 1.0f, 0.05f);
+    for (int64_t l = 0; l < NL; l++) {
+#define L(suffix) (snprintf(nm, sizeof nm, "model.layers.%lld.%s", (long long)l, suffix), nm)
+        BF(L("input_layernorm.weight"), H, 0, 1.0f, 0.05f);
+        BF(L("post_attention_layernorm.weight"), H, 0, 1.0f, 0.05f);
+        BF(L("self_attn.q_proj.weight"), NH * HD, H, 0.0f, 0.02f);
+        BF(L("self_attn.q_proj.bias"), NH * HD, 0, 0.0f, 0.02f);
+        BF(L("self_attn.k_proj.weight"), KV * HD, H, 0.0f, 0.02f);
+        BF(L("self_attn.k_proj.bias"), KV * HD, 0, 0.0f, 0.02f);
+        BF(L("self_attn.v_proj.weight"), KV * HD, H, 0.0f, 0.02f);
+        BF(L("self_attn.v_proj.bias"), KV * HD, 0, 0.0f, 0.02f);
+        BF(L("self_attn.o_proj.weight"), H, NH * HD, 0.0f, 0.02f);
+        BF(L("self_attn.o_proj.bias"), H, 0, 0.0f, 0.02f);
+        BF(L("self_attn.sinks"), NH, 0, 0.0f, 0.5f);
+        BF(L("mlp.router.weight"), E, H, 0.0f, 0.05f);
+        BF(L("mlp.router.bias"), E, 0, 0.0f, 0.1f);
+        ADDT(L("mlp.experts.gate_up_proj_blocks"), "U8", fill_u8, 4, E, 2 * I, H / 32, 16,
+             E * 2 * I * H / 2, 0.0f, 0.0f);
+        ADDT(L("mlp.experts.gate_up_proj_scales"), "U8", fill_e8m0, 3, E, 2 * I, H / 32, 0,
+             E * 2 * I * H / 32, 0.0f, 0.0f);
+        BF(L("mlp.experts.gate_up_proj_bias"), E, 2 * I, 0.0f, 0.02f);
+        ADDT(L("mlp.experts.down_proj_blocks"), "U8", fill_u8, 4, E, H, I / 32, 16, E * H * I / 2,
+             0.0f, 0.0f);
+        ADDT(L("mlp.experts.down_proj_scales"), "U8", fill_e8m0, 3, E, H, I / 32, 0, E * H * I / 32,
+             0.0f, 0.0f);
+        BF(L("mlp.experts.down_proj_bias"), E, H, 0.0f, 0.02f);
+#undef L
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    sp_error err = {0};
+    int rc = 0;
+    if (sp_safetensors_write(path, t, k, &err) != SP_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        rc = 1;
+    }
+    free(t);
+    free(ctx);
+    free(names);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s OUT_DIR [--preset llama-100m|llama-tiny]\n", argv[0]);
+        fprintf(stderr, "usage: %s OUT_DIR [--preset llama-100m|llama-tiny|gptoss-mxfp4]\n", argv[0]);
         return 2;
     }
     const char *dir = argv[1];
@@ -58,6 +164,8 @@ int main(int argc, char **argv)
     if (argc > 3 && strcmp(argv[2], "--preset") == 0 && strcmp(argv[3], "llama-tiny") == 0)
         s = (shape){512, 128, 256, 2, 4, 2};
     mkdir(dir, 0755);
+    if (argc > 3 && strcmp(argv[2], "--preset") == 0 && strcmp(argv[3], "gptoss-mxfp4") == 0)
+        return write_gptoss(dir);
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = fopen(path, "w");

@@ -67,6 +67,8 @@ void sp_model_close(sp_model *model);
 int64_t sp_model_n_vocab(const sp_model *model);
 int64_t sp_model_n_ctx_max(const sp_model *model); /* max_position_embeddings */
 const char *sp_model_arch_name(const sp_model *model); /* e.g. "LlamaForCausalLM" */
+/* Bytes of the checkpoint tensors the model uses (packed formats count as stored). */
+uint64_t sp_model_weight_bytes(const sp_model *model);
 /* End-of-sequence ids (generation_config.json, else config.json). Borrowed until close. */
 const int32_t *sp_model_eos_ids(const sp_model *model, size_t *n_ids);
 

@@ -1,12 +1,57 @@
 /* cmd_bench.c: `specula bench -m DIR [--json]` measures prefill and decode tokens/s:
- * several runs of (prefill a random prompt, greedily decode), median of each. */
+ * several runs of (prefill a random prompt, greedily decode), median of each; and the
+ * memory the process holds afterwards (resident and peak, from /proc/self/status) beside
+ * the checkpoint's size on disk. */
 #include "cli.h"
 #include "commands.h"
 #include "runtime/sampler.h"
 #include "util/clock.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* A /proc/self/status field in MiB (VmRSS, VmHWM), or -1. */
+static double proc_mib(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return -1;
+    char line[256];
+    double v = -1;
+    size_t n = strlen(field);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, field, n) && line[n] == ':') {
+            v = strtod(line + n + 1, NULL) / 1024.0;
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+/* Total size of the *.safetensors files in dir, MiB. */
+static double checkpoint_mib(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    double total = 0;
+    struct dirent *e;
+    char path[4096];
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        struct stat st;
+        if (n > 12 && !strcmp(e->d_name + n - 12, ".safetensors")) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            if (!stat(path, &st))
+                total += (double)st.st_size / 1048576.0;
+        }
+    }
+    closedir(d);
+    return total;
+}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -95,17 +140,21 @@ int cmd_bench(int argc, char **argv)
         dc[r] = (double)gen_len / ((t2 - t1) / 1e3);
     }
     double pfm = median(pf, (int)runs), dcm = median(dc, (int)runs);
+    double rss = proc_mib("VmRSS"), peak = proc_mib("VmHWM"), file = checkpoint_mib(model_dir);
+    double wmib = (double)sp_model_weight_bytes(m) / 1048576.0;
     if (json)
         printf("{\"model\": \"%s\", \"arch\": \"%s\", \"threads\": %d, \"prompt_len\": %lld, "
                "\"gen_len\": %lld, \"runs\": %lld, \"prefill_tok_s\": %.2f, "
-               "\"decode_tok_s\": %.2f}\n",
+               "\"decode_tok_s\": %.2f, \"checkpoint_mib\": %.1f, \"weights_mib\": %.1f, "
+               "\"rss_mib\": %.1f, \"peak_rss_mib\": %.1f}\n",
                model_dir, sp_model_arch_name(m), mp.n_threads, (long long)prompt_len,
-               (long long)gen_len, (long long)runs, pfm, dcm);
+               (long long)gen_len, (long long)runs, pfm, dcm, file, wmib, rss, peak);
     else
         printf("%s (%s): prefill %.1f tok/s (%lld tokens), decode %.1f tok/s (%lld tokens), "
-               "median of %lld runs\n",
+               "median of %lld runs\nmemory: checkpoint %.1f MiB, weights used %.1f MiB, "
+               "resident %.1f MiB, peak %.1f MiB\n",
                model_dir, sp_model_arch_name(m), pfm, (long long)prompt_len, dcm,
-               (long long)gen_len, (long long)runs);
+               (long long)gen_len, (long long)runs, file, wmib, rss, peak);
 done:
     free(pf);
     free(dc);

@@ -10,6 +10,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_bench_tokenizer(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
 
 int cmd_template(int argc, char **argv);
 

@@ -9,6 +9,7 @@ static const cli_cmd commands[] = {
     {"generate", "generate tokens or text from a prompt", NULL, cmd_generate},
     {"logits", "write the logits of every input position to a file", NULL, cmd_logits},
     {"bench", "measure prefill and decode tokens/s", NULL, cmd_bench},
+    {"inspect", "what a checkpoint holds: architecture, formats, quantization, input scales", NULL, cmd_inspect},
     {"tokenize", "text to token ids with a tokenizer.json", NULL, cmd_tokenize},
     {"detokenize", "token ids to text", NULL, cmd_detokenize},
     {"template", "render a chat template like transformers' apply_chat_template", NULL, cmd_template},

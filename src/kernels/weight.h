@@ -36,12 +36,26 @@ typedef struct sp_weight {
     const unsigned char *scales;
     size_t scale_row_bytes; /* bytes between scale rows */
     float global_scale;     /* NVFP4: per-tensor multiplier (1 otherwise) */
+    int64_t row_offset;     /* FP8 block scales: the absolute row of row 0 (row views) */
     const char *name;       /* checkpoint tensor name, for messages and traces */
 } sp_weight;
 
 static inline const unsigned char *sp_weight_row(const sp_weight *w, int64_t r)
 {
     return w->data + (size_t)r * w->row_bytes;
+}
+
+/* A view of rows [r0, r0 + n) of w (fused tensors split into their parts). */
+static inline sp_weight sp_weight_rows(const sp_weight *w, int64_t r0, int64_t n)
+{
+    sp_weight v = *w;
+    v.rows = n;
+    v.data = w->data + (size_t)r0 * w->row_bytes;
+    if (w->format == SP_WF_FP8_BLOCK)
+        v.row_offset = w->row_offset + r0;
+    else if (w->scales)
+        v.scales = w->scales + (size_t)r0 * w->scale_row_bytes;
+    return v;
 }
 
 const char *sp_wformat_name(sp_wformat f);

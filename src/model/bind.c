@@ -1,5 +1,6 @@
 /* bind.c: checked binding of checkpoint tensors (see bind.h). */
 #include "model/bind.h"
+#include "util/dtype.h"
 #include "util/error.h"
 
 #include <stdarg.h>
@@ -45,6 +46,33 @@ static sp_status find(sp_model *m, const char *name, bool required, const sp_st_
     return SP_OK;
 }
 
+static const sp_st_tensor *lookup(void *ctx, const char *name, const char **file)
+{
+    return sp_checkpoint_find(((sp_model *)ctx)->ckpt, name, file);
+}
+
+/* A matrix stored in a quantized format: name is "<base>.weight" (or compressed-tensors'
+ * "<base>.weight_packed"). */
+static sp_status bind_quantized(sp_model *m, const char *name, const sp_st_tensor *t,
+                                const char *file, int64_t rows, int64_t cols, sp_weight *out,
+                                sp_error *err)
+{
+    char base[512];
+    size_t n = strlen(name);
+    const char *suffix = n > 14 && !strcmp(name + n - 14, ".weight_packed") ? ".weight_packed" : ".weight";
+    size_t sl = strlen(suffix);
+    if (n <= sl || strcmp(name + n - sl, suffix) || n - sl >= sizeof base)
+        return sp_err(err, SP_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; expected F32, BF16 or F16",
+                      file, t->name, sp_dtype_name(t->dtype));
+    memcpy(base, name, n - sl);
+    base[n - sl] = '\0';
+    uint64_t before = m->quant.packed_bytes;
+    sp_status st = sp_quant_bind(&m->quant, lookup, m, base, t, file, rows, cols, out, err);
+    if (st == SP_OK)
+        m->weight_bytes += m->quant.packed_bytes - before;
+    return st;
+}
+
 static sp_status bad_dtype(const char *file, const sp_st_tensor *t, sp_error *err)
 {
     return sp_err(err, SP_ERR_UNSUPPORTED,
@@ -59,12 +87,21 @@ sp_status sp_bind_matrix(sp_model *m, const char *name, int64_t rows, int64_t co
     memset(out, 0, sizeof *out);
     const sp_st_tensor *t;
     const char *file;
-    sp_status st = find(m, name, required, &t, &file, err);
-    if (st != SP_OK || !t)
-        return st;
+    char packed[512];
+    size_t nl = strlen(name);
+    t = sp_checkpoint_find(m->ckpt, name, &file);
+    if (!t && m->quant.method == SP_QUANT_NVFP4_CT && nl > 7 && nl < sizeof packed - 8 &&
+        !strcmp(name + nl - 7, ".weight")) {
+        snprintf(packed, sizeof packed, "%s_packed", name);
+        if ((t = sp_checkpoint_find(m->ckpt, packed, &file)))
+            name = packed;
+    }
+    if (!t)
+        return required ? sp_err(err, SP_ERR_FORMAT, "%s: required tensor '%s' is missing", m->dir, name)
+                        : SP_OK;
     sp_wformat f = dense_format(t->dtype);
     if (f == SP_WF_NONE)
-        return bad_dtype(file, t, err);
+        return bind_quantized(m, name, t, file, rows, cols, out, err);
     if (t->n_dims != 2 || t->shape[0] != rows || t->shape[1] != cols) {
         char got[128];
         shape_str(t, got, sizeof got);

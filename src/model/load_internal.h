@@ -1,6 +1,6 @@
 /* load_internal.h: the pieces of model loading split across files (model_load.c binds
  * what every family shares; model_load_moe.c the expert and MLA layers; quant.c reads
- * quantization configs; model_mem.c estimates memory). Not part of the public API. */
+ * quantization configs and binds packed tensors; model_mem.c estimates memory). Not part of the public API. */
 #ifndef SP_MODEL_LOAD_INTERNAL_H
 #define SP_MODEL_LOAD_INTERNAL_H
 
@@ -10,8 +10,6 @@ sp_status sp_mla_dims(sp_model *m, sp_error *err);
 sp_status sp_bind_mla(sp_model *m, int64_t l, sp_layer *L, sp_error *err);
 sp_status sp_bind_moe(sp_model *m, int64_t l, sp_layer *L, sp_error *err);
 
-sp_status sp_quant_config_load(sp_model *m, sp_error *err);
-void sp_quant_config_free(sp_model *m);
 
 /* Refuses when weights + a session for n_ctx tokens exceed the memory available. */
 sp_status sp_model_check_memory(const sp_model *m, int64_t n_ctx, bool skip, sp_error *err);

@@ -11,6 +11,7 @@
 #include "format/hf_config.h"
 #include "kernels/weight.h"
 #include "model/arch.h"
+#include "model/quant.h"
 #include "model/rope.h"
 #include "util/threadpool.h"
 
@@ -18,6 +19,7 @@ typedef struct sp_expert {
     sp_weight gate, up, down; /* gpt-oss: gate holds the interleaved gate_up matrix */
     const float *gate_up_bias; /* gpt-oss [2I] interleaved, else NULL */
     const float *down_bias;    /* gpt-oss [H], else NULL */
+    bool in_major;             /* stored [in, out] and used as x @ W (gpt-oss unquantized) */
 } sp_expert;
 
 typedef struct sp_layer {
@@ -37,11 +39,12 @@ typedef struct sp_layer {
     /* feed-forward */
     bool moe;
     sp_weight w_gate, w_up, w_down; /* dense SwiGLU */
+    int64_t n_experts, top_k, expert_inter;
     sp_weight router;               /* [E, H] */
     const float *router_bias;       /* [E] (gpt-oss) */
     const float *score_bias;        /* [E] e_score_correction_bias (DeepSeek) */
     sp_expert *experts;             /* [E] */
-    sp_weight sh_gate, sh_up, sh_down; /* shared experts (DeepSeek) */
+    sp_weight sh_gate, sh_up, sh_down; /* shared experts (DeepSeek); format NONE if absent */
 } sp_layer;
 
 struct sp_model {
@@ -65,6 +68,11 @@ struct sp_model {
     /* owned fp32 vectors, freed at close */
     float **owned;
     size_t n_owned, cap_owned;
+
+    sp_quant quant; /* quantization scheme, packed-weight accounting, input scales */
+
+    /* multi-head latent attention (DeepSeek) */
+    int64_t mla_q_lora, mla_kv_lora, mla_nope, mla_rope, mla_v;
 
     sp_pool *pool;
     uint64_t weight_bytes; /* resident weight bytes */

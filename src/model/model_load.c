@@ -150,7 +150,7 @@ sp_status sp_model_open(const char *dir, const sp_model_params *params, sp_model
                     "%s: field 'architectures': '%s' is not supported (supported: %s)",
                     m->cfg->path, m->cfg->arch, sp_arch_supported_list());
     if (st == SP_OK)
-        st = sp_quant_config_load(m, err);
+        st = sp_quant_load(&m->quant, m->cfg->json, m->cfg->path, dir, err);
     if (st == SP_OK)
         st = derive_dims(m, err);
     if (st == SP_OK)
@@ -181,7 +181,7 @@ void sp_model_close(sp_model *m)
         for (int64_t l = 0; l < m->n_layers; l++)
             free(m->layers[l].experts);
     free(m->layers);
-    sp_quant_config_free(m);
+    sp_quant_free(&m->quant);
     sp_checkpoint_close(m->ckpt);
     sp_hf_config_free(m->cfg);
     free(m->dir);
@@ -191,6 +191,7 @@ void sp_model_close(sp_model *m)
 int64_t sp_model_n_vocab(const sp_model *m) { return m->n_vocab; }
 int64_t sp_model_n_ctx_max(const sp_model *m) { return m->cfg->max_pos; }
 const char *sp_model_arch_name(const sp_model *m) { return m->cfg->arch; }
+uint64_t sp_model_weight_bytes(const sp_model *m) { return m->weight_bytes; }
 
 const int32_t *sp_model_eos_ids(const sp_model *m, size_t *n_ids)
 {

@@ -49,6 +49,10 @@ uint64_t sp_model_session_bytes(const sp_model *m, int64_t n_ctx, int64_t n_batc
             widest = cand[i];
     uint64_t scratch = (uint64_t)n_batch * (uint64_t)widest * 12u * sizeof(float);
     uint64_t logits = (uint64_t)n_batch * (uint64_t)m->n_vocab * sizeof(float);
+    /* MoE: every selection's expert output is kept until the weighted sum */
+    uint64_t moe = (uint64_t)n_batch * (uint64_t)m->cfg->n_experts_per_tok * (uint64_t)m->n_embd *
+                   sizeof(float);
+    scratch += moe;
     uint64_t attn = 64ull * (uint64_t)n_ctx * sizeof(float);
     return kv + scratch + logits + attn;
 }

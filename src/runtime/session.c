@@ -29,16 +29,28 @@ static float *take(plan *p, size_t n)
     return r;
 }
 
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+/* Widest expert activation: gpt-oss's interleaved gate/up (2 I) or a shared expert. */
+static size_t expert_width(const sp_model *m)
+{
+    size_t w = 0;
+    for (int64_t l = 0; l < m->n_layers; l++) {
+        const sp_layer *L = &m->layers[l];
+        if (!L->moe)
+            continue;
+        w = max_sz(w, 2 * (size_t)L->expert_inter);
+        if (L->sh_gate.format != SP_WF_NONE)
+            w = max_sz(w, (size_t)L->sh_gate.rows);
+    }
+    return w;
+}
+
 static void lay_out(sp_session *s, plan *p)
 {
     const sp_model *m = s->m;
     size_t B = (size_t)s->n_batch, H = (size_t)m->n_embd;
-    size_t inter = (size_t)m->cfg->intermediate_size;
-    size_t e_inter = (size_t)m->cfg->moe_intermediate_size;
-    if (m->cfg->n_shared_experts > 0 && e_inter * (size_t)m->cfg->n_shared_experts > inter)
-        inter = e_inter * (size_t)m->cfg->n_shared_experts;
-    if (2 * e_inter > inter)
-        inter = 2 * e_inter;
+    size_t inter = (size_t)(m->cfg->intermediate_size > 0 ? m->cfg->intermediate_size : 0);
     size_t E = (size_t)m->cfg->n_experts, K = (size_t)m->cfg->n_experts_per_tok;
     s->x = take(p, B * H);
     s->xn = take(p, B * H);
@@ -50,22 +62,28 @@ static void lay_out(sp_session *s, plan *p)
     s->gate = take(p, B * inter);
     s->up = take(p, B * inter);
     s->ffn = take(p, B * H);
-    size_t mla = (size_t)(m->cfg->q_lora_rank > m->cfg->kv_lora_rank + m->cfg->qk_rope_head_dim
-                              ? m->cfg->q_lora_rank
-                              : m->cfg->kv_lora_rank + m->cfg->qk_rope_head_dim);
-    s->mla_a = take(p, B * mla);
-    s->mla_b = take(p, B * (size_t)(m->n_heads * (m->cfg->qk_nope_head_dim + m->v_dim)));
+    if (m->arch->attn == SP_ATTN_MLA) {
+        size_t nh = (size_t)m->n_heads;
+        s->mla_a = take(p, B * max_sz((size_t)m->mla_q_lora, (size_t)m->kv_dim_k));
+        s->mla_b = take(p, B * nh * (size_t)(m->mla_nope + m->mla_rope));
+        s->mla_c = take(p, B * nh * (size_t)m->mla_v);
+        s->mla_t = take(p, B * (size_t)m->mla_kv_lora);
+        s->mla_u = take(p, B * (size_t)m->mla_v);
+    }
     s->rope_cs = take(p, B * (size_t)m->rope.dim);
     s->attn_scratch = take(p, (size_t)sp_pool_n_threads(m->pool) * (size_t)s->n_ctx);
     s->logits = take(p, (size_t)m->n_vocab);
-    if (E) {
+    if (E && K) {
+        size_t ew = expert_width(m);
         s->moe.router = take(p, B * E);
-        s->moe.topk_w = take(p, B * K);
+        s->moe.w = take(p, B * K);
+        s->moe.sel = take(p, B * 2 * K);
+        s->moe.route_tmp = take(p, 2 * E);
         s->moe.xg = take(p, B * H);
-        s->moe.g = take(p, B * 2 * e_inter);
-        s->moe.u = take(p, B * 2 * e_inter);
+        s->moe.g = take(p, B * ew);
+        s->moe.u = take(p, B * ew);
         s->moe.y = take(p, B * H);
-        s->moe.acc = take(p, B * H);
+        s->moe.slots = take(p, B * K * H);
     }
 }
 
@@ -101,11 +119,12 @@ sp_status sp_session_new(sp_model *m, const sp_session_params *params, sp_sessio
     s->k_cache = calloc((size_t)m->n_layers, sizeof *s->k_cache);
     s->v_cache = calloc((size_t)m->n_layers, sizeof *s->v_cache);
     float *scratch = malloc(sizing.n_floats * sizeof(float));
-    s->moe.topk_ids = calloc((size_t)n_batch * (K ? K : 1), sizeof(int32_t));
-    s->moe.rows = calloc((size_t)n_batch, sizeof(int32_t));
-    s->moe.n_rows_expert = calloc(E ? E : 1, sizeof(int32_t));
-    if (!s->kv_mem || !s->k_cache || !s->v_cache || !scratch || !s->moe.topk_ids ||
-        !s->moe.rows || !s->moe.n_rows_expert) {
+    s->moe.ids = calloc((size_t)n_batch * (K ? K : 1), sizeof(int32_t));
+    s->moe.list = calloc((size_t)n_batch * (K ? K : 1), sizeof(int32_t));
+    s->moe.count = calloc(E + 1, sizeof(int32_t));
+    s->moe.fill = calloc(E + 1, sizeof(int32_t));
+    if (!s->kv_mem || !s->k_cache || !s->v_cache || !scratch || !s->moe.ids || !s->moe.list ||
+        !s->moe.count || !s->moe.fill) {
         free(scratch);
         sp_session_free(s);
         return sp_err(err, SP_ERR_NOMEM, "out of memory allocating a %lld-token session",
@@ -129,9 +148,10 @@ void sp_session_free(sp_session *s)
     free(s->kv_mem);
     free(s->k_cache);
     free(s->v_cache);
-    free(s->moe.topk_ids);
-    free(s->moe.rows);
-    free(s->moe.n_rows_expert);
+    free(s->moe.ids);
+    free(s->moe.list);
+    free(s->moe.count);
+    free(s->moe.fill);
     free(s);
 }
 

@@ -12,15 +12,18 @@
 #include "model/trace_points.h"
 
 typedef struct sp_moe_scratch {
-    int32_t *topk_ids;   /* [n_batch, k] */
-    float *topk_w;       /* [n_batch, k] */
-    float *router;       /* [n_batch, E] */
-    int32_t *rows;       /* [n_batch] token rows routed to the current expert */
-    float *xg;           /* [n_batch, H] gathered inputs */
-    float *g, *u;        /* [n_batch, 2 * I_expert] */
-    float *y;            /* [n_batch, H] expert output */
-    float *acc;          /* [n_batch, H] weighted sum */
-    int32_t *n_rows_expert; /* [E] */
+    float *router;     /* [n_batch, E] router logits */
+    int32_t *ids;      /* [n_batch, k] chosen experts, best first */
+    float *w;          /* [n_batch, k] their weights */
+    float *sel;        /* [n_batch, 2k] ids then weights as floats (traces) */
+    float *route_tmp;  /* [2E] */
+    int32_t *count;    /* [E + 1] selections per expert, then prefix offsets */
+    int32_t *fill;     /* [E] */
+    int32_t *list;     /* [n_batch * k] selections (t * k + j) grouped by expert */
+    float *xg;         /* [n_batch, H] inputs gathered for one expert */
+    float *g, *u;      /* [n_batch, max(2 I, shared I)] */
+    float *y;          /* [n_batch, H] one expert's outputs */
+    float *slots;      /* [n_batch * k, H] every selection's expert output */
 } sp_moe_scratch;
 
 struct sp_session {
@@ -32,7 +35,9 @@ struct sp_session {
 
     /* scratch for one pass of up to n_batch tokens */
     float *x, *xn, *q, *k, *v, *att, *o, *gate, *up, *ffn;
-    float *mla_a, *mla_b; /* MLA latent buffers */
+    float *mla_a, *mla_b; /* MLA: q_a / kv_a outputs; raw queries [n, heads, nope + rope] */
+    float *mla_c;         /* MLA: per-head values [n, heads, v] */
+    float *mla_t, *mla_u; /* MLA: one head's latent output [n, kv_lora] and value [n, v] */
     float *rope_cs;       /* [n_batch, rope.dim] */
     float *attn_scratch;  /* [n_threads, n_ctx] */
     float *logits;        /* [n_vocab]: last position */

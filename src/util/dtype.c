@@ -72,29 +72,9 @@ uint16_t sp_f32_to_f16(float f)
     return (uint16_t)(sign | (r >> 13));
 }
 
-float sp_e4m3_to_f32(uint8_t b)
-{
-    uint32_t s = b >> 7, e = (b >> 3) & 15, m = b & 7;
-    float v;
-    if (e == 15 && m == 7)
-        return NAN;
-    if (e == 0)
-        v = (float)m * 0.001953125f; /* m * 2^-9 */
-    else
-        v = ldexpf(1.0f + (float)m / 8.0f, (int)e - 7);
-    return s ? -v : v;
-}
-
 float sp_e5m2_to_f32(uint8_t b)
 {
     return sp_f16_to_f32((uint16_t)((uint16_t)b << 8));
-}
-
-float sp_e8m0_to_f32(uint8_t b)
-{
-    if (b == 0xff)
-        return NAN;
-    return ldexpf(1.0f, (int)b - 127);
 }
 
 const float sp_e2m1_table[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,

@@ -69,12 +69,25 @@ static inline uint16_t sp_f32_to_bf16(float f)
 float sp_f16_to_f32(uint16_t h);
 uint16_t sp_f32_to_f16(float f);
 
-/* OCP FP8 E4M3 "FN": bias 7, no infinities, S.1111.111 is NaN, max 448. */
-float sp_e4m3_to_f32(uint8_t b);
+/* OCP FP8 E4M3 "FN": bias 7, no infinities, S.1111.111 is NaN, max 448. Exact. */
+static inline float sp_e4m3_to_f32(uint8_t b)
+{
+    uint32_t s = (uint32_t)(b >> 7) << 31, e = (b >> 3) & 15u, m = b & 7u;
+    if (e == 15 && m == 7)
+        return sp_f32_from_bits(0x7fc00000u | s);
+    if (e == 0) /* subnormal: m * 2^-9 */
+        return sp_f32_from_bits(sp_f32_bits((float)m * 0.001953125f) | s);
+    return sp_f32_from_bits(s | ((e + 120u) << 23) | (m << 20));
+}
 /* OCP FP8 E5M2: bias 15, IEEE-like. */
 float sp_e5m2_to_f32(uint8_t b);
-/* UE8M0 scale: 2^(b-127); 0xFF is NaN. */
-float sp_e8m0_to_f32(uint8_t b);
+/* UE8M0 scale: 2^(b-127); 0xFF is NaN. Exact. */
+static inline float sp_e8m0_to_f32(uint8_t b)
+{
+    if (b == 0xff)
+        return sp_f32_from_bits(0x7fc00000u);
+    return sp_f32_from_bits(b ? (uint32_t)b << 23 : 0x00400000u);
+}
 /* E2M1 (FP4) code table: {0,.5,1,1.5,2,3,4,6} and negatives. */
 extern const float sp_e2m1_table[16];
 

@@ -95,6 +95,12 @@ check "tokenize: missing tokenizer" expect_exit 1 "cannot open" "$SPECULA" token
 check "generate -p streams text" bash -c "'$SPECULA' generate -m '$M' --tokenizer '$B' -p 'Hello' -n 8 --temp 0 >/dev/null"
 check "generate -p --json has text" bash -c "'$SPECULA' generate -m '$M' --tokenizer '$B' -p 'Hello' -n 8 --temp 0 --json | python3 -c 'import json,sys; j=json.load(sys.stdin); assert isinstance(j[\"text\"], str) and j[\"timing\"][\"prompt_tokens\"] == 6'"
 
+# quantized and MoE checkpoints
+Q=$FIX/models/qwen3moe_nvfp4_modelopt
+check "inspect reports NVFP4 input scales (kept, not applied)" bash -c "'$SPECULA' inspect -m '$Q' | grep -q 'experts.3.down_proj.input_scale = '"
+check "inspect --json" bash -c "'$SPECULA' inspect -m '$FIX/models/gptoss_mxfp4' --json | python3 -c 'import json,sys; j=json.load(sys.stdin); assert j[\"quant_method\"].startswith(\"MXFP4\") and j[\"formats\"][\"MXFP4\"] == 24 and j[\"moe_layers\"] == 3'"
+check "bench on an MXFP4 MoE checkpoint reports memory" bash -c "'$SPECULA' bench -m '$FIX/models/gptoss_mxfp4' --prompt-len 8 --gen-len 4 --runs 1 --json | python3 -c 'import json,sys; j=json.load(sys.stdin); assert j[\"decode_tok_s\"] > 0 and j[\"rss_mib\"] > 0 and j[\"checkpoint_mib\"] > 0'"
+
 # chat templates (real templates are covered by the template differential test)
 printf '%s' '{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}' > "$TMP/t.jinja"
 printf '{"messages": [{"role": "user", "content": " hi "}], "add_generation_prompt": true, "bos_token": "B"}' > "$TMP/ctx.json"

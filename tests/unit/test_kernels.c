@@ -138,8 +138,11 @@ static void test_attention_vs_reference(void **state)
             v[i] = frand();
         for (int i = 0; i < 16; i++)
             sinks[i] = frand() * 2;
-        sp_attn_args a = {q, H * qk, k, v, H, KV, qk, vd, cases[c].pos0, cases[c].n,
-                          cases[c].window, 0.3f, cases[c].sinks ? sinks : NULL, o, scr, ctx};
+        sp_attn_args a = {.q = q, .q_stride = H * qk, .k_cache = k, .v_cache = v, .n_heads = H,
+                          .n_kv_heads = KV, .qk_dim = qk, .v_dim = vd, .pos0 = cases[c].pos0,
+                          .n_tok = cases[c].n, .window = cases[c].window, .scale = 0.3f,
+                          .sinks = cases[c].sinks ? sinks : NULL, .out = o, .scratch = scr,
+                          .n_ctx = ctx};
         sp_attention(pool, &a);
         a.out = orf;
         sp_attention_ref(&a);

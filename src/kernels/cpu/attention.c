@@ -12,7 +12,8 @@ static void attend_one(const sp_attn_args *a, int64_t t, int64_t h, float *score
         lo = pos - a->window + 1;
     int64_t kvh = h / (a->n_heads / a->n_kv_heads);
     const float *q = a->q + t * a->q_stride + h * a->qk_dim;
-    int64_t kstride = a->n_kv_heads * a->qk_dim, vstride = a->n_kv_heads * a->v_dim;
+    int64_t kstride = a->k_stride ? a->k_stride : a->n_kv_heads * a->qk_dim;
+    int64_t vstride = a->v_stride ? a->v_stride : a->n_kv_heads * a->v_dim;
     float m = -INFINITY;
     for (int64_t j = lo; j <= pos; j++) {
         float s = sp_dot_f32(q, a->k_cache + j * kstride + kvh * a->qk_dim, a->qk_dim) *
@@ -70,9 +71,11 @@ void sp_attention_ref(const sp_attn_args *a)
                 lo = pos - a->window + 1;
             int64_t kvh = h / (a->n_heads / a->n_kv_heads);
             const float *q = a->q + t * a->q_stride + h * a->qk_dim;
+            int64_t ks = a->k_stride ? a->k_stride : a->n_kv_heads * a->qk_dim;
+            int64_t vs = a->v_stride ? a->v_stride : a->n_kv_heads * a->v_dim;
             double m = a->sinks ? a->sinks[h] : -INFINITY;
             for (int64_t j = lo; j <= pos; j++) {
-                const float *k = a->k_cache + (j * a->n_kv_heads + kvh) * a->qk_dim;
+                const float *k = a->k_cache + j * ks + kvh * a->qk_dim;
                 double s = 0;
                 for (int64_t d = 0; d < a->qk_dim; d++)
                     s += (double)q[d] * k[d];
@@ -82,7 +85,7 @@ void sp_attention_ref(const sp_attn_args *a)
             }
             double denom = a->sinks ? exp(a->sinks[h] - m) : 0.0;
             for (int64_t j = lo; j <= pos; j++) {
-                const float *k = a->k_cache + (j * a->n_kv_heads + kvh) * a->qk_dim;
+                const float *k = a->k_cache + j * ks + kvh * a->qk_dim;
                 double s = 0;
                 for (int64_t d = 0; d < a->qk_dim; d++)
                     s += (double)q[d] * k[d];
@@ -92,8 +95,8 @@ void sp_attention_ref(const sp_attn_args *a)
             for (int64_t d = 0; d < a->v_dim; d++) {
                 double acc = 0;
                 for (int64_t j = lo; j <= pos; j++) {
-                    const float *k = a->k_cache + (j * a->n_kv_heads + kvh) * a->qk_dim;
-                    const float *v = a->v_cache + (j * a->n_kv_heads + kvh) * a->v_dim;
+                    const float *k = a->k_cache + j * ks + kvh * a->qk_dim;
+                    const float *v = a->v_cache + j * vs + kvh * a->v_dim;
                     double s = 0;
                     for (int64_t e = 0; e < a->qk_dim; e++)
                         s += (double)q[e] * k[e];

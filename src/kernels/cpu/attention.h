@@ -15,8 +15,9 @@
 typedef struct sp_attn_args {
     const float *q;       /* [n_tok, n_heads, qk_dim], row stride q_stride floats */
     int64_t q_stride;
-    const float *k_cache; /* [n_ctx, n_kv_heads, qk_dim] */
-    const float *v_cache; /* [n_ctx, n_kv_heads, v_dim] */
+    const float *k_cache; /* [n_ctx, n_kv_heads, qk_dim], row stride k_stride */
+    const float *v_cache; /* [n_ctx, n_kv_heads, v_dim], row stride v_stride */
+    int64_t k_stride, v_stride; /* floats between positions; 0 = n_kv_heads * dim */
     int64_t n_heads, n_kv_heads, qk_dim, v_dim;
     int64_t pos0, n_tok;
     int64_t window;       /* 0 = full causal */

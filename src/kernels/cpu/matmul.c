@@ -59,7 +59,7 @@ float sp_weight_at(const sp_weight *w, int64_t r, int64_t c)
     }
     case SP_WF_FP8_BLOCK: {
         float s;
-        memcpy(&s, w->scales + (size_t)(r / 128) * w->scale_row_bytes + 4 * (size_t)(c / 128), 4);
+        memcpy(&s, w->scales + (size_t)((r + w->row_offset) / 128) * w->scale_row_bytes + 4 * (size_t)(c / 128), 4);
         return sp_e4m3_to_f32(row[c]) * s;
     }
     case SP_WF_NONE: break;
@@ -203,57 +203,184 @@ static inline float quant_scale(const sp_weight *w, int64_t r, int64_t c)
                w->global_scale;
     case SP_WF_FP8_BLOCK: {
         float s;
-        memcpy(&s, w->scales + (size_t)(r / 128) * w->scale_row_bytes + 4 * (size_t)(c / 128),
-               4);
+        memcpy(&s, w->scales + (size_t)((r + w->row_offset) / 128) * w->scale_row_bytes +
+                       4 * (size_t)(c / 128), 4);
         return s;
     }
     default: return 1.0f;
     }
 }
 
-/* Decodes 8 elements [k, k+8) of row r (k a multiple of 8, scale blocks are multiples of 8). */
-static inline void quant_decode8(const sp_weight *w, int64_t r, int64_t k, float out[8])
+/* Decodes 8 elements [k, k+8) of row r (k a multiple of 8; scale blocks are multiples
+ * of 8) exactly as sp_weight_at does: code value times the block's scale. */
+static inline sp_v8 quant_decode8(const sp_weight *w, int64_t r, int64_t k)
 {
     const unsigned char *row = sp_weight_row(w, r);
     float s = quant_scale(w, r, k);
     if (w->format == SP_WF_FP8_BLOCK) {
+        float out[8];
         for (int i = 0; i < 8; i++)
             out[i] = sp_e4m3_to_f32(row[k + i]) * s;
-        return;
+        return sp_v8_load(out);
     }
+#if SP_SIMD_AVX2
+    /* 4 bytes = 8 codes; element i is bits [4i, 4i+4) of the little-endian word, so the
+     * low nibble of byte j is element 2j. Magnitude from a register LUT, sign from bit 3. */
+    uint32_t word;
+    memcpy(&word, row + k / 2, 4);
+    __m256i code = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32((int)word), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+        _mm256_set1_epi32(15));
+    __m256 mag = _mm256_permutevar8x32_ps(_mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f),
+                                          code);
+    __m256i sign = _mm256_slli_epi32(_mm256_and_si256(code, _mm256_set1_epi32(8)), 28);
+    return _mm256_mul_ps(_mm256_xor_ps(mag, _mm256_castsi256_ps(sign)), _mm256_set1_ps(s));
+#else
+    float out[8];
     for (int i = 0; i < 4; i++) {
         unsigned b = row[k / 2 + i];
         out[2 * i] = sp_e2m1_table[b & 15] * s;
         out[2 * i + 1] = sp_e2m1_table[b >> 4] * s;
     }
+    return sp_v8_load(out);
+#endif
 }
+
+/* The R x T tile at rows r0.., tokens t0..: each weight chunk is decoded once and used
+ * for T tokens; R independent rows keep the FMA pipeline busy. Same per-row reduction
+ * as the dense path. */
+static inline __attribute__((always_inline)) void
+quant_tile(const int R, const int T, const sp_weight *w, const float *x, int64_t r0, int64_t t0,
+           float *y, const float *bias)
+{
+    const int64_t n = w->cols, n8 = n & ~(int64_t)7;
+    const float *xs[4];
+    sp_v8 acc[4][4];
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++)
+            acc[r][t] = sp_v8_zero();
+    for (int t = 0; t < T; t++)
+        xs[t] = x + (t0 + t) * n;
+    for (int64_t k = 0; k < n8; k += 8) {
+        sp_v8 xv[4];
+        for (int t = 0; t < T; t++)
+            xv[t] = sp_v8_load(xs[t] + k);
+        for (int r = 0; r < R; r++) {
+            sp_v8 wv = quant_decode8(w, r0 + r, k);
+            for (int t = 0; t < T; t++)
+                acc[r][t] = sp_v8_fmadd(xv[t], wv, acc[r][t]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++) {
+            float s = sp_v8_hsum(acc[r][t]);
+            for (int64_t k = n8; k < n; k++)
+                s += xs[t][k] * sp_weight_at(w, r0 + r, k);
+            if (bias)
+                s += bias[r0 + r];
+            y[(t0 + t) * w->rows + r0 + r] = s;
+        }
+}
+
+#if SP_SIMD_AVX2
+/* FP4 (MXFP4 / NVFP4) tile: per scale block the 8 code magnitudes are multiplied by the
+ * block's scale once (lut[c] * s: the same product the reference decoder forms), then
+ * each 8-code chunk is a register permute plus a sign flip. Rows are whole scale blocks
+ * (binding checks it), so no tail. */
+static inline __attribute__((always_inline)) void
+fp4_tile(const int R, const int T, const int BS, const sp_weight *w, const float *x, int64_t r0,
+         int64_t t0, float *y, const float *bias)
+{
+    const int64_t n = w->cols;
+    const __m256 lut = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+    const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    const __m256i m15 = _mm256_set1_epi32(15), m8 = _mm256_set1_epi32(8);
+    const unsigned char *rows[4], *sc[4];
+    const float *xs[4];
+    sp_v8 acc[4][4];
+    for (int r = 0; r < R; r++) {
+        rows[r] = sp_weight_row(w, r0 + r);
+        sc[r] = w->scales + (size_t)(r0 + r) * w->scale_row_bytes;
+        for (int t = 0; t < T; t++)
+            acc[r][t] = sp_v8_zero();
+    }
+    for (int t = 0; t < T; t++)
+        xs[t] = x + (t0 + t) * n;
+    for (int64_t kb = 0; kb < n; kb += BS) {
+        __m256 lutS[4];
+        for (int r = 0; r < R; r++) {
+            float s = BS == 32 ? sp_e8m0_to_f32(sc[r][kb / 32])
+                               : sp_e4m3_to_f32(sc[r][kb / 16]) * w->global_scale;
+            lutS[r] = _mm256_mul_ps(lut, _mm256_set1_ps(s));
+        }
+        for (int64_t k = kb; k < kb + BS; k += 8) {
+            __m256 xv[4];
+            for (int t = 0; t < T; t++)
+                xv[t] = _mm256_loadu_ps(xs[t] + k);
+            for (int r = 0; r < R; r++) {
+                uint32_t word;
+                memcpy(&word, rows[r] + k / 2, 4);
+                __m256i code = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)word), shifts), m15);
+                __m256i sign = _mm256_slli_epi32(_mm256_and_si256(code, m8), 28);
+                __m256 wv = _mm256_xor_ps(_mm256_permutevar8x32_ps(lutS[r], code), _mm256_castsi256_ps(sign));
+                for (int t = 0; t < T; t++)
+                    acc[r][t] = _mm256_fmadd_ps(xv[t], wv, acc[r][t]);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++)
+            y[(t0 + t) * w->rows + r0 + r] = sp_v8_hsum(acc[r][t]) + (bias ? bias[r0 + r] : 0.0f);
+}
+
+static inline __attribute__((always_inline)) void
+fp4_rows(const int BS, const sp_weight *w, const float *x, int64_t n_tok, float *y,
+         const float *bias, int64_t rb, int64_t re)
+{
+    for (int64_t tb = 0; tb < n_tok; tb += TOKEN_BLOCK) {
+        int64_t te = tb + TOKEN_BLOCK < n_tok ? tb + TOKEN_BLOCK : n_tok;
+        int64_t r = rb;
+        for (; r + 4 <= re; r += 4) {
+            int64_t t = tb;
+            for (; t + 2 <= te; t += 2)
+                fp4_tile(4, 2, BS, w, x, r, t, y, bias);
+            if (t < te)
+                fp4_tile(4, 1, BS, w, x, r, t, y, bias);
+        }
+        for (; r < re; r++)
+            for (int64_t t = tb; t < te; t++)
+                fp4_tile(1, 1, BS, w, x, r, t, y, bias);
+    }
+}
+
+static void rows_mxfp4(const sp_weight *w, const float *x, int64_t n, float *y, const float *b,
+                       int64_t rb, int64_t re)
+{
+    fp4_rows(32, w, x, n, y, b, rb, re);
+}
+static void rows_nvfp4(const sp_weight *w, const float *x, int64_t n, float *y, const float *b,
+                       int64_t rb, int64_t re)
+{
+    fp4_rows(16, w, x, n, y, b, rb, re);
+}
+#endif
 
 static void rows_quant(const sp_weight *w, const float *x, int64_t n_tok, float *y,
                        const float *bias, int64_t rb, int64_t re)
 {
-    const int64_t n = w->cols, n8 = n & ~(int64_t)7;
-    for (int64_t r = rb; r < re; r++) {
-        for (int64_t tb = 0; tb < n_tok; tb += 4) {
-            int T = n_tok - tb < 4 ? (int)(n_tok - tb) : 4;
-            sp_v8 acc[4];
-            for (int t = 0; t < T; t++)
-                acc[t] = sp_v8_zero();
-            float buf[8];
-            for (int64_t k = 0; k < n8; k += 8) {
-                quant_decode8(w, r, k, buf);
-                sp_v8 wv = sp_v8_load(buf);
-                for (int t = 0; t < T; t++)
-                    acc[t] = sp_v8_fmadd(sp_v8_load(x + (tb + t) * n + k), wv, acc[t]);
-            }
-            for (int t = 0; t < T; t++) {
-                float s = sp_v8_hsum(acc[t]);
-                for (int64_t k = n8; k < n; k++)
-                    s += x[(tb + t) * n + k] * sp_weight_at(w, r, k);
-                if (bias)
-                    s += bias[r];
-                y[(tb + t) * w->rows + r] = s;
-            }
+    for (int64_t tb = 0; tb < n_tok; tb += TOKEN_BLOCK) {
+        int64_t te = tb + TOKEN_BLOCK < n_tok ? tb + TOKEN_BLOCK : n_tok;
+        int64_t r = rb;
+        for (; r + 4 <= re; r += 4) {
+            int64_t t = tb;
+            for (; t + 2 <= te; t += 2)
+                quant_tile(4, 2, w, x, r, t, y, bias);
+            if (t < te)
+                quant_tile(4, 1, w, x, r, t, y, bias);
         }
+        for (; r < re; r++)
+            for (int64_t t = tb; t < te; t++)
+                quant_tile(1, 1, w, x, r, t, y, bias);
     }
 }
 
@@ -284,10 +411,100 @@ void sp_matmul(sp_pool *pool, const sp_weight *w, const float *x, int64_t n_tok,
     case SP_WF_F32: fn = rows_f32; break;
     case SP_WF_BF16: fn = rows_bf16; break;
     case SP_WF_F16: fn = rows_f16; break;
+#if SP_SIMD_AVX2
+    case SP_WF_MXFP4: fn = w->cols % 32 ? rows_quant : rows_mxfp4; break;
+    case SP_WF_NVFP4: fn = w->cols % 16 ? rows_quant : rows_nvfp4; break;
+#endif
     default: fn = rows_quant; break;
     }
     matmul_job j = {fn, w, x, n_tok, y, bias};
     /* Small products are not worth waking the workers. */
     int64_t work = w->rows * w->cols * n_tok;
     sp_pool_run(work < (1 << 15) ? NULL : pool, w->rows, 16, matmul_task, &j);
+}
+
+/* ---- transposed products: y = x W[row0 : row0 + n_in, :] -----------------------------
+ * Each output column c accumulates x[i] * W[row0 + i, c] for i ascending, 8 columns per
+ * vector lane group. Columns are handed to threads in aligned groups of 8 and the last
+ * cols % 8 columns always take the scalar path, so a value's rounding depends only on
+ * the matrix shape, never on the batch or the thread count. */
+
+#define T_GROUP 8
+
+typedef struct matmul_t_job {
+    const sp_weight *w;
+    int64_t row0, n_in, x_stride, n_tok, y_stride;
+    const float *x, *bias;
+    float *y;
+} matmul_t_job;
+
+/* Decodes columns [c0, c0 + n) of row r into out (vector-friendly for dense formats). */
+static void decode_cols(const sp_weight *w, int64_t r, int64_t c0, int64_t n, float *out)
+{
+    const unsigned char *row = sp_weight_row(w, r);
+    switch (w->format) {
+    case SP_WF_F32: memcpy(out, row + 4 * c0, (size_t)n * sizeof(float)); return;
+    case SP_WF_BF16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, row + 2 * (c0 + i), 2);
+            out[i] = sp_bf16_to_f32(h);
+        }
+        return;
+    default:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = sp_weight_at(w, r, c0 + i);
+        return;
+    }
+}
+
+static void matmul_t_task(void *ctx, int64_t gb, int64_t ge, int thread)
+{
+    (void)thread;
+    const matmul_t_job *j = ctx;
+    const sp_weight *w = j->w;
+    int64_t c0 = gb * T_GROUP, c1 = ge * T_GROUP < w->cols ? ge * T_GROUP : w->cols;
+    int64_t cols8 = w->cols & ~(int64_t)7, vec_end = c1 < cols8 ? c1 : cols8;
+    float buf[512];
+    for (int64_t t = 0; t < j->n_tok; t++)
+        for (int64_t c = c0; c < c1; c++)
+            j->y[t * j->y_stride + c] = j->bias ? j->bias[c] : 0.0f;
+    for (int64_t cb = c0; cb < c1; cb += 512) {
+        int64_t ce = cb + 512 < c1 ? cb + 512 : c1;
+        int64_t ve = ce < vec_end ? ce : vec_end;
+        for (int64_t i = 0; i < j->n_in; i++) {
+            decode_cols(w, j->row0 + i, cb, ce - cb, buf);
+            for (int64_t t = 0; t < j->n_tok; t++) {
+                float xv = j->x[t * j->x_stride + i];
+                float *yr = j->y + t * j->y_stride;
+                sp_v8 xb = sp_v8_set1(xv);
+                int64_t c = cb;
+                for (; c + 8 <= ve; c += 8)
+                    sp_v8_store(yr + c, sp_v8_fmadd(xb, sp_v8_load(buf + (c - cb)), sp_v8_load(yr + c)));
+                for (; c < ce; c++)
+                    yr[c] += xv * buf[c - cb];
+            }
+        }
+    }
+}
+
+void sp_matmul_t(sp_pool *pool, const sp_weight *w, int64_t row0, int64_t n_in, const float *x,
+                 int64_t x_stride, int64_t n_tok, float *y, int64_t y_stride, const float *bias)
+{
+    matmul_t_job j = {w, row0, n_in, x_stride, n_tok, y_stride, x, bias, y};
+    int64_t groups = (w->cols + T_GROUP - 1) / T_GROUP;
+    int64_t work = n_in * w->cols * n_tok;
+    sp_pool_run(work < (1 << 15) ? NULL : pool, groups, 8, matmul_t_task, &j);
+}
+
+void sp_matmul_t_ref(const sp_weight *w, int64_t row0, int64_t n_in, const float *x,
+                     int64_t x_stride, int64_t n_tok, float *y, int64_t y_stride, const float *bias)
+{
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t c = 0; c < w->cols; c++) {
+            double s = bias ? bias[c] : 0.0;
+            for (int64_t i = 0; i < n_in; i++)
+                s += (double)x[t * x_stride + i] * (double)sp_weight_at(w, row0 + i, c);
+            y[t * y_stride + c] = (float)s;
+        }
 }

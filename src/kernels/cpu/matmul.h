@@ -18,6 +18,15 @@ void sp_matmul(sp_pool *pool, const sp_weight *w, const float *x, int64_t n_tok,
 void sp_matmul_ref(const sp_weight *w, const float *x, int64_t n_tok, float *y,
                    const float *bias);
 
+/* Transposed product with a row range of W: y[t, c] = bias[c] + sum over i < n_in of
+ * x[t * x_stride + i] * W[row0 + i, c], for c < W.cols. Serves weights stored input-major
+ * (gpt-oss's unquantized experts, [H, 2I] used as x @ W) and MLA's absorbed key
+ * projection. Each output sums over i in ascending order: batch- and thread-invariant. */
+void sp_matmul_t(sp_pool *pool, const sp_weight *w, int64_t row0, int64_t n_in, const float *x,
+                 int64_t x_stride, int64_t n_tok, float *y, int64_t y_stride, const float *bias);
+void sp_matmul_t_ref(const sp_weight *w, int64_t row0, int64_t n_in, const float *x,
+                     int64_t x_stride, int64_t n_tok, float *y, int64_t y_stride, const float *bias);
+
 /* Decodes element (r, c) exactly (reference decoder for every format). */
 float sp_weight_at(const sp_weight *w, int64_t r, int64_t c);
 /* Decodes row r into out[cols] with the reference decoder. */
