@@ -52,6 +52,8 @@ typedef struct sp_model_params {
     int64_t n_ctx;       /* context the caller intends to use, for the memory check; 0 = default */
     int n_threads;       /* worker threads for kernels; 0 = all online CPUs */
     bool skip_mem_check; /* do not refuse when the estimate exceeds available memory */
+    uint64_t reserved_bytes; /* memory other models of this process need (a speculative
+                                target when opening its draft): budgeted with this one */
 } sp_model_params;
 
 sp_model_params sp_model_default_params(void);
@@ -69,6 +71,9 @@ int64_t sp_model_n_ctx_max(const sp_model *model); /* max_position_embeddings */
 const char *sp_model_arch_name(const sp_model *model); /* e.g. "LlamaForCausalLM" */
 /* Bytes of the checkpoint tensors the model uses (packed formats count as stored). */
 uint64_t sp_model_weight_bytes(const sp_model *model);
+/* Weights plus a session for n_ctx tokens (0 = default): what the memory check budgets;
+ * pass it as reserved_bytes when opening a draft model. */
+uint64_t sp_model_budget_bytes(const sp_model *model, int64_t n_ctx);
 /* End-of-sequence ids (generation_config.json, else config.json). Borrowed until close. */
 const int32_t *sp_model_eos_ids(const sp_model *model, size_t *n_ids);
 
@@ -136,9 +141,62 @@ sp_status sp_generate(sp_session *session, const int32_t *prompt, size_t n_promp
                       const sp_generate_params *params, sp_token_fn on_token, void *ctx,
                       int32_t *out_tokens, sp_generate_stats *stats, sp_error *err);
 
+typedef struct sp_tokenizer sp_tokenizer;
+
+/* ---- speculative decoding ------------------------------------------------------------
+ * Draft k tokens, verify them with one target pass over k + 1 positions, keep the longest
+ * accepted prefix plus one target token, roll both KV caches back logically. Lossless:
+ * greedy output equals sp_generate's token for token (a position's logits are identical
+ * alone or in a verify batch); sampled output has exactly the target's distribution
+ * (accept with min(1, p/q), resample from norm(max(0, p - q))). */
+
+typedef enum sp_draft_kind {
+    SP_DRAFT_MODEL = 1, /* a second model (its own session) */
+    SP_DRAFT_NGRAM,     /* prompt lookup over the prompt and the generated text */
+    SP_DRAFT_SELF,      /* the target drafts for itself (a second session of the same model):
+                           every draft must be accepted, a check of KV and positions */
+} sp_draft_kind;
+
+#define SP_SPEC_MAX_K 64
+
+typedef struct sp_spec_params {
+    sp_draft_kind kind;
+    sp_session *draft;     /* MODEL / SELF: the drafting session; its KV cache is its own */
+    int32_t k;             /* most tokens per draft, 1..SP_SPEC_MAX_K (0 = 4) */
+    float p_min;           /* MODEL / SELF: end a draft when the draft model's top probability
+                              (softmax of its logits) falls below p_min; 0 = off */
+    int32_t ngram_min, ngram_max; /* NGRAM: n-gram lengths tried, longest first (0 = 1..3) */
+    bool adaptive;         /* acceptance gate: shorten k when drafts are rejected, pause
+                              drafting while speculation does not pay */
+} sp_spec_params;
+
+typedef struct sp_spec_stats {
+    int64_t drafts;   /* verify rounds that had at least one draft token */
+    int64_t drafted;  /* draft tokens proposed */
+    int64_t accepted; /* draft tokens accepted */
+    int64_t accepted_per_pos[SP_SPEC_MAX_K]; /* rounds whose draft position i was accepted */
+    int64_t drafted_per_pos[SP_SPEC_MAX_K];  /* rounds that proposed position i */
+    int32_t k_max;
+    int64_t plain_steps; /* target steps without a draft (no proposal, or the gate paused) */
+    double draft_ms, verify_ms;
+} sp_spec_stats;
+
+/* sp_generate with speculation. The sampling seed derives three separate streams:
+ * drafting, acceptance and resampling. The prompt buffer is never written. */
+sp_status sp_generate_spec(sp_session *target, const int32_t *prompt, size_t n_prompt,
+                           const sp_generate_params *params, const sp_spec_params *spec,
+                           sp_token_fn on_token, void *ctx, int32_t *out_tokens,
+                           sp_generate_stats *stats, sp_spec_stats *spec_stats, sp_error *err);
+
+/* Whether `draft` can draft for `target`: same vocabulary up to padding (sizes within
+ * 128), same BOS/EOS ids, and, when both tokenizers are given, the same tokenizer type
+ * and the same token string for every id >= 5 present in both. */
+sp_status sp_spec_check_compat(const sp_model *target, const sp_model *draft,
+                               const sp_tokenizer *target_tok, const sp_tokenizer *draft_tok,
+                               sp_error *err);
+
 /* ---- tokenizers ------------------------------------------------------------------- */
 
-typedef struct sp_tokenizer sp_tokenizer;
 
 /* path: a model directory, a tokenizer.json, or a directory holding tokenizer.json and
  * tokenizer_config.json. */
@@ -156,6 +214,11 @@ sp_status sp_tokenizer_decode(sp_tokenizer *t, const int32_t *ids, size_t n_ids,
 int64_t sp_tokenizer_n_vocab(const sp_tokenizer *t);
 /* Id of a token string (model vocabulary or added token), or -1. */
 int32_t sp_tokenizer_token_id(const sp_tokenizer *t, const char *token);
+/* The token string of an id (an added token's content, else the model vocabulary's
+ * entry), or NULL for an id with no token; *len gets its byte length. */
+const char *sp_tokenizer_id_to_token(const sp_tokenizer *t, int32_t id, size_t *len);
+/* "BPE", "WordPiece" or "WordLevel". */
+const char *sp_tokenizer_model_type(const sp_tokenizer *t);
 /* BOS / EOS ids from tokenizer_config.json, or -1. */
 int32_t sp_tokenizer_bos_id(const sp_tokenizer *t);
 int32_t sp_tokenizer_eos_id(const sp_tokenizer *t);

@@ -1,8 +1,12 @@
 /* cmd_bench.c: `specula bench -m DIR [--json]` measures prefill and decode tokens/s:
  * several runs of (prefill a random prompt, greedily decode), median of each; and the
  * memory the process holds afterwards (resident and peak, from /proc/self/status) beside
- * the checkpoint's size on disk. */
+ * the checkpoint's size on disk. With --draft it also runs speculative greedy generation
+ * on the same prompt in the same process and reports the speedup (the tokens are checked
+ * to be identical to plain decoding's). */
 #include "cli.h"
+#include "cli_spec.h"
+#include "model/model.h"
 #include "commands.h"
 #include "runtime/sampler.h"
 #include "util/clock.h"
@@ -65,11 +69,66 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* Plain vs speculative greedy decoding of gen_len tokens after the prompt, runs times. */
+static int bench_spec(sp_model *m, sp_session *s, cli_spec *spec, const int32_t *prompt,
+                      int64_t prompt_len, int64_t gen_len, int64_t runs, bool json)
+{
+    sp_error err = {0};
+    sp_generate_params gp = {.n_predict = gen_len, .ignore_eos = true,
+                             .sampling = sp_sampling_default_params()};
+    int32_t *a = malloc((size_t)gen_len * sizeof *a), *b = malloc((size_t)gen_len * sizeof *b);
+    double *plain = calloc((size_t)runs, sizeof *plain), *fast = calloc((size_t)runs, sizeof *fast);
+    sp_spec_stats ss = {0};
+    int rc = !a || !b || !plain || !fast ? cli_failf("out of memory") : CLI_OK;
+    for (int64_t r = 0; r < runs && rc == CLI_OK; r++) {
+        sp_generate_stats st;
+        sp_session_truncate(s, 0, NULL);
+        if (sp_generate(s, prompt, (size_t)prompt_len, &gp, NULL, NULL, a, &st, &err) != SP_OK) {
+            rc = cli_fail(&err);
+            break;
+        }
+        plain[r] = (double)(st.n_generated - 1) / (st.decode_ms / 1e3);
+        sp_session_truncate(s, 0, NULL);
+        if (spec->draft_session)
+            sp_session_truncate(spec->draft_session, 0, NULL);
+        if (sp_generate_spec(s, prompt, (size_t)prompt_len, &gp, &spec->params, NULL, NULL, b, &st, &ss,
+                             &err) != SP_OK) {
+            rc = cli_fail(&err);
+            break;
+        }
+        fast[r] = (double)(st.n_generated - 1) / (st.decode_ms / 1e3);
+        if (memcmp(a, b, (size_t)gen_len * sizeof *a))
+            rc = cli_failf("speculative greedy output differs from plain greedy output");
+    }
+    if (rc == CLI_OK) {
+        double pm = median(plain, (int)runs), fm = median(fast, (int)runs);
+        if (json) {
+            printf("{\"model\": \"%s\", \"draft\": \"%s\", \"gen_len\": %lld, \"plain_decode_tok_s\": %.2f, "
+                   "\"spec_decode_tok_s\": %.2f, \"speedup\": %.3f, \"spec\": ",
+                   m->dir, spec->draft, (long long)gen_len, pm, fm, fm / pm);
+            cli_spec_print_json(stdout, &ss);
+            printf("}\n");
+        } else {
+            printf("%s: plain decode %.1f tok/s, speculative (--draft %s) %.1f tok/s: speedup %.2fx "
+                   "(identical tokens), median of %lld runs\n",
+                   m->dir, pm, spec->draft, fm, fm / pm, (long long)runs);
+            cli_spec_print_summary(stdout, &ss);
+        }
+    }
+    free(a);
+    free(b);
+    free(plain);
+    free(fast);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     const char *model_dir = NULL;
     int64_t prompt_len = 128, gen_len = 64, runs = 5, threads = 0;
     bool json = false;
+    const char *tokens_s = NULL;
+    cli_spec spec = {0};
     cli_opt opts[] = {
         {"--model", "-m", CLI_STR, &model_dir, "model directory", 0},
         {"--prompt-len", NULL, CLI_INT, &prompt_len, "prompt tokens per run (default 128)", 0},
@@ -77,9 +136,12 @@ int cmd_bench(int argc, char **argv)
         {"--runs", NULL, CLI_INT, &runs, "runs; the median is reported (default 5)", 0},
         {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
         {"--json", NULL, CLI_FLAG, &json, "print one JSON object", 0},
+        {"--tokens", NULL, CLI_STR, &tokens_s, "prompt token ids (default: random, --prompt-len)", 0},
+        CLI_SPEC_OPTS(spec),
         {0},
     };
-    const char *usage = "specula bench -m DIR [--prompt-len N] [--gen-len N] [--runs R] [--json]";
+    const char *usage = "specula bench -m DIR [--prompt-len N] [--gen-len N] [--runs R] [--tokens IDS] "
+                        "[--draft DIR|ngram|self [--draft-k K]] [--json]";
     int rc = cli_parse(argc, argv, opts, usage);
     if (rc)
         return rc < 0 ? CLI_OK : rc;
@@ -90,12 +152,21 @@ int cmd_bench(int argc, char **argv)
     if (prompt_len < 1 || gen_len < 1 || runs < 1 || runs > 1000)
         return cli_failf("bench: --prompt-len, --gen-len and --runs must be positive");
     sp_error err = {0};
+    int32_t *prompt = NULL;
+    if (tokens_s) {
+        size_t n_tok;
+        if (cli_parse_tokens(tokens_s, &prompt, &n_tok) != 0 || n_tok == 0) {
+            fprintf(stderr, "specula: --tokens: cannot parse '%s'\n", tokens_s);
+            free(prompt);
+            return CLI_USAGE;
+        }
+        prompt_len = (int64_t)n_tok;
+    }
     sp_model_params mp = sp_model_default_params();
     mp.n_threads = cli_threads(threads);
     mp.n_ctx = prompt_len + gen_len;
     sp_model *m = NULL;
     sp_session *s = NULL;
-    int32_t *prompt = NULL;
     double *pf = calloc((size_t)runs, sizeof *pf), *dc = calloc((size_t)runs, sizeof *dc);
     rc = CLI_OK;
     if (!pf || !dc) {
@@ -111,15 +182,24 @@ int cmd_bench(int argc, char **argv)
         rc = cli_fail(&err);
         goto done;
     }
-    prompt = malloc((size_t)prompt_len * sizeof *prompt);
-    if (!prompt) {
+    if (!prompt && !(prompt = malloc((size_t)prompt_len * sizeof *prompt))) {
         rc = cli_failf("out of memory");
         goto done;
     }
     sp_rng rng;
     sp_rng_seed(&rng, 1234);
-    for (int64_t i = 0; i < prompt_len; i++)
+    for (int64_t i = 0; !tokens_s && i < prompt_len; i++)
         prompt[i] = (int32_t)(sp_rng_next(&rng) % (uint64_t)sp_model_n_vocab(m));
+    for (int64_t i = 0; i < prompt_len; i++)
+        if (prompt[i] < 0 || prompt[i] >= sp_model_n_vocab(m)) {
+            rc = cli_failf("--tokens: id %d is outside the vocabulary", prompt[i]);
+            goto done;
+        }
+    if (spec.draft) {
+        if ((rc = cli_spec_open(&spec, m, model_dir, NULL, prompt_len + gen_len, mp.n_threads)) == CLI_OK)
+            rc = bench_spec(m, s, &spec, prompt, prompt_len, gen_len, runs, json);
+        goto done;
+    }
     for (int64_t r = 0; r < runs; r++) {
         sp_session_truncate(s, 0, NULL);
         double t0 = sp_now_ms();
@@ -156,6 +236,7 @@ int cmd_bench(int argc, char **argv)
                model_dir, sp_model_arch_name(m), pfm, (long long)prompt_len, dcm,
                (long long)gen_len, (long long)runs, file, wmib, rss, peak);
 done:
+    cli_spec_close(&spec);
     free(pf);
     free(dc);
     free(prompt);

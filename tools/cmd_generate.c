@@ -1,10 +1,12 @@
 /* cmd_generate.c: `specula generate -m DIR (--tokens IDS | -p TEXT) -n N [sampling]
- * [--json]`. Sampling defaults come from generation_config.json (greedy when it does not
+ * [--draft DIR|ngram|self ...] [--json]`. Sampling defaults come from generation_config.json (greedy when it does not
  * sample); --temp 0 is greedy. With -p the prompt is encoded with the model's tokenizer
  * and generated text streams to stdout as it completes (whole UTF-8 characters only);
  * with --tokens the generated ids stream instead. A summary goes to stderr. --json prints
- * one object instead: {"tokens": [...], "text": ..., "stop_reason": ..., "timing": {...}}. */
+ * one object instead: {"tokens": [...], "text": ..., "stop_reason": ..., "timing": {...}},
+ * plus "spec": {...} when speculating (see cli_spec.c). */
 #include "cli.h"
+#include "cli_spec.h"
 #include "commands.h"
 
 #include "util/json_text.h"
@@ -43,7 +45,7 @@ static bool on_token(void *ctx, int32_t tok)
 }
 
 static void print_json(const int32_t *toks, const sp_generate_stats *st, sp_tokenizer *tok,
-                       bool special)
+                       bool special, const sp_spec_stats *spec)
 {
     printf("{\"tokens\": [");
     for (int64_t i = 0; i < st->n_generated; i++)
@@ -64,10 +66,15 @@ static void print_json(const int32_t *toks, const sp_generate_stats *st, sp_toke
     double dec_n = st->n_generated > 1 ? (double)(st->n_generated - 1) : 0;
     printf(", \"stop_reason\": \"%s\", \"timing\": {\"prompt_tokens\": %lld, "
            "\"generated_tokens\": %lld, \"prefill_ms\": %.3f, \"decode_ms\": %.3f, "
-           "\"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f}}\n",
+           "\"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f}",
            st->stop_reason, (long long)st->n_prompt, (long long)st->n_generated, st->prefill_ms,
            st->decode_ms, st->prefill_ms > 0 ? st->n_prompt / (st->prefill_ms / 1e3) : 0.0,
            st->decode_ms > 0 ? dec_n / (st->decode_ms / 1e3) : 0.0);
+    if (spec) {
+        printf(", \"spec\": ");
+        cli_spec_print_json(stdout, spec);
+    }
+    printf("}\n");
 }
 
 int cmd_generate(int argc, char **argv)
@@ -78,6 +85,7 @@ int cmd_generate(int argc, char **argv)
     uint64_t seed = 0;
     bool json = false, ignore_eos = false, special = false;
     const char *tok_path = NULL;
+    cli_spec spec = {0};
     cli_opt opts[] = {
         {"--model", "-m", CLI_STR, &model_dir, "model directory", 0},
         {"--tokens", NULL, CLI_STR, &tokens_s, "prompt as comma-separated token ids", 0},
@@ -94,10 +102,12 @@ int cmd_generate(int argc, char **argv)
         {"--json", NULL, CLI_FLAG, &json, "print one JSON object with tokens and timing", 0},
         {"--tokenizer", NULL, CLI_STR, &tok_path, "tokenizer for -p (default: the model dir)", 0},
         {"--special", NULL, CLI_FLAG, &special, "print special tokens in generated text", 0},
+        CLI_SPEC_OPTS(spec),
         {0},
     };
     const char *usage = "specula generate -m DIR (--tokens IDS | -p TEXT) -n N [--temp T] "
-                        "[--top-k K] [--top-p P] [--min-p P] [--seed S] [--json]";
+                        "[--top-k K] [--top-p P] [--min-p P] [--seed S] [--draft DIR|ngram|self] "
+                        "[--draft-k K] [--draft-p-min P] [--json]";
     int rc = cli_parse(argc, argv, opts, usage);
     if (rc)
         return rc < 0 ? CLI_OK : rc;
@@ -151,6 +161,8 @@ int cmd_generate(int argc, char **argv)
         rc = cli_fail(&err);
         goto done;
     }
+    if (spec.draft && (rc = cli_spec_open(&spec, m, model_dir, tok, want_ctx, cli_threads(threads))))
+        goto done;
     sp_generate_params gp = {.n_predict = n_predict, .ignore_eos = ignore_eos};
     gp.sampling = sp_model_sampling_defaults(m);
     for (cli_opt *o = opts; o->name; o++) {
@@ -176,7 +188,10 @@ int cmd_generate(int argc, char **argv)
         goto done;
     }
     sp_generate_stats st;
-    sp_status gst = sp_generate(s, tokens, n, &gp, on_token, &sc, out, &st, &err);
+    sp_spec_stats sst;
+    sp_status gst = spec.draft ? sp_generate_spec(s, tokens, n, &gp, &spec.params, on_token, &sc, out,
+                                                  &st, &sst, &err)
+                               : sp_generate(s, tokens, n, &gp, on_token, &sc, out, &st, &err);
     if (sc.status != SP_OK) {
         rc = cli_fail(&sc.err);
         goto done;
@@ -188,7 +203,7 @@ int cmd_generate(int argc, char **argv)
         goto done;
     }
     if (json) {
-        print_json(out, &st, tok, special);
+        print_json(out, &st, tok, special, spec.draft ? &sst : NULL);
     } else {
         if (sc.detok) {
             const char *rest;
@@ -200,8 +215,11 @@ int cmd_generate(int argc, char **argv)
         fprintf(stderr, "specula: %lld prompt tokens in %.1f ms, %lld generated in %.1f ms (%s)\n",
                 (long long)st.n_prompt, st.prefill_ms, (long long)st.n_generated, st.decode_ms,
                 st.stop_reason);
+        if (spec.draft)
+            cli_spec_print_summary(stderr, &sst);
     }
 done:
+    cli_spec_close(&spec);
     sp_detokenizer_free(sc.detok);
     sp_tokenizer_close(tok);
     free(out);

@@ -118,12 +118,12 @@ static void head(sp_session *s, int64_t n, int64_t first, float *out)
     int64_t H = m->n_embd, rows = n - first;
     sp_rmsnorm(s->x + first * H, m->final_norm, rows, H, (float)m->cfg->rms_norm_eps, s->xn);
     if (s->trace) {
-        sp_trace_event ev = {-1, SP_OP_FINAL_NORM, s->n_past + first, rows, H, s->xn};
+        sp_trace_event ev = {-1, SP_OP_FINAL_NORM, s->n_past + first, rows, H, s->xn, s->chunk_tokens + first};
         s->trace(s->trace_ctx, &ev);
     }
     sp_matmul(m->pool, &m->lm_head, s->xn, rows, out, NULL);
     if (s->trace) {
-        sp_trace_event ev = {-1, SP_OP_LOGITS, s->n_past + first, rows, m->n_vocab, out};
+        sp_trace_event ev = {-1, SP_OP_LOGITS, s->n_past + first, rows, m->n_vocab, out, s->chunk_tokens + first};
         s->trace(s->trace_ctx, &ev);
     }
 }
@@ -134,6 +134,7 @@ static void forward_chunk(sp_session *s, const int32_t *tokens, int64_t n, float
                           bool want_last)
 {
     sp_model *m = s->m;
+    s->chunk_tokens = tokens;
     embed(s, tokens, n);
     sp_trace_emit(s, -1, SP_OP_EMBED, n, m->n_embd, s->x);
     for (int64_t t = 0; t < n; t++)

@@ -11,7 +11,7 @@ static inline void sp_trace_emit(sp_session *s, int layer, sp_op op, int64_t n, 
                                  float *data)
 {
     if (s->trace) {
-        sp_trace_event ev = {layer, op, s->n_past, n, width, data};
+        sp_trace_event ev = {layer, op, s->n_past, n, width, data, s->chunk_tokens};
         s->trace(s->trace_ctx, &ev);
     }
 }

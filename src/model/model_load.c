@@ -158,7 +158,7 @@ sp_status sp_model_open(const char *dir, const sp_model_params *params, sp_model
     if (st == SP_OK)
         st = bind_all(m, err);
     if (st == SP_OK)
-        st = sp_model_check_memory(m, p.n_ctx, p.skip_mem_check, err);
+        st = sp_model_check_memory(m, p.n_ctx, p.reserved_bytes, p.skip_mem_check, err);
     if (st == SP_OK)
         st = sp_pool_new(p.n_threads, &m->pool, err);
     if (st != SP_OK) {

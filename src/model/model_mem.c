@@ -57,20 +57,33 @@ uint64_t sp_model_session_bytes(const sp_model *m, int64_t n_ctx, int64_t n_batc
     return kv + scratch + logits + attn;
 }
 
-sp_status sp_model_check_memory(const sp_model *m, int64_t n_ctx, bool skip, sp_error *err)
+sp_status sp_model_check_memory(const sp_model *m, int64_t n_ctx, uint64_t reserved, bool skip,
+                                sp_error *err)
 {
     if (n_ctx > m->cfg->max_pos)
         return sp_err(err, SP_ERR_LIMIT,
                       "%s: requested context %lld exceeds max_position_embeddings %lld",
                       m->cfg->path, (long long)n_ctx, (long long)m->cfg->max_pos);
-    uint64_t need = m->weight_bytes + sp_model_session_bytes(m, n_ctx, 0);
+    uint64_t own = m->weight_bytes + sp_model_session_bytes(m, n_ctx, 0);
     uint64_t have = mem_available();
-    if (!skip && need > have)
+    if (!skip && own + reserved > have) {
+        long long ctx = n_ctx > 0 ? n_ctx : (m->cfg->max_pos < DEFAULT_CTX ? m->cfg->max_pos : DEFAULT_CTX);
+        if (reserved)
+            return sp_err(err, SP_ERR_NOMEM,
+                          "%s: needs about %.1f MiB (weights %.1f MiB + KV cache and buffers for %lld "
+                          "tokens) on top of %.1f MiB already budgeted (the target model), but only "
+                          "%.1f MiB is available",
+                          m->dir, own / 1048576.0, m->weight_bytes / 1048576.0, ctx,
+                          reserved / 1048576.0, have / 1048576.0);
         return sp_err(err, SP_ERR_NOMEM,
                       "%s: needs about %.1f MiB (weights %.1f MiB + KV cache and buffers for "
                       "%lld tokens) but only %.1f MiB is available",
-                      m->dir, need / 1048576.0, m->weight_bytes / 1048576.0,
-                      (long long)(n_ctx > 0 ? n_ctx : (m->cfg->max_pos < DEFAULT_CTX ? m->cfg->max_pos : DEFAULT_CTX)),
-                      have / 1048576.0);
+                      m->dir, own / 1048576.0, m->weight_bytes / 1048576.0, ctx, have / 1048576.0);
+    }
     return SP_OK;
+}
+
+uint64_t sp_model_budget_bytes(const sp_model *m, int64_t n_ctx)
+{
+    return m->weight_bytes + sp_model_session_bytes(m, n_ctx, 0);
 }

@@ -35,7 +35,8 @@ typedef struct sp_trace_event {
     int layer; /* -1 for model-level ops */
     sp_op op;
     int64_t pos0, n_tok, width;
-    float *data; /* [n_tok, width] */
+    float *data;           /* [n_tok, width] */
+    const int32_t *tokens; /* [n_tok]: the input token at each of these positions */
 } sp_trace_event;
 
 typedef void (*sp_trace_cb)(void *ctx, const sp_trace_event *ev);

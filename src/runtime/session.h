@@ -47,6 +47,7 @@ struct sp_session {
 
     sp_trace_cb trace;
     void *trace_ctx;
+    const int32_t *chunk_tokens; /* tokens of the chunk being evaluated (for traces) */
 };
 
 /* Runs the forward pass over tokens (already validated) starting at position n_past.

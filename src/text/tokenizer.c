@@ -203,6 +203,31 @@ int32_t sp_tokenizer_eos_id(const sp_tokenizer *t) { return t->eos_id; }
 const char *sp_tokenizer_dir(const sp_tokenizer *t) { return t->dir; }
 const void *sp_tokenizer_config_json(const sp_tokenizer *t) { return t->config_json; }
 
+const char *sp_tokenizer_id_to_token(const sp_tokenizer *t, int32_t id, size_t *len)
+{
+    if (id < 0 || id >= t->n_vocab)
+        return NULL;
+    if (t->added_by_id && t->added_by_id[id] >= 0) {
+        const sp_added_token *a = &t->added[t->added_by_id[id]];
+        *len = a->len;
+        return a->content;
+    }
+    if (!t->vocab[id])
+        return NULL;
+    *len = t->vocab_len[id];
+    return t->vocab[id];
+}
+
+const char *sp_tokenizer_model_type(const sp_tokenizer *t)
+{
+    switch (t->model.kind) {
+    case SP_MODEL_BPE: return "BPE";
+    case SP_MODEL_WORDPIECE: return "WordPiece";
+    case SP_MODEL_WORDLEVEL: return "WordLevel";
+    }
+    return "?";
+}
+
 int32_t sp_tokenizer_token_id(const sp_tokenizer *t, const char *token)
 {
     int64_t v;

@@ -101,6 +101,32 @@ check "inspect reports NVFP4 input scales (kept, not applied)" bash -c "'$SPECUL
 check "inspect --json" bash -c "'$SPECULA' inspect -m '$FIX/models/gptoss_mxfp4' --json | python3 -c 'import json,sys; j=json.load(sys.stdin); assert j[\"quant_method\"].startswith(\"MXFP4\") and j[\"formats\"][\"MXFP4\"] == 24 and j[\"moe_layers\"] == 3'"
 check "bench on an MXFP4 MoE checkpoint reports memory" bash -c "'$SPECULA' bench -m '$FIX/models/gptoss_mxfp4' --prompt-len 8 --gen-len 4 --runs 1 --json | python3 -c 'import json,sys; j=json.load(sys.stdin); assert j[\"decode_tok_s\"] > 0 and j[\"rss_mib\"] > 0 and j[\"checkpoint_mib\"] > 0'"
 
+# speculative decoding
+check "generate --draft self: identical tokens, every draft accepted" python3 - "$SPECULA" "$M" <<'PY'
+import json, subprocess, sys
+spec, m = sys.argv[1], sys.argv[2]
+def run(*extra):
+    out = subprocess.run([spec, "generate", "-m", m, "--tokens", "1,2,3,4", "-n", "24", "--json", *extra],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+plain = run()
+for d in ("self", "ngram", m):
+    j = run("--draft", d, "--draft-k", "3")
+    assert j["tokens"] == plain["tokens"], d
+    s = j["spec"]
+    assert set(s) >= {"drafts", "drafted", "accepted", "acceptance_per_position", "mean_acceptance_length", "draft_ms", "verify_ms"}
+    assert len(s["acceptance_per_position"]) == 3
+if True:
+    s = run("--draft", "self")["spec"]
+    assert s["drafted"] > 0 and s["accepted"] == s["drafted"], s
+    s = run("--draft", "self", "--temp", "0.8", "--seed", "5")["spec"]
+    assert s["drafted"] > 0 and s["accepted"] == s["drafted"], s
+PY
+check "generate --draft prints a summary on stderr" bash -c "'$SPECULA' generate -m '$M' --tokens 1,2,3 -n 8 --draft self 2>&1 >/dev/null | grep -q 'speculation: .* draft tokens accepted'"
+check "generate --draft: missing draft model" expect_exit 1 "cannot open" "$SPECULA" generate -m "$M" --tokens 1,2 -n 4 --draft "$TMP/none"
+check "generate --draft-k out of range" expect_exit 1 "draft-k" "$SPECULA" generate -m "$M" --tokens 1,2 -n 4 --draft self --draft-k 65
+check "bench --draft reports the speedup" bash -c "'$SPECULA' bench -m '$M' --draft self --prompt-len 8 --gen-len 16 --runs 1 --json | python3 -c 'import json,sys; j=json.load(sys.stdin); assert j[\"speedup\"] > 0 and j[\"spec\"][\"accepted\"] > 0'"
+
 # chat templates (real templates are covered by the template differential test)
 printf '%s' '{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}' > "$TMP/t.jinja"
 printf '{"messages": [{"role": "user", "content": " hi "}], "add_generation_prompt": true, "bos_token": "B"}' > "$TMP/ctx.json"

@@ -59,7 +59,9 @@ static void attn_task(void *ctx, int64_t b, int64_t e, int thread)
 
 void sp_attention(sp_pool *pool, const sp_attn_args *a)
 {
-    sp_pool_run(pool, a->n_tok * a->n_heads, 1, attn_task, (void *)a);
+    /* small attention (short contexts, tiny models) is not worth waking the workers */
+    int64_t work = a->n_tok * a->n_heads * (a->pos0 + a->n_tok) * (a->qk_dim + a->v_dim);
+    sp_pool_run(work < (1 << 16) ? NULL : pool, a->n_tok * a->n_heads, 1, attn_task, (void *)a);
 }
 
 void sp_attention_ref(const sp_attn_args *a)

@@ -1,0 +1,168 @@
+/* spec_draft.c: model, self and n-gram drafters (see spec_draft.h). */
+#include "runtime/spec_draft.h"
+#include "util/error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sp_drafter {
+    sp_drafter_config c;
+    sp_sampler *smp;
+    sp_rng rng;
+    double *q;     /* [k_max, n_vocab] distributions of the sampled drafts */
+    int64_t n_vocab;
+};
+
+sp_status sp_drafter_new(const sp_drafter_config *c, sp_drafter **out, sp_error *err)
+{
+    *out = NULL;
+    sp_drafter *d = calloc(1, sizeof *d);
+    if (!d)
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    d->c = *c;
+    sp_rng_seed(&d->rng, c->seed);
+    if (c->kind == SP_DRAFT_MODEL || c->kind == SP_DRAFT_SELF) {
+        d->n_vocab = sp_model_n_vocab(c->session->m);
+        sp_status st = sp_sampler_new(c->sampling, d->n_vocab, &d->smp, err);
+        if (st == SP_OK && c->sampling->temperature > 0 &&
+            !(d->q = malloc((size_t)c->k_max * (size_t)d->n_vocab * sizeof *d->q)))
+            st = sp_err(err, SP_ERR_NOMEM, "out of memory for draft distributions");
+        if (st != SP_OK) {
+            sp_drafter_free(d);
+            return st;
+        }
+    }
+    *out = d;
+    return SP_OK;
+}
+
+void sp_drafter_free(sp_drafter *d)
+{
+    if (!d)
+        return;
+    sp_sampler_free(d->smp);
+    free(d->q);
+    free(d);
+}
+
+/* Largest softmax probability of the logits (temperature 1). */
+static double top_prob(const float *logits, int64_t n)
+{
+    float mx = logits[0];
+    for (int64_t i = 1; i < n; i++)
+        mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        sum += exp((double)logits[i] - mx);
+    return 1.0 / sum;
+}
+
+/* Brings the draft session to seq[0 .. n_seq) (positions base ..): its logits then
+ * predict the next token. Returns false when a token of seq is outside the draft's
+ * vocabulary. */
+static bool catch_up(sp_drafter *d, const int32_t *seq, int64_t n_seq, int64_t base, sp_status *st,
+                     sp_error *err)
+{
+    sp_session *s = d->c.session;
+    int64_t have = s->n_past - base;
+    if (have < 0) {
+        *st = sp_err(err, SP_ERR_INVALID_ARG, "the draft session holds %lld positions, fewer than "
+                     "the target's prefix of %lld", (long long)s->n_past, (long long)base);
+        return false;
+    }
+    if (have >= n_seq) { /* re-evaluate the last token to get its logits */
+        sp_session_truncate(s, base + n_seq - 1, NULL);
+        have = n_seq - 1;
+    }
+    for (int64_t i = have; i < n_seq; i++)
+        if (seq[i] < 0 || seq[i] >= d->n_vocab)
+            return false;
+    *st = sp_session_eval(s, seq + have, (size_t)(n_seq - have), NULL, err);
+    return *st == SP_OK;
+}
+
+static sp_status propose_model(sp_drafter *d, const int32_t *seq, int64_t n_seq, int64_t base,
+                               int32_t k, int32_t *out, const double **q, int64_t *n_q,
+                               int32_t *n_out, sp_error *err)
+{
+    sp_session *s = d->c.session;
+    sp_status st = SP_OK;
+    *n_q = d->n_vocab;
+    if (k > s->n_ctx - base - n_seq) /* the draft evaluates up to base + n_seq + k - 1 positions */
+        k = (int32_t)(s->n_ctx - base - n_seq);
+    if (k <= 0 || !catch_up(d, seq, n_seq, base, &st, err))
+        return st;
+    bool greedy = d->c.sampling->temperature == 0.0f;
+    for (int32_t i = 0; i < k; i++) {
+        const float *logits = sp_session_last_logits(s);
+        if (d->c.p_min > 0 && top_prob(logits, d->n_vocab) < d->c.p_min)
+            break;
+        int32_t tok;
+        if (greedy) {
+            tok = sp_argmax(logits, d->n_vocab);
+            q[i] = NULL;
+        } else {
+            double *qi = d->q + (size_t)i * (size_t)d->n_vocab;
+            sp_sampler_dist(d->smp, logits, qi);
+            tok = sp_sample_probs(qi, d->n_vocab, sp_rng_uniform(&d->rng));
+            q[i] = qi;
+        }
+        if (tok >= d->c.target_vocab)
+            break;
+        out[(*n_out)++] = tok;
+        if (d->c.stop_at_eos && sp_model_is_eos(d->c.eos_model, tok))
+            break;
+        if (i + 1 < k && (st = sp_session_eval(s, &tok, 1, NULL, err)) != SP_OK)
+            return st;
+    }
+    return SP_OK;
+}
+
+/* Prompt lookup: the most recent earlier occurrence of the sequence's last n tokens (n
+ * from ngram_max down to ngram_min) and the tokens that followed it. */
+static void propose_ngram(sp_drafter *d, const int32_t *seq, int64_t n_seq, int32_t k,
+                          int32_t *out, const double **q, int32_t *n_out)
+{
+    for (int32_t n = d->c.ngram_max; n >= d->c.ngram_min; n--) {
+        if (n_seq < n + 1)
+            continue;
+        const int32_t *suffix = seq + n_seq - n;
+        for (int64_t j = n_seq - n - 1; j >= 0; j--) {
+            if (memcmp(seq + j, suffix, (size_t)n * sizeof *seq) != 0)
+                continue;
+            for (int64_t t = j + n; t < n_seq && *n_out < k; t++) {
+                if (seq[t] >= d->c.target_vocab)
+                    break;
+                q[*n_out] = NULL;
+                out[(*n_out)++] = seq[t];
+                if (d->c.stop_at_eos && sp_model_is_eos(d->c.eos_model, seq[t]))
+                    break;
+            }
+            return;
+        }
+    }
+}
+
+sp_status sp_drafter_propose(sp_drafter *d, const int32_t *seq, int64_t n_seq, int64_t base,
+                             int32_t k, int32_t *out, const double **q, int64_t *n_q,
+                             int32_t *n_out, sp_error *err)
+{
+    *n_out = 0;
+    *n_q = 0;
+    if (k > d->c.k_max)
+        k = d->c.k_max;
+    if (k <= 0)
+        return SP_OK;
+    if (d->c.kind == SP_DRAFT_NGRAM) {
+        propose_ngram(d, seq, n_seq, k, out, q, n_out);
+        return SP_OK;
+    }
+    return propose_model(d, seq, n_seq, base, k, out, q, n_q, n_out, err);
+}
+
+void sp_drafter_rollback(sp_drafter *d, int64_t n_valid)
+{
+    if (d->c.session && d->c.session->n_past > n_valid)
+        sp_session_truncate(d->c.session, n_valid, NULL);
+}

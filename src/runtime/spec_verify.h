@@ -1,0 +1,19 @@
+/* spec_verify.h: the acceptance rule of speculative sampling (Leviathan et al. 2023,
+ * Chen et al. 2023), one draft position at a time.
+ *
+ * A draft token d drawn from q is accepted with probability min(1, p(d) / q(d)); on
+ * rejection the replacement is drawn from norm(max(0, p - q)). The emitted token then has
+ * distribution p exactly. A deterministic draft (greedy drafting, n-grams) has q one-hot
+ * at d: accept with p(d), else draw from p with d removed. p and q may have different
+ * lengths (vocabularies padded differently): missing entries are 0. */
+#ifndef SP_RUNTIME_SPEC_VERIFY_H
+#define SP_RUNTIME_SPEC_VERIFY_H
+
+#include "runtime/sampler.h"
+
+/* Returns true when d is accepted (one uniform from accept_rng); otherwise *out gets the
+ * replacement (one uniform from resample_rng). q == NULL: q is one-hot at d. */
+bool sp_spec_verify_token(const double *p, int64_t n_p, const double *q, int64_t n_q, int32_t d,
+                          sp_rng *accept_rng, sp_rng *resample_rng, int32_t *out);
+
+#endif

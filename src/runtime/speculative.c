@@ -1,0 +1,329 @@
+/* speculative.c: speculative generation (see specula.h) and draft compatibility.
+ *
+ * State between rounds: seq = prompt + generated tokens; the target's KV cache holds all
+ * of seq but its last token (`pending`), exactly as in plain decoding. A round:
+ *   1. the drafter proposes d1..dm continuing seq (m <= k, limited by the token budget,
+ *      the context and the gate);
+ *   2. the target evaluates [pending, d1..dm] in one pass: rows r0..rm;
+ *   3. greedy: accept while d_i == argmax r_{i-1}; stochastic: the acceptance rule
+ *      (spec_verify.c) with p_i = the target's sampling distribution of r_{i-1};
+ *   4. one more token comes from the target: the replacement at the first rejection, or
+ *      the bonus token from r_m when all were accepted;
+ *   5. both KV caches are cut back to the kept prefix (a length decrement).
+ * Tokens are emitted one at a time with plain decoding's stop checks (callback, EOS,
+ * n_predict, context), so generation ends exactly where plain decoding would. */
+#include "model/model.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+#include "runtime/spec_draft.h"
+#include "runtime/spec_verify.h"
+#include "util/clock.h"
+#include "util/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Stream constants: drafting, acceptance and resampling never share random numbers. */
+#define STREAM_DRAFT 0x6472616674ull
+#define STREAM_ACCEPT 0x616363657074ull
+#define STREAM_RESAMPLE 0x726573616d706cull
+
+#define GATE_PAUSE_MIN 8
+#define GATE_PAUSE_MAX 128
+
+typedef struct spec_run {
+    sp_session *t;
+    const sp_generate_params *gp;
+    sp_token_fn on_token;
+    void *ctx;
+    int32_t *out_tokens;
+    sp_generate_stats *stats;
+    sp_spec_stats *ss;
+
+    sp_sampler *smp;
+    sp_rng accept_rng, resample_rng;
+    sp_drafter *drafter;
+    int32_t *seq;      /* prompt + generated; seq[i] sits at position n_prompt_total - n_prompt + i */
+    int64_t n_seq, n_prompt, n_prompt_total;
+    float *rows;       /* [k_max + 1, n_vocab] verify logits */
+    double *p;         /* [n_vocab] target distribution */
+    bool done;
+
+    /* acceptance gate */
+    int32_t k_cur, k_max;
+    double ema;        /* rolling acceptance rate */
+    int64_t pause_left, pause_len;
+} spec_run;
+
+/* Emits one token with plain decoding's checks; returns false when generation ends. */
+static bool emit(spec_run *r, int32_t tok)
+{
+    sp_generate_stats *st = r->stats;
+    if (r->out_tokens)
+        r->out_tokens[st->n_generated] = tok;
+    st->n_generated++;
+    r->seq[r->n_seq++] = tok;
+    if (r->on_token && !r->on_token(r->ctx, tok)) {
+        st->stop_reason = "callback";
+        return false;
+    }
+    if (!r->gp->ignore_eos && sp_model_is_eos(r->t->m, tok)) {
+        st->stop_reason = "eos";
+        return false;
+    }
+    if (st->n_generated == r->gp->n_predict)
+        return false;
+    return true;
+}
+
+/* The target's next token from one row of logits. */
+static int32_t target_sample(spec_run *r, const float *row)
+{
+    if (r->gp->sampling.temperature == 0.0f)
+        return sp_argmax(row, r->t->m->n_vocab);
+    sp_sampler_dist(r->smp, row, r->p);
+    return sp_sample_probs(r->p, r->t->m->n_vocab, sp_rng_uniform(&r->resample_rng));
+}
+
+/* How many draft tokens this round may have. */
+static int32_t round_budget(const spec_run *r)
+{
+    int64_t room = r->t->n_ctx - r->t->n_past - 1; /* verify: pending + drafts */
+    int64_t left = r->gp->n_predict - r->stats->n_generated - 1;
+    int64_t k = r->k_cur;
+    k = k < room ? k : room;
+    k = k < left ? k : left;
+    return (int32_t)(k > 0 ? k : 0);
+}
+
+static void gate_update(spec_run *r, int32_t drafted, int32_t accepted)
+{
+    if (!drafted)
+        return;
+    double rate = (double)accepted / drafted;
+    r->ema = 0.8 * r->ema + 0.2 * rate;
+    if (accepted == drafted)
+        r->k_cur = r->k_cur + 1 < r->k_max ? r->k_cur + 1 : r->k_max;
+    else if (2 * accepted < drafted && r->k_cur > 1)
+        r->k_cur--;
+    if (r->k_cur == 1 && r->ema < 0.25) { /* speculation does not pay: plain steps for a while */
+        r->pause_left = r->pause_len;
+        r->pause_len = r->pause_len * 2 < GATE_PAUSE_MAX ? r->pause_len * 2 : GATE_PAUSE_MAX;
+        r->ema = 0.5;
+    } else if (r->ema > 0.5) {
+        r->pause_len = GATE_PAUSE_MIN;
+    }
+}
+
+/* A step without drafts: evaluate pending, sample the next token. */
+static sp_status plain_step(spec_run *r, sp_error *err)
+{
+    int32_t pending = r->seq[r->n_seq - 1];
+    double t0 = sp_now_ms();
+    sp_status st = sp_session_eval(r->t, &pending, 1, NULL, err);
+    r->ss->verify_ms += sp_now_ms() - t0;
+    if (st != SP_OK)
+        return st;
+    r->ss->plain_steps++;
+    if (r->drafter)
+        sp_drafter_rollback(r->drafter, r->t->n_past);
+    r->done = !emit(r, target_sample(r, sp_session_last_logits(r->t)));
+    return SP_OK;
+}
+
+/* Verifies m drafts; returns the number accepted and the target's extra token. */
+static int32_t verify(spec_run *r, const int32_t *d, const double *const *q, int64_t n_q,
+                      int32_t m, int32_t *extra)
+{
+    int64_t V = r->t->m->n_vocab;
+    bool greedy = r->gp->sampling.temperature == 0.0f;
+    for (int32_t i = 0; i < m; i++) {
+        const float *row = r->rows + (size_t)i * (size_t)V;
+        if (greedy) {
+            int32_t best = sp_argmax(row, V);
+            if (best != d[i]) {
+                *extra = best;
+                return i;
+            }
+            continue;
+        }
+        sp_sampler_dist(r->smp, row, r->p);
+        if (!sp_spec_verify_token(r->p, V, q[i], n_q, d[i], &r->accept_rng, &r->resample_rng, extra))
+            return i;
+    }
+    *extra = target_sample(r, r->rows + (size_t)m * (size_t)V);
+    return m;
+}
+
+static sp_status spec_round(spec_run *r, sp_error *err)
+{
+    int32_t k = r->pause_left > 0 ? 0 : round_budget(r);
+    if (r->pause_left > 0)
+        r->pause_left--;
+    int32_t drafts[SP_SPEC_MAX_K + 1], m = 0;
+    const double *q[SP_SPEC_MAX_K];
+    int64_t n_q = 0;
+    double t0 = sp_now_ms();
+    int64_t base = r->n_prompt_total - (int64_t)r->n_prompt;
+    sp_status st = k > 0 ? sp_drafter_propose(r->drafter, r->seq, r->n_seq, base, k, drafts + 1, q,
+                                              &n_q, &m, err)
+                         : SP_OK;
+    r->ss->draft_ms += sp_now_ms() - t0;
+    if (st != SP_OK)
+        return st;
+    if (m == 0)
+        return plain_step(r, err);
+    int64_t past = r->t->n_past;
+    drafts[0] = r->seq[r->n_seq - 1];
+    t0 = sp_now_ms();
+    st = sp_session_eval(r->t, drafts, (size_t)m + 1, r->rows, err);
+    if (st != SP_OK)
+        return st;
+    int32_t extra, acc = verify(r, drafts + 1, q, n_q, m, &extra);
+    r->ss->verify_ms += sp_now_ms() - t0;
+    sp_session_truncate(r->t, past + 1 + acc, NULL);
+    sp_drafter_rollback(r->drafter, past + 1 + acc);
+    sp_spec_stats *ss = r->ss;
+    ss->drafts++;
+    ss->drafted += m;
+    ss->accepted += acc;
+    for (int32_t i = 0; i < m; i++)
+        ss->drafted_per_pos[i]++;
+    for (int32_t i = 0; i < acc; i++)
+        ss->accepted_per_pos[i]++;
+    gate_update(r, m, acc);
+    for (int32_t i = 0; i < acc && !r->done; i++)
+        r->done = !emit(r, drafts[1 + i]);
+    if (!r->done)
+        r->done = !emit(r, extra);
+    return SP_OK;
+}
+
+static sp_status check_params(const sp_session *t, const sp_spec_params *sp, sp_error *err)
+{
+    if (sp->k < 0 || sp->k > SP_SPEC_MAX_K)
+        return sp_err(err, SP_ERR_INVALID_ARG, "draft-k %d must be in [1, %d]", sp->k, SP_SPEC_MAX_K);
+    if (!(sp->p_min >= 0 && sp->p_min <= 1))
+        return sp_err(err, SP_ERR_INVALID_ARG, "draft-p-min %g must be in [0, 1]", (double)sp->p_min);
+    if (sp->kind == SP_DRAFT_NGRAM) {
+        int32_t lo = sp->ngram_min ? sp->ngram_min : 1, hi = sp->ngram_max ? sp->ngram_max : 3;
+        if (lo < 0 || hi < lo || hi > 64)
+            return sp_err(err, SP_ERR_INVALID_ARG, "n-gram sizes [%d, %d] must satisfy 1 <= min <= max <= 64",
+                          lo, hi);
+        return SP_OK;
+    }
+    if (sp->kind != SP_DRAFT_MODEL && sp->kind != SP_DRAFT_SELF)
+        return sp_err(err, SP_ERR_INVALID_ARG, "unknown draft kind %d", (int)sp->kind);
+    if (!sp->draft || sp->draft == t)
+        return sp_err(err, SP_ERR_INVALID_ARG, "a model draft needs its own session (not the target's)");
+    if (sp->kind == SP_DRAFT_SELF && sp->draft->m != t->m)
+        return sp_err(err, SP_ERR_INVALID_ARG, "self drafting needs a session of the target model");
+    if (sp->draft->n_past != t->n_past)
+        return sp_err(err, SP_ERR_INVALID_ARG, "the draft session holds %lld positions and the "
+                      "target's %lld: give both the same prefix", (long long)sp->draft->n_past,
+                      (long long)t->n_past);
+    if (sp->draft->n_ctx < t->n_ctx)
+        return sp_err(err, SP_ERR_INVALID_ARG, "the draft session holds %lld tokens, less than the "
+                      "target's %lld", (long long)sp->draft->n_ctx, (long long)t->n_ctx);
+    return SP_OK;
+}
+
+static void run_free(spec_run *r)
+{
+    sp_sampler_free(r->smp);
+    sp_drafter_free(r->drafter);
+    free(r->seq);
+    free(r->rows);
+    free(r->p);
+}
+
+static sp_status run_init(spec_run *r, const sp_spec_params *sp, size_t n_prompt, sp_error *err)
+{
+    const sp_generate_params *gp = r->gp;
+    int64_t V = r->t->m->n_vocab;
+    r->k_max = sp->k ? sp->k : 4;
+    r->k_cur = r->k_max;
+    r->ema = 1.0;
+    r->pause_len = GATE_PAUSE_MIN;
+    r->ss->k_max = r->k_max;
+    sp_rng_seed(&r->accept_rng, gp->sampling.seed ^ STREAM_ACCEPT);
+    sp_rng_seed(&r->resample_rng, gp->sampling.seed ^ STREAM_RESAMPLE);
+    sp_status st = sp_sampler_new(&gp->sampling, V, &r->smp, err);
+    if (st != SP_OK)
+        return st;
+    r->seq = malloc((n_prompt + (size_t)gp->n_predict + 1) * sizeof *r->seq);
+    r->rows = malloc((size_t)(r->k_max + 1) * (size_t)V * sizeof *r->rows);
+    r->p = malloc((size_t)V * sizeof *r->p);
+    if (!r->seq || !r->rows || !r->p)
+        return sp_err(err, SP_ERR_NOMEM, "out of memory for speculative decoding");
+    sp_drafter_config dc = {
+        .kind = sp->kind,
+        .session = sp->draft,
+        .sampling = &gp->sampling,
+        .k_max = r->k_max,
+        .p_min = sp->p_min,
+        .ngram_min = sp->ngram_min ? sp->ngram_min : 1,
+        .ngram_max = sp->ngram_max ? sp->ngram_max : 3,
+        .target_vocab = V,
+        .stop_at_eos = !gp->ignore_eos,
+        .eos_model = r->t->m,
+        .seed = gp->sampling.seed ^ STREAM_DRAFT,
+    };
+    if (sp->kind == SP_DRAFT_NGRAM && dc.ngram_min > dc.ngram_max)
+        dc.ngram_min = dc.ngram_max;
+    return sp_drafter_new(&dc, &r->drafter, err);
+}
+
+sp_status sp_generate_spec(sp_session *t, const int32_t *prompt, size_t n_prompt,
+                           const sp_generate_params *gp, const sp_spec_params *sp,
+                           sp_token_fn on_token, void *ctx, int32_t *out_tokens,
+                           sp_generate_stats *stats, sp_spec_stats *spec_stats, sp_error *err)
+{
+    sp_generate_stats st0 = {0};
+    sp_spec_stats ss0 = {0};
+    if (!stats)
+        stats = &st0;
+    if (!spec_stats)
+        spec_stats = &ss0;
+    *stats = (sp_generate_stats){.stop_reason = "length", .n_prompt = (int64_t)n_prompt};
+    memset(spec_stats, 0, sizeof *spec_stats);
+    if (n_prompt == 0)
+        return sp_err(err, SP_ERR_INVALID_ARG, "the prompt is empty");
+    if (gp->n_predict < 0)
+        return sp_err(err, SP_ERR_INVALID_ARG, "cannot generate %lld tokens", (long long)gp->n_predict);
+    sp_status st = check_params(t, sp, err);
+    if (st != SP_OK)
+        return st;
+    spec_run r = {.t = t, .gp = gp, .on_token = on_token, .ctx = ctx, .out_tokens = out_tokens,
+                  .stats = stats, .ss = spec_stats};
+    int64_t prefix = t->n_past; /* the session may already hold a prefix */
+    if ((st = run_init(&r, sp, n_prompt, err)) != SP_OK) {
+        run_free(&r);
+        return st;
+    }
+    /* a session may already hold a prefix; a model drafter's session must hold the same */
+    memcpy(r.seq, prompt, n_prompt * sizeof *prompt);
+    r.n_seq = r.n_prompt = (int64_t)n_prompt;
+    r.n_prompt_total = prefix + (int64_t)n_prompt;
+    double t0 = sp_now_ms();
+    st = sp_session_eval(t, prompt, n_prompt, NULL, err);
+    double t1 = sp_now_ms();
+    stats->prefill_ms = t1 - t0;
+    if (st == SP_OK && gp->n_predict > 0)
+        r.done = !emit(&r, target_sample(&r, sp_session_last_logits(t)));
+    else
+        r.done = true;
+    while (st == SP_OK && !r.done) {
+        if (t->n_past >= t->n_ctx) {
+            stats->stop_reason = "context";
+            break;
+        }
+        st = spec_round(&r, err);
+    }
+    /* leave the session as plain decoding does: everything but the last token */
+    if (st == SP_OK && stats->n_generated > 0 && t->n_past > r.n_prompt_total + stats->n_generated - 1)
+        sp_session_truncate(t, r.n_prompt_total + stats->n_generated - 1, NULL);
+    stats->decode_ms = sp_now_ms() - t1;
+    run_free(&r);
+    return st;
+}
