@@ -11,6 +11,9 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_bench_tokenizer(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 
 int cmd_template(int argc, char **argv);
 

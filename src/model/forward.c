@@ -117,12 +117,12 @@ static void head(sp_session *s, int64_t n, int64_t first, float *out)
     sp_model *m = s->m;
     int64_t H = m->n_embd, rows = n - first;
     sp_rmsnorm(s->x + first * H, m->final_norm, rows, H, (float)m->cfg->rms_norm_eps, s->xn);
-    if (s->trace) {
+    if (SP_TRACE_ON(s)) {
         sp_trace_event ev = {-1, SP_OP_FINAL_NORM, s->n_past + first, rows, H, s->xn, s->chunk_tokens + first};
         s->trace(s->trace_ctx, &ev);
     }
     sp_matmul(m->pool, &m->lm_head, s->xn, rows, out, NULL);
-    if (s->trace) {
+    if (SP_TRACE_ON(s)) {
         sp_trace_event ev = {-1, SP_OP_LOGITS, s->n_past + first, rows, m->n_vocab, out, s->chunk_tokens + first};
         s->trace(s->trace_ctx, &ev);
     }

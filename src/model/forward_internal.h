@@ -6,11 +6,19 @@
 
 #include "runtime/session.h"
 
+/* Whether the session has an observer. Building with SP_NO_TRACE_HOOKS removes the
+ * checks altogether (only to measure what they cost: see docs/BENCHMARKS.md). */
+#ifdef SP_NO_TRACE_HOOKS
+#define SP_TRACE_ON(s) ((void)(s), 0)
+#else
+#define SP_TRACE_ON(s) ((s)->trace != NULL)
+#endif
+
 /* Calls the session's observer, if any. */
 static inline void sp_trace_emit(sp_session *s, int layer, sp_op op, int64_t n, int64_t width,
                                  float *data)
 {
-    if (s->trace) {
+    if (SP_TRACE_ON(s)) {
         sp_trace_event ev = {layer, op, s->n_past, n, width, data, s->chunk_tokens};
         s->trace(s->trace_ctx, &ev);
     }

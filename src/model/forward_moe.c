@@ -109,7 +109,7 @@ void sp_forward_moe(sp_session *s, int64_t l, int64_t n)
     sp_route_cfg rc = route_cfg(m, L);
     for (int64_t t = 0; t < n; t++)
         sp_moe_route(&rc, ms->router + t * E, ms->ids + t * k, ms->w + t * k, ms->route_tmp);
-    if (s->trace) {
+    if (SP_TRACE_ON(s)) {
         for (int64_t t = 0; t < n; t++)
             for (int64_t j = 0; j < k; j++) {
                 ms->sel[t * 2 * k + j] = (float)ms->ids[t * k + j];

@@ -127,6 +127,36 @@ check "generate --draft: missing draft model" expect_exit 1 "cannot open" "$SPEC
 check "generate --draft-k out of range" expect_exit 1 "draft-k" "$SPECULA" generate -m "$M" --tokens 1,2 -n 4 --draft self --draft-k 65
 check "bench --draft reports the speedup" bash -c "'$SPECULA' bench -m '$M' --draft self --prompt-len 8 --gen-len 16 --runs 1 --json | python3 -c 'import json,sys; j=json.load(sys.stdin); assert j[\"speedup\"] > 0 and j[\"spec\"][\"accepted\"] > 0'"
 
+# diagnostics
+check "trace writes one JSON line per (pass, layer, op, position)" bash -c "'$SPECULA' trace -m '$M' --tokens 1,2,3 -n 2 -o '$TMP/t1.jsonl' 2>/dev/null && python3 -c '
+import json,sys
+rows=[json.loads(l) for l in open(\"$TMP/t1.jsonl\")]
+need={\"model\",\"pass\",\"layer\",\"op\",\"position\",\"mean\",\"std\",\"min\",\"max\",\"amax\",\"l2\",\"nan\",\"inf\",\"hash\"}
+assert all(need <= set(r) for r in rows)
+assert {r[\"op\"] for r in rows} >= {\"embed\",\"attn_norm\",\"attn_q\",\"attn_k\",\"attn_v\",\"attn_out\",\"attn_o_proj\",\"attn_residual\",\"mlp_norm\",\"mlp_out\",\"mlp_residual\",\"final_norm\",\"logits\"}
+assert max(r[\"pass\"] for r in rows) == 1
+'"
+check "trace --draft records target and draft" bash -c "'$SPECULA' trace -m '$FIX/models/qwen3moe_mixed_bf16' --tokens 1,2,3 -n 6 --draft self -o '$TMP/t2.jsonl' 2>/dev/null && grep -q '\"model\": \"draft\"' '$TMP/t2.jsonl' && grep -q '\"op\": \"moe_experts\"' '$TMP/t2.jsonl'"
+"$SPECULA" trace -m "$M" --tokens 1,2,3 -n 2 -o "$TMP/t3.jsonl" --perturb 1:attn_out:1.01 2>/dev/null
+check "diff names the planted layer and op" bash -c "'$SPECULA' diff '$TMP/t1.jsonl' '$TMP/t3.jsonl' --json | python3 -c 'import json,sys; d=json.load(sys.stdin)[\"first_divergence\"]; assert d[\"layer\"] == 1 and d[\"op\"] == \"attn_out\" and d[\"position\"] == 0 and d[\"pass\"] == 0, d'"
+check "diff of identical traces: null" bash -c "[ \"\$('$SPECULA' diff --json '$TMP/t1.jsonl' '$TMP/t1.jsonl' | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"first_divergence\"])')\" = None ]"
+check "diff: unreadable trace" expect_exit 1 "cannot open trace" "$SPECULA" diff "$TMP/t1.jsonl" "$TMP/none.jsonl"
+check "diff needs two files" expect_exit 2 "two trace files" "$SPECULA" diff "$TMP/t1.jsonl"
+check "check passes on a healthy checkpoint" bash -c "'$SPECULA' check -m '$FIX/models/gptoss_mxfp4' | grep -q '0 failed'"
+check "check --draft" bash -c "'$SPECULA' check -m '$M' --draft '$FIX/models/qwen3_gqa2_tied' | grep -q 'speculative (draft)'"
+mkdir -p "$TMP/nanmodel" && cp "$M/config.json" "$TMP/nanmodel/" && python3 - "$M/model.safetensors" "$TMP/nanmodel/model.safetensors" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+hdr = json.loads(raw[8:8 + n])
+t = hdr["model.norm.weight"]
+a, b = t["data_offsets"]
+data = bytearray(raw[8 + n:])
+data[a:a + 2] = b"\xc0\x7f"   # BF16 NaN
+open(sys.argv[2], "wb").write(raw[:8 + n] + bytes(data))
+PY
+check "check fails (exit 1) on a NaN weight, naming it" bash -c "out=\$('$SPECULA' check -m '$TMP/nanmodel'); rc=\$?; [ \$rc = 1 ] && echo \"\$out\" | grep -q 'FAIL  weights finite .*model.norm.weight'"
+
 # chat templates (real templates are covered by the template differential test)
 printf '%s' '{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}' > "$TMP/t.jinja"
 printf '{"messages": [{"role": "user", "content": " hi "}], "add_generation_prompt": true, "bos_token": "B"}' > "$TMP/ctx.json"

@@ -253,72 +253,6 @@ static void test_routing(void **state)
 
 /* ---- bad quantized checkpoints ---------------------------------------------------------- */
 
-typedef struct edit {
-    const char *name;     /* tensor to change */
-    const char *dtype;    /* new dtype or NULL */
-    int n_dims;           /* new shape when > 0 */
-    int64_t shape[4];
-    bool drop;
-} edit;
-
-/* Copies fixture `name` into a temp dir, applying tensor edits and a config.json
- * quantization_config replacement (NULL keeps it; "" removes it). */
-static char *edited_fixture(const char *name, const edit *edits, size_t n_edits, const char *qcfg)
-{
-    char src[1024], path[1100];
-    snprintf(src, sizeof src, "%s/%s", fixture_path("models"), name);
-    char *dir = make_temp_dir();
-    snprintf(path, sizeof path, "%s/model.safetensors", src);
-    sp_safetensors *st;
-    sp_error err = {0};
-    assert_int_equal(sp_safetensors_open(path, &st, &err), SP_OK);
-    st_entry *e = calloc(st->n_tensors, sizeof *e);
-    unsigned char *pad = calloc(1, 1 << 20);
-    size_t n = 0;
-    for (size_t i = 0; i < st->n_tensors; i++) {
-        const sp_st_tensor *t = &st->tensors[i];
-        st_entry x = {t->name, sp_dtype_name(t->dtype), t->n_dims, {0}, t->data, t->n_bytes};
-        for (int d = 0; d < t->n_dims; d++)
-            x.shape[d] = t->shape[d];
-        bool drop = false;
-        for (size_t k = 0; k < n_edits; k++) {
-            if (strcmp(edits[k].name, t->name))
-                continue;
-            drop = edits[k].drop;
-            if (edits[k].dtype)
-                x.dtype = edits[k].dtype;
-            if (edits[k].n_dims > 0) {
-                x.n_dims = edits[k].n_dims;
-                memcpy(x.shape, edits[k].shape, sizeof x.shape);
-            }
-            uint64_t el = 1;
-            for (int d = 0; d < x.n_dims; d++)
-                el *= (uint64_t)x.shape[d];
-            x.n_bytes = (size_t)(el * sp_dtype_bits(sp_dtype_from_name(x.dtype)) / 8);
-            x.data = x.n_bytes <= t->n_bytes ? t->data : pad;
-        }
-        if (!drop)
-            e[n++] = x;
-    }
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    write_safetensors(path, e, n);
-    free(e);
-    free(pad);
-    sp_safetensors_close(st);
-    snprintf(path, sizeof path, "%s/config.json", src);
-    cJSON *cfg = read_json(path);
-    if (qcfg) {
-        cJSON_DeleteItemFromObject(cfg, "quantization_config");
-        if (*qcfg)
-            cJSON_AddItemToObject(cfg, "quantization_config", cJSON_Parse(qcfg));
-    }
-    char *text = cJSON_Print(cfg);
-    write_text(dir, "config.json", text);
-    free(text);
-    cJSON_Delete(cfg);
-    return dir;
-}
-
 static void expect_open_error(char *dir, sp_status want, const char *needle, const char *needle2)
 {
     sp_model *m;
@@ -340,30 +274,30 @@ static void test_bad_quantized_checkpoints(void **state)
 {
     (void)state;
     const char *gs = "model.layers.1.mlp.experts.gate_up_proj_scales";
-    edit e1[] = {{gs, NULL, 3, {4, 192, 3, 0}, false}};
-    expect_open_error(edited_fixture("gptoss_mxfp4", e1, 1, NULL), SP_ERR_FORMAT, gs, "[4, 192, 2]");
+    tensor_edit e1[] = {{.name = gs, .dtype = NULL, .n_dims = 3, .shape = {4, 192, 3, 0}, .drop = false}};
+    expect_open_error(copy_fixture("gptoss_mxfp4", e1, 1, NULL), SP_ERR_FORMAT, gs, "[4, 192, 2]");
     const char *gb = "model.layers.0.mlp.experts.down_proj_blocks";
-    edit e2[] = {{gb, NULL, 4, {4, 64, 3, 8}, false}};
-    expect_open_error(edited_fixture("gptoss_mxfp4", e2, 1, NULL), SP_ERR_FORMAT, gb, "shape");
-    expect_open_error(edited_fixture("gptoss_mxfp4", NULL, 0, ""), SP_ERR_FORMAT, "mxfp4", "_blocks");
-    expect_open_error(edited_fixture("gptoss_mxfp4", NULL, 0, "{\"quant_method\": \"awq\", \"bits\": 4}"),
+    tensor_edit e2[] = {{.name = gb, .dtype = NULL, .n_dims = 4, .shape = {4, 64, 3, 8}, .drop = false}};
+    expect_open_error(copy_fixture("gptoss_mxfp4", e2, 1, NULL), SP_ERR_FORMAT, gb, "shape");
+    expect_open_error(copy_fixture("gptoss_mxfp4", NULL, 0, ""), SP_ERR_FORMAT, "mxfp4", "_blocks");
+    expect_open_error(copy_fixture("gptoss_mxfp4", NULL, 0, "{\"quant_method\": \"awq\", \"bits\": 4}"),
                       SP_ERR_UNSUPPORTED, "quant_method", "'awq'");
     const char *ws = "model.layers.1.self_attn.q_proj.weight_scale";
-    edit e3[] = {{ws, "F32", 0, {0}, false}};
-    expect_open_error(edited_fixture("qwen3moe_nvfp4_modelopt", e3, 1, NULL), SP_ERR_FORMAT, ws, "F8_E4M3");
-    edit e4[] = {{ws, NULL, 2, {64, 8}, false}};
-    expect_open_error(edited_fixture("qwen3moe_nvfp4_modelopt", e4, 1, NULL), SP_ERR_FORMAT, ws, "[64, 4]");
+    tensor_edit e3[] = {{.name = ws, .dtype = "F32", .n_dims = 0, .shape = {0}, .drop = false}};
+    expect_open_error(copy_fixture("qwen3moe_nvfp4_modelopt", e3, 1, NULL), SP_ERR_FORMAT, ws, "F8_E4M3");
+    tensor_edit e4[] = {{.name = ws, .dtype = NULL, .n_dims = 2, .shape = {64, 8}, .drop = false}};
+    expect_open_error(copy_fixture("qwen3moe_nvfp4_modelopt", e4, 1, NULL), SP_ERR_FORMAT, ws, "[64, 4]");
     const char *w2 = "model.layers.1.mlp.experts.2.up_proj.weight_scale_2";
-    edit e5[] = {{w2, NULL, 0, {0}, true}};
-    expect_open_error(edited_fixture("qwen3moe_nvfp4_modelopt", e5, 1, NULL), SP_ERR_FORMAT, w2, "missing");
-    expect_open_error(edited_fixture("qwen3moe_nvfp4_modelopt", NULL, 0, ""), SP_ERR_FORMAT, "U8", "NVFP4");
-    expect_open_error(edited_fixture("qwen3moe_nvfp4_modelopt", NULL, 0,
+    tensor_edit e5[] = {{.name = w2, .dtype = NULL, .n_dims = 0, .shape = {0}, .drop = true}};
+    expect_open_error(copy_fixture("qwen3moe_nvfp4_modelopt", e5, 1, NULL), SP_ERR_FORMAT, w2, "missing");
+    expect_open_error(copy_fixture("qwen3moe_nvfp4_modelopt", NULL, 0, ""), SP_ERR_FORMAT, "U8", "NVFP4");
+    expect_open_error(copy_fixture("qwen3moe_nvfp4_modelopt", NULL, 0,
                                      "{\"quant_method\": \"modelopt\", \"quant_algo\": \"INT4_AWQ\"}"),
                       SP_ERR_UNSUPPORTED, "quant_algo", "INT4_AWQ");
     const char *si = "model.layers.0.self_attn.q_a_proj.weight_scale_inv";
-    edit e6[] = {{si, "BF16", 0, {0}, false}};
-    expect_open_error(edited_fixture("deepseekv3_fp8_block", e6, 1, NULL), SP_ERR_FORMAT, si, "F32");
-    expect_open_error(edited_fixture("deepseekv3_fp8_block", NULL, 0,
+    tensor_edit e6[] = {{.name = si, .dtype = "BF16", .n_dims = 0, .shape = {0}, .drop = false}};
+    expect_open_error(copy_fixture("deepseekv3_fp8_block", e6, 1, NULL), SP_ERR_FORMAT, si, "F32");
+    expect_open_error(copy_fixture("deepseekv3_fp8_block", NULL, 0,
                                      "{\"quant_method\": \"fp8\", \"weight_block_size\": [64, 64]}"),
                       SP_ERR_UNSUPPORTED, "weight_block_size", NULL);
 }

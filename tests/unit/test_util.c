@@ -1,6 +1,8 @@
 /* test_util.c: helpers shared by the cmocka tests (see test_util.h). */
 #define _GNU_SOURCE
 #include "test_util.h"
+#include "format/safetensors.h"
+#include "util/dtype.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,4 +158,75 @@ int run_cmd(const char *cmd)
     if (st == -1)
         return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+char *copy_fixture(const char *name, const tensor_edit *edits, size_t n_edits, const char *qcfg)
+{
+    char src[4200], path[4300];
+    snprintf(src, sizeof src, "%s/%s", fixture_path("models"), name);
+    char *dir = make_temp_dir();
+    snprintf(path, sizeof path, "%s/model.safetensors", src);
+    sp_safetensors *st;
+    sp_error err = {0};
+    assert_int_equal(sp_safetensors_open(path, &st, &err), SP_OK);
+    st_entry *e = calloc(st->n_tensors, sizeof *e);
+    unsigned char **own = calloc(st->n_tensors, sizeof *own);
+    size_t n = 0;
+    for (size_t i = 0; i < st->n_tensors; i++) {
+        const sp_st_tensor *t = &st->tensors[i];
+        st_entry x = {t->name, sp_dtype_name(t->dtype), t->n_dims, {0}, t->data, t->n_bytes};
+        for (int d = 0; d < t->n_dims; d++)
+            x.shape[d] = t->shape[d];
+        bool drop = false;
+        for (size_t k = 0; k < n_edits; k++) {
+            const tensor_edit *ed = &edits[k];
+            if (strcmp(ed->name, t->name))
+                continue;
+            drop = ed->drop;
+            if (ed->dtype)
+                x.dtype = ed->dtype;
+            if (ed->n_dims > 0) {
+                x.n_dims = ed->n_dims;
+                memcpy(x.shape, ed->shape, sizeof x.shape);
+            }
+            uint64_t el = 1;
+            for (int d = 0; d < x.n_dims; d++)
+                el *= (uint64_t)x.shape[d];
+            x.n_bytes = (size_t)(el * sp_dtype_bits(sp_dtype_from_name(x.dtype)) / 8);
+            own[i] = calloc(1, x.n_bytes ? x.n_bytes : 1);
+            memcpy(own[i], t->data, x.n_bytes < t->n_bytes ? x.n_bytes : t->n_bytes);
+            if (ed->patch)
+                ed->patch(own[i], x.n_bytes, ed->patch_ctx);
+            x.data = own[i];
+        }
+        if (!drop)
+            e[n++] = x;
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    write_safetensors(path, e, n);
+    for (size_t i = 0; i < st->n_tensors; i++)
+        free(own[i]);
+    free(own);
+    free(e);
+    sp_safetensors_close(st);
+    snprintf(path, sizeof path, "%s/generation_config.json", src);
+    FILE *g = fopen(path, "rb");
+    if (g) {
+        fclose(g);
+        char to[4300];
+        snprintf(to, sizeof to, "%s/generation_config.json", dir);
+        copy_file(path, to);
+    }
+    snprintf(path, sizeof path, "%s/config.json", src);
+    cJSON *cfg = read_json(path);
+    if (qcfg) {
+        cJSON_DeleteItemFromObject(cfg, "quantization_config");
+        if (*qcfg)
+            cJSON_AddItemToObject(cfg, "quantization_config", cJSON_Parse(qcfg));
+    }
+    char *text = cJSON_Print(cfg);
+    write_text(dir, "config.json", text);
+    free(text);
+    cJSON_Delete(cfg);
+    return dir;
 }

@@ -49,6 +49,23 @@ void write_safetensors(const char *path, const st_entry *e, size_t n);
 void write_raw_safetensors(const char *path, const char *header, const void *data,
                            size_t n_data, uint64_t header_len_override);
 
+/* An edit to one tensor of a fixture copy (copy_fixture): a new dtype and/or shape (the
+ * data is reused, zero-padded when it grows), removal, or a patch of its bytes. */
+typedef struct tensor_edit {
+    const char *name;
+    const char *dtype;  /* NULL: keep */
+    int n_dims;         /* > 0: new shape */
+    int64_t shape[4];
+    bool drop;
+    void (*patch)(unsigned char *data, size_t n_bytes, void *ctx);
+    void *patch_ctx;
+} tensor_edit;
+
+/* Copies tests/fixtures/models/<name> (single-file checkpoints) into a temp dir with the
+ * edits applied. qcfg replaces config.json's quantization_config (NULL keeps it, ""
+ * removes it). Returns the malloc'd directory (remove_tree + free it). */
+char *copy_fixture(const char *name, const tensor_edit *edits, size_t n_edits, const char *qcfg);
+
 /* Runs a shell command; returns its exit status (-1 if it could not run). Output goes to
  * out_path when not NULL. */
 int run_cmd(const char *cmd);

@@ -1,0 +1,332 @@
+/* check.c: the checkpoint self-tests on weights, scales, the final norm and generation
+ * loops, and the driver (see check.h); the speculative, isolation and chat-template
+ * checks are in check_spec.c. */
+#include "diag/check.h"
+#include "diag/check_internal.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+#include "model/model_walk.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+#include "util/dtype.h"
+#include "util/error.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *sp_check_status_name(sp_check_status s)
+{
+    return s == SP_CHECK_PASS ? "pass" : s == SP_CHECK_WARN ? "warn" : "FAIL";
+}
+
+void sp_check_add(sp_check_report *rep, const char *name, sp_check_status st, const char *fmt, ...)
+{
+    if (rep->n == rep->cap) {
+        size_t cap = rep->cap ? 2 * rep->cap : 16;
+        sp_check_result *p = realloc(rep->r, cap * sizeof *p);
+        if (!p)
+            return;
+        rep->r = p;
+        rep->cap = cap;
+    }
+    sp_check_result *r = &rep->r[rep->n++];
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->status = st;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->detail, sizeof r->detail, fmt, ap);
+    va_end(ap);
+}
+
+void sp_check_report_free(sp_check_report *rep)
+{
+    free(rep->r);
+    memset(rep, 0, sizeof *rep);
+}
+
+/* ---- weights finite ------------------------------------------------------------------ */
+
+typedef struct finite_ctx {
+    char bad[256];
+    int64_t bad_row, bad_col;
+    float bad_value;
+    int64_t n_tensors, n_values;
+    float *row;
+} finite_ctx;
+
+static void finite_matrix(void *vctx, const char *name, const sp_weight *w)
+{
+    finite_ctx *c = vctx;
+    c->n_tensors++;
+    if (c->bad[0])
+        return;
+    for (int64_t r = 0; r < w->rows; r++) {
+        sp_weight_row_f32(w, r, c->row);
+        for (int64_t k = 0; k < w->cols; k++)
+            if (!isfinite(c->row[k])) {
+                snprintf(c->bad, sizeof c->bad, "%s", name);
+                c->bad_row = r;
+                c->bad_col = k;
+                c->bad_value = c->row[k];
+                return;
+            }
+        c->n_values += w->cols;
+    }
+}
+
+static void finite_vector(void *vctx, const char *name, const float *v, int64_t n)
+{
+    finite_ctx *c = vctx;
+    c->n_tensors++;
+    for (int64_t i = 0; i < n && !c->bad[0]; i++)
+        if (!isfinite(v[i])) {
+            snprintf(c->bad, sizeof c->bad, "%s", name);
+            c->bad_row = -1;
+            c->bad_col = i;
+            c->bad_value = v[i];
+        }
+    c->n_values += n;
+}
+
+/* the widest matrix row any model here can have */
+static int64_t widest(const sp_model *m)
+{
+    int64_t w = m->n_embd;
+    int64_t c[] = {m->q_dim, m->n_heads * m->v_dim, m->cfg->intermediate_size,
+                   m->cfg->moe_intermediate_size * (m->cfg->n_shared_experts + 2),
+                   2 * m->cfg->intermediate_size, m->mla_kv_lora, m->mla_q_lora,
+                   m->n_heads * (m->mla_nope + m->mla_rope)};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        w = c[i] > w ? c[i] : w;
+    return w;
+}
+
+static void check_finite(const sp_model *m, const char *label, sp_check_report *rep)
+{
+    finite_ctx c = {0};
+    c.row = malloc((size_t)widest(m) * 4 * sizeof(float));
+    if (!c.row)
+        return;
+    sp_walk_fns f = {finite_matrix, finite_vector};
+    sp_model_walk(m, &f, &c);
+    free(c.row);
+    char name[64];
+    snprintf(name, sizeof name, "weights finite%s", label);
+    if (c.bad[0] && c.bad_row >= 0)
+        sp_check_add(rep, name, SP_CHECK_FAIL, "tensor '%s' holds %g at row %lld, column %lld", c.bad,
+                     (double)c.bad_value, (long long)c.bad_row, (long long)c.bad_col);
+    else if (c.bad[0])
+        sp_check_add(rep, name, SP_CHECK_FAIL, "tensor '%s' holds %g at index %lld", c.bad,
+                     (double)c.bad_value, (long long)c.bad_col);
+    else
+        sp_check_add(rep, name, SP_CHECK_PASS, "%lld tensors, %lld values, all finite",
+                     (long long)c.n_tensors, (long long)c.n_values);
+}
+
+/* ---- FP4 scales ---------------------------------------------------------------------- */
+
+typedef struct scale_ctx {
+    int64_t blocks, saturated, zero, nan, matrices, nv_matrices;
+    char nan_name[256];
+    double amax;        /* largest decoded |w| */
+    char amax_name[256];
+    float *row;
+} scale_ctx;
+
+static void scale_matrix(void *vctx, const char *name, const sp_weight *w)
+{
+    scale_ctx *c = vctx;
+    if (w->format != SP_WF_MXFP4 && w->format != SP_WF_NVFP4)
+        return;
+    c->matrices++;
+    bool mx = w->format == SP_WF_MXFP4;
+    int64_t per_row = w->cols / (mx ? 32 : 16);
+    for (int64_t r = 0; r < w->rows; r++)
+        for (int64_t b = 0; b < per_row; b++) {
+            uint8_t s = w->scales[(size_t)r * w->scale_row_bytes + (size_t)b];
+            bool nan = mx ? s == 0xff : (s & 0x7f) == 0x7f;
+            c->blocks++;
+            c->nan += nan;
+            c->saturated += mx ? s == 0xfe : (s & 0x7f) == 0x7e; /* 2^127 / 448 */
+            c->zero += mx ? s == 0 : (s & 0x7f) == 0;
+            if (nan && !c->nan_name[0])
+                snprintf(c->nan_name, sizeof c->nan_name, "%s", name);
+        }
+    c->nv_matrices += !mx;
+    for (int64_t r = 0; c->row && r < w->rows; r++) {
+        sp_weight_row_f32(w, r, c->row);
+        for (int64_t k = 0; k < w->cols; k++)
+            if (fabsf(c->row[k]) > c->amax) {
+                c->amax = fabsf(c->row[k]);
+                snprintf(c->amax_name, sizeof c->amax_name, "%s", name);
+            }
+    }
+}
+
+static void check_scales(const sp_model *m, const char *label, sp_check_report *rep)
+{
+    scale_ctx c = {0};
+    c.row = malloc((size_t)widest(m) * 4 * sizeof(float));
+    sp_walk_fns f = {scale_matrix, NULL};
+    sp_model_walk(m, &f, &c);
+    free(c.row);
+    char name[64];
+    snprintf(name, sizeof name, "fp4 scales%s", label);
+    if (!c.matrices) {
+        sp_check_add(rep, name, SP_CHECK_PASS, "no FP4 weights");
+        return;
+    }
+    /* NVFP4's per-tensor scale puts the block holding the tensor's maximum exactly at 448:
+     * one saturated block per matrix is the format working as designed */
+    int64_t excess = c.saturated - c.nv_matrices;
+    excess = excess > 0 ? excess : 0;
+    double sat = 100.0 * (double)excess / (double)c.blocks, zero = 100.0 * (double)c.zero / (double)c.blocks;
+    if (c.nan)
+        sp_check_add(rep, name, SP_CHECK_FAIL, "%lld NaN block scales (first in '%s')", (long long)c.nan,
+                     c.nan_name);
+    else if (sat > 1.0 || zero > 10.0 || c.amax > 1000.0)
+        sp_check_add(rep, name, SP_CHECK_WARN, "%lld matrices, %lld blocks: %.2f%% saturated at the "
+                     "format's maximum, %.2f%% zero, largest decoded |w| %.4g in '%s' (a scale that means "
+                     "something else?)", (long long)c.matrices, (long long)c.blocks, sat, zero, c.amax,
+                     c.amax_name);
+    else
+        sp_check_add(rep, name, SP_CHECK_PASS, "%lld matrices, %lld blocks: %.3f%% saturated beyond the "
+                     "per-tensor maximum, %.3f%% zero; largest decoded |w| %.4g", (long long)c.matrices,
+                     (long long)c.blocks, sat, zero, c.amax);
+}
+
+/* ---- final norm ------------------------------------------------------------------------ */
+
+typedef struct last_hidden {
+    int64_t layer, width;
+    float *x;       /* the last layer's output at the last position */
+    float *logits;  /* the model's logits there */
+} last_hidden;
+
+static void grab_hidden(void *vctx, const sp_trace_event *ev)
+{
+    last_hidden *h = vctx;
+    float *row = ev->data + (ev->n_tok - 1) * ev->width;
+    if (ev->op == SP_OP_MLP_RESIDUAL && ev->layer == h->layer)
+        memcpy(h->x, row, (size_t)ev->width * sizeof(float));
+    if (ev->op == SP_OP_LOGITS)
+        memcpy(h->logits, row, (size_t)ev->width * sizeof(float));
+}
+
+static double cosine(const float *a, const float *b, int64_t n, double *na, double *nb)
+{
+    double d = 0;
+    *na = *nb = 0;
+    for (int64_t i = 0; i < n; i++) {
+        d += (double)a[i] * b[i];
+        *na += (double)a[i] * a[i];
+        *nb += (double)b[i] * b[i];
+    }
+    *na = sqrt(*na);
+    *nb = sqrt(*nb);
+    return *na > 0 && *nb > 0 ? d / (*na * *nb) : 0;
+}
+
+static void check_final_norm(sp_model *m, const int32_t *prompt, size_t n, sp_check_report *rep)
+{
+    int64_t H = m->n_embd, V = m->n_vocab;
+    last_hidden h = {m->n_layers - 1, H, malloc((size_t)H * 4), malloc((size_t)V * 4)};
+    float *xs = malloc((size_t)H * 4), *xn = malloc((size_t)H * 4);
+    float *y1 = malloc((size_t)V * 4), *y2 = malloc((size_t)V * 4);
+    sp_session *s = NULL;
+    sp_session_params sp = {.n_ctx = (int64_t)n};
+    sp_error err = {0};
+    if (!h.x || !h.logits || !xs || !xn || !y1 || !y2 || sp_session_new(m, &sp, &s, &err) != SP_OK) {
+        sp_check_add(rep, "final norm", SP_CHECK_FAIL, "could not run: %s", err.msg[0] ? err.msg : "out of memory");
+        goto done;
+    }
+    sp_session_set_trace(s, grab_hidden, &h);
+    if (sp_session_eval(s, prompt, n, NULL, &err) != SP_OK) {
+        sp_check_add(rep, "final norm", SP_CHECK_FAIL, "forward pass failed: %s", err.msg);
+        goto done;
+    }
+    float eps = (float)m->cfg->rms_norm_eps;
+    sp_rmsnorm(h.x, m->final_norm, 1, H, eps, xn);
+    sp_matmul(NULL, &m->lm_head, xn, 1, y1, NULL);
+    for (int64_t i = 0; i < H; i++)
+        xs[i] = h.x[i] / 100.0f;
+    sp_rmsnorm(xs, m->final_norm, 1, H, eps, xn);
+    sp_matmul(NULL, &m->lm_head, xn, 1, y2, NULL);
+    double n1, n2, n0, cos = cosine(y1, y2, V, &n1, &n2);
+    double same = cosine(y1, h.logits, V, &n1, &n0);
+    double wmax = 0;
+    for (int64_t i = 0; i < H; i++)
+        wmax = fabs(m->final_norm[i]) > wmax ? fabs(m->final_norm[i]) : wmax;
+    int32_t a1 = sp_argmax(y1, V), a2 = sp_argmax(y2, V);
+    if (wmax == 0 || n1 == 0)
+        sp_check_add(rep, "final norm", SP_CHECK_FAIL, "model.norm.weight is all zeros: every logit is 0");
+    else if (a1 != a2 || cos < 0.999 || fabs(n1 / n2 - 1) > 0.01)
+        sp_check_add(rep, "final norm", SP_CHECK_FAIL, "logits from X and X/100 differ (argmax %d vs %d, "
+                     "cosine %.6f, magnitude ratio %.4f): the final norm does not normalize", a1, a2, cos, n1 / n2);
+    else if (same < 0.99999 || fabs(n1 / n0 - 1) > 1e-4)
+        sp_check_add(rep, "final norm", SP_CHECK_FAIL, "the forward pass's logits differ from final norm + "
+                     "LM head of its last hidden state (cosine %.6f)", same);
+    else
+        sp_check_add(rep, "final norm", SP_CHECK_PASS, "scale invariant: argmax %d for X and X/100, cosine "
+                     "%.7f, magnitude ratio %.6f; equals the forward pass", a1, cos, n1 / n2);
+done:
+    sp_session_free(s);
+    free(h.x);
+    free(h.logits);
+    free(xs);
+    free(xn);
+    free(y1);
+    free(y2);
+}
+
+/* ---- degenerate loops ------------------------------------------------------------------- */
+
+static void check_loops(sp_model *m, const int32_t *prompt, size_t n, sp_check_report *rep)
+{
+    enum { GEN = 64, TAIL = 32 };
+    int32_t out[GEN];
+    sp_generate_stats st;
+    sp_error err = {0};
+    sp_session *s;
+    sp_session_params sp = {.n_ctx = (int64_t)n + GEN};
+    sp_generate_params gp = {.n_predict = GEN, .ignore_eos = true, .sampling = sp_sampling_default_params()};
+    if (sp_session_new(m, &sp, &s, &err) != SP_OK || sp_generate(s, prompt, n, &gp, NULL, NULL, out, &st, &err) != SP_OK) {
+        sp_check_add(rep, "degenerate loops", SP_CHECK_FAIL, "greedy generation failed: %s", err.msg);
+        return;
+    }
+    sp_session_free(s);
+    for (int p = 1; p <= 16; p++) {
+        bool cyc = true;
+        for (int i = GEN - TAIL + p; i < GEN && cyc; i++)
+            cyc = out[i] == out[i - p];
+        if (cyc) {
+            sp_check_add(rep, "degenerate loops", SP_CHECK_WARN, "the last %d of %d greedy tokens repeat a "
+                         "%d-token cycle (%d ...): check the prompt format, the final norm and the weights",
+                         TAIL, GEN, p, out[GEN - p]);
+            return;
+        }
+    }
+    sp_check_add(rep, "degenerate loops", SP_CHECK_PASS, "no short cycle in the last %d of %d greedy tokens",
+                 TAIL, GEN);
+}
+
+sp_status sp_check_run(const sp_check_inputs *in, sp_check_report *rep, sp_error *err)
+{
+    memset(rep, 0, sizeof *rep);
+    check_finite(in->model, "", rep);
+    check_scales(in->model, "", rep);
+    if (in->draft) {
+        check_finite(in->draft, " (draft)", rep);
+        check_scales(in->draft, " (draft)", rep);
+    }
+    check_final_norm(in->model, in->prompt, in->n_prompt, rep);
+    sp_check_chat_template(in, rep);
+    sp_check_speculative(in, rep);
+    check_loops(in->model, in->prompt, in->n_prompt, rep);
+    if (rep->n == 0)
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    return SP_OK;
+}

@@ -1,0 +1,117 @@
+/* trace_writer.c: JSON-lines traces of forward passes (see trace_writer.h). */
+#include "diag/trace_writer.h"
+#include "diag/trace_stats.h"
+#include "util/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct sp_trace_writer {
+    FILE *f;
+    uint64_t *prefix; /* prefix[p]: hash of the tokens at positions 0..p as last evaluated */
+    int64_t n_prefix;
+    char label[32];
+    int64_t pass, lines;
+    bool failed;
+    bool perturb;
+    int perturb_layer;
+    sp_op perturb_op;
+    float perturb_factor;
+};
+
+sp_status sp_trace_writer_new(FILE *f, const char *label, sp_trace_writer **out, sp_error *err)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    (*out)->f = f;
+    (*out)->pass = -1;
+    snprintf((*out)->label, sizeof (*out)->label, "%s", label);
+    return SP_OK;
+}
+
+void sp_trace_writer_free(sp_trace_writer *w)
+{
+    if (w)
+        free(w->prefix);
+    free(w);
+}
+
+/* Records the tokens of a pass: the context hash of every position it covers. */
+static void note_tokens(sp_trace_writer *w, const sp_trace_event *ev)
+{
+    int64_t end = ev->pos0 + ev->n_tok;
+    if (end > w->n_prefix) {
+        int64_t cap = end > 2 * w->n_prefix ? end : 2 * w->n_prefix;
+        uint64_t *p = realloc(w->prefix, (size_t)cap * sizeof *p);
+        if (!p) {
+            w->failed = true;
+            return;
+        }
+        w->prefix = p;
+        w->n_prefix = cap;
+    }
+    for (int64_t i = 0; i < ev->n_tok; i++) {
+        int64_t pos = ev->pos0 + i;
+        uint64_t h = pos ? w->prefix[pos - 1] : 0xcbf29ce484222325ull;
+        w->prefix[pos] = (h ^ (uint64_t)(uint32_t)(ev->tokens ? ev->tokens[i] : -1)) * 0x100000001b3ull;
+    }
+}
+
+void sp_trace_writer_perturb(sp_trace_writer *w, int layer, sp_op op, float factor)
+{
+    w->perturb = true;
+    w->perturb_layer = layer;
+    w->perturb_op = op;
+    w->perturb_factor = factor;
+}
+
+int64_t sp_trace_writer_lines(const sp_trace_writer *w) { return w->lines; }
+bool sp_trace_writer_failed(const sp_trace_writer *w) { return w->failed; }
+
+/* %.9g keeps a float's value; JSON has no inf/nan, so those print as null. */
+static void num(FILE *f, const char *key, double v)
+{
+    if (v != v || v > 1e308 || v < -1e308)
+        fprintf(f, ", \"%s\": null", key);
+    else
+        fprintf(f, ", \"%s\": %.9g", key, v);
+}
+
+static void on_event(void *ctx, const sp_trace_event *ev)
+{
+    sp_trace_writer *w = ctx;
+    if (ev->op == SP_OP_EMBED) {
+        w->pass++;
+        note_tokens(w, ev);
+    }
+    if (w->perturb && ev->layer == w->perturb_layer && ev->op == w->perturb_op)
+        for (int64_t i = 0; i < ev->n_tok * ev->width; i++)
+            ev->data[i] *= w->perturb_factor;
+    for (int64_t t = 0; t < ev->n_tok; t++) {
+        sp_row_stats s;
+        sp_row_stats_compute(ev->data + t * ev->width, ev->width, &s);
+        fprintf(w->f, "{\"model\": \"%s\", \"pass\": %lld, \"layer\": %d, \"op\": \"%s\", "
+                      "\"position\": %lld, \"token\": %d, \"width\": %lld",
+                w->label, (long long)w->pass, ev->layer, sp_op_name(ev->op),
+                (long long)(ev->pos0 + t), ev->tokens ? ev->tokens[t] : -1, (long long)ev->width);
+        num(w->f, "mean", s.mean);
+        num(w->f, "std", s.std);
+        num(w->f, "min", s.min);
+        num(w->f, "max", s.max);
+        num(w->f, "amax", s.amax);
+        num(w->f, "l2", s.l2);
+        int64_t pos = ev->pos0 + t;
+        uint64_t ctxh = w->prefix && pos < w->n_prefix ? w->prefix[pos] : 0;
+        if (fprintf(w->f, ", \"nan\": %lld, \"inf\": %lld, \"hash\": \"%016llx\", \"ctx\": \"%016llx\"}\n",
+                    (long long)s.nan, (long long)s.inf, (unsigned long long)s.hash,
+                    (unsigned long long)ctxh) < 0)
+            w->failed = true;
+        w->lines++;
+    }
+}
+
+void sp_trace_writer_attach(sp_trace_writer *w, sp_session *s)
+{
+    sp_session_set_trace(s, on_event, w);
+}

@@ -1,0 +1,276 @@
+/* test_diag.c: divergence diagnostics.
+ *
+ *  - trace + diff: identical runs give no divergence; a perturbation planted at a named
+ *    layer and op is found there (pass, layer, op, position 0), in a dense and a MoE model;
+ *    a prefill trace and a token-by-token trace of the same tokens agree bit for bit when
+ *    matched by (layer, op, position, context);
+ *  - each check of specula check, on a healthy fixture and on a planted fault: a NaN
+ *    weight, a NaN FP4 scale, a zeroed final norm, a missing chat template, a model that
+ *    loops. */
+#include "test_util.h"
+#include "diag/check.h"
+#include "diag/trace_diff.h"
+#include "diag/trace_writer.h"
+#include "model/model.h"
+#include "util/dtype.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static sp_model *open_dir(const char *dir)
+{
+    sp_model *m;
+    sp_error err = {0};
+    sp_model_params mp = sp_model_default_params();
+    mp.n_threads = 1;
+    if (sp_model_open(dir, &mp, &m, &err) != SP_OK)
+        fail_msg("%s: %s", dir, err.msg);
+    return m;
+}
+
+static sp_model *open_fixture(const char *name)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/%s", fixture_path("models"), name);
+    return open_dir(dir);
+}
+
+/* Traces `chunks` evaluations of the tokens into path (with an optional perturbation). */
+static void trace_to(sp_model *m, const char *path, const int32_t *toks, int n, int chunk, int layer,
+                     sp_op op, float factor)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    sp_trace_writer *w;
+    sp_error err = {0};
+    assert_int_equal(sp_trace_writer_new(f, "target", &w, &err), SP_OK);
+    sp_session *s;
+    sp_session_params sp = {.n_ctx = 64};
+    assert_int_equal(sp_session_new(m, &sp, &s, &err), SP_OK);
+    sp_trace_writer_attach(w, s);
+    if (op != SP_OP_COUNT)
+        sp_trace_writer_perturb(w, layer, op, factor);
+    for (int i = 0; i < n; i += chunk)
+        assert_int_equal(sp_session_eval(s, toks + i, (size_t)(n - i < chunk ? n - i : chunk), NULL, &err), SP_OK);
+    sp_session_free(s);
+    sp_trace_writer_free(w);
+    fclose(f);
+}
+
+static void diff_files(const char *a, const char *b, double tol, sp_trace_diff *d, sp_trace_file *fa,
+                       sp_trace_file *fb)
+{
+    sp_error err = {0};
+    assert_int_equal(sp_trace_read(a, fa, &err), SP_OK);
+    assert_int_equal(sp_trace_read(b, fb, &err), SP_OK);
+    assert_int_equal(sp_trace_diff_run(fa, fb, tol, d, &err), SP_OK);
+}
+
+static void planted(const char *model, int layer, sp_op op)
+{
+    sp_model *m = open_fixture(model);
+    char *dir = make_temp_dir();
+    char a[1100], b[1100];
+    snprintf(a, sizeof a, "%s/a.jsonl", dir);
+    snprintf(b, sizeof b, "%s/b.jsonl", dir);
+    int32_t toks[10] = {3, 14, 15, 9, 2, 6, 5, 35, 8, 9};
+    trace_to(m, a, toks, 10, 10, 0, SP_OP_COUNT, 1);
+    trace_to(m, b, toks, 10, 10, layer, op, 1.0001f);
+    sp_trace_file fa, fb;
+    sp_trace_diff d;
+    diff_files(a, b, 0, &d, &fa, &fb);
+    assert_true(d.by_index && d.found);
+    const sp_trace_rec *r = &fa.r[d.first.ia];
+    if (r->layer != layer || strcmp(r->op, sp_op_name(op)) || r->position != 0 || r->pass != 0)
+        fail_msg("%s: planted at layer %d %s; diff reports layer %d %s position %lld", model, layer,
+                 sp_op_name(op), r->layer, r->op, (long long)r->position);
+    assert_true(d.n_growth > 0);
+    sp_trace_diff_free(&d);
+    sp_trace_file_free(&fa);
+    sp_trace_file_free(&fb);
+    /* identical runs: nothing */
+    trace_to(m, b, toks, 10, 10, 0, SP_OP_COUNT, 1);
+    diff_files(a, b, 0, &d, &fa, &fb);
+    assert_false(d.found);
+    assert_int_equal(d.matched, fa.n);
+    sp_trace_diff_free(&d);
+    sp_trace_file_free(&fa);
+    sp_trace_file_free(&fb);
+    /* prefill vs one token at a time: matched by context, equal bit for bit */
+    trace_to(m, b, toks, 10, 1, 0, SP_OP_COUNT, 1);
+    diff_files(a, b, 0, &d, &fa, &fb);
+    assert_false(d.by_index);
+    if (d.found)
+        fail_msg("%s: prefill and token-by-token traces differ at layer %d %s position %lld", model,
+                 fa.r[d.first.ia].layer, fa.r[d.first.ia].op, (long long)fa.r[d.first.ia].position);
+    assert_true(d.matched > fa.n / 2);
+    sp_trace_diff_free(&d);
+    sp_trace_file_free(&fa);
+    sp_trace_file_free(&fb);
+    remove_tree(dir);
+    free(dir);
+    sp_model_close(m);
+}
+
+static void test_diff_finds_planted(void **state)
+{
+    (void)state;
+    planted("llama_mha_bf16", 1, SP_OP_ATTN_V);
+    planted("llama_mha_bf16", 0, SP_OP_MLP_NORM);
+    planted("qwen3moe_mixed_bf16", 2, SP_OP_MOE_ROUTER);
+    planted("deepseekv3_qlora_yarn", 1, SP_OP_ATTN_OUT);
+}
+
+static void test_diff_rejects_bad_files(void **state)
+{
+    (void)state;
+    char *dir = make_temp_dir();
+    write_text(dir, "bad.jsonl", "{\"model\": \"target\", \"pass\": 0}\n");
+    char p[1100];
+    snprintf(p, sizeof p, "%s/bad.jsonl", dir);
+    sp_trace_file f;
+    sp_error err = {0};
+    assert_int_equal(sp_trace_read(p, &f, &err), SP_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "line 1"));
+    snprintf(p, sizeof p, "%s/none.jsonl", dir);
+    assert_int_equal(sp_trace_read(p, &f, &err), SP_ERR_IO);
+    remove_tree(dir);
+    free(dir);
+}
+
+/* ---- checks --------------------------------------------------------------------------- */
+
+static const sp_check_result *find(const sp_check_report *rep, const char *name)
+{
+    for (size_t i = 0; i < rep->n; i++)
+        if (!strcmp(rep->r[i].name, name))
+            return &rep->r[i];
+    fail_msg("no check named '%s'", name);
+    return NULL;
+}
+
+static void run_checks(sp_model *m, const char *dir, sp_tokenizer *tok, sp_check_report *rep)
+{
+    int32_t prompt[6] = {1, 17, 33, 49, 65, 81};
+    sp_check_inputs in = {m, dir, tok, NULL, prompt, 6};
+    sp_error err = {0};
+    assert_int_equal(sp_check_run(&in, rep, &err), SP_OK);
+}
+
+static void expect(const sp_check_report *rep, const char *name, sp_check_status st, const char *needle)
+{
+    const sp_check_result *r = find(rep, name);
+    if (r->status != st || (needle && !strstr(r->detail, needle)))
+        fail_msg("%s: %s '%s'; expected %s with '%s'", name, sp_check_status_name(r->status), r->detail,
+                 sp_check_status_name(st), needle ? needle : "");
+}
+
+static void test_checks_pass_on_healthy_models(void **state)
+{
+    (void)state;
+    const char *names[] = {"llama_mha_bf16", "gptoss_mxfp4", "deepseekv3_qlora_yarn"};
+    for (int i = 0; i < 3; i++) {
+        sp_model *m = open_fixture(names[i]);
+        sp_check_report rep;
+        run_checks(m, fixture_path("models"), NULL, &rep);
+        expect(&rep, "weights finite", SP_CHECK_PASS, "all finite");
+        expect(&rep, "fp4 scales", SP_CHECK_PASS, NULL);
+        expect(&rep, "final norm", SP_CHECK_PASS, "scale invariant");
+        expect(&rep, "chat template", SP_CHECK_WARN, "no tokenizer");
+        expect(&rep, "speculative (self)", SP_CHECK_PASS, "identical");
+        expect(&rep, "draft isolation", SP_CHECK_PASS, "bit for bit");
+        sp_check_report_free(&rep);
+        sp_model_close(m);
+    }
+}
+
+static void set_nan(unsigned char *d, size_t n, void *ctx)
+{
+    (void)ctx;
+    uint16_t h = 0x7fc0; /* BF16 NaN */
+    memcpy(d + (n / 2 & ~(size_t)1), &h, 2);
+}
+
+static void zero_all(unsigned char *d, size_t n, void *ctx)
+{
+    (void)ctx;
+    memset(d, 0, n);
+}
+
+static void nan_scale(unsigned char *d, size_t n, void *ctx)
+{
+    (void)ctx;
+    d[n / 3] = 0xff; /* UE8M0 NaN */
+}
+
+static void check_planted(const char *fixture, const tensor_edit *e, const char *check, sp_check_status st,
+                          const char *needle)
+{
+    char *dir = copy_fixture(fixture, e, 1, NULL);
+    sp_model *m = open_dir(dir);
+    sp_check_report rep;
+    run_checks(m, dir, NULL, &rep);
+    expect(&rep, check, st, needle);
+    sp_check_report_free(&rep);
+    sp_model_close(m);
+    remove_tree(dir);
+    free(dir);
+}
+
+static void test_checks_catch_planted_faults(void **state)
+{
+    (void)state;
+    const char *w = "model.layers.1.mlp.down_proj.weight";
+    tensor_edit nan_w = {.name = w, .patch = set_nan};
+    check_planted("llama_mha_bf16", &nan_w, "weights finite", SP_CHECK_FAIL, w);
+    tensor_edit zero_norm = {.name = "model.norm.weight", .patch = zero_all};
+    check_planted("llama_mha_bf16", &zero_norm, "final norm", SP_CHECK_FAIL, "all zeros");
+    tensor_edit bad_scale = {.name = "model.layers.2.mlp.experts.down_proj_scales", .patch = nan_scale};
+    check_planted("gptoss_mxfp4", &bad_scale, "fp4 scales", SP_CHECK_FAIL, "model.layers.2.mlp.experts.down_proj");
+    tensor_edit zero_head = {.name = "lm_head.weight", .patch = zero_all}; /* argmax 0 forever */
+    check_planted("llama_mha_bf16", &zero_head, "degenerate loops", SP_CHECK_WARN, "1-token cycle");
+}
+
+static void test_chat_template_check(void **state)
+{
+    (void)state;
+    /* a model directory with the byte-level tokenizer and a ChatML-like template */
+    char *dir = copy_fixture("llama_mha_bf16", NULL, 0, NULL);
+    char to[1100];
+    snprintf(to, sizeof to, "%s/tokenizer.json", dir);
+    copy_file(fixture_path("tokenizers/bytes256/tokenizer.json"), to);
+    snprintf(to, sizeof to, "%s/tokenizer_config.json", dir);
+    copy_file(fixture_path("tokenizers/bytes256/tokenizer_config.json"), to);
+    write_text(dir, "chat_template.jinja",
+               "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{{ eos_token }}{% endfor %}"
+               "{% if add_generation_prompt %}<assistant>{% endif %}");
+    sp_model *m = open_dir(dir);
+    sp_tokenizer *tok;
+    sp_error err = {0};
+    assert_int_equal(sp_tokenizer_open(dir, &tok, &err), SP_OK);
+    sp_check_report rep;
+    run_checks(m, dir, tok, &rep);
+    /* the template starts with BOS and the tokenizer adds one: encoding the rendering with
+     * add_special_tokens=True would double it */
+    expect(&rep, "chat template", SP_CHECK_WARN, "second BOS");
+    expect(&rep, "chat template", SP_CHECK_WARN, "naive ids");
+    sp_check_report_free(&rep);
+    sp_tokenizer_close(tok);
+    sp_model_close(m);
+    remove_tree(dir);
+    free(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_diff_finds_planted),
+        cmocka_unit_test(test_diff_rejects_bad_files),
+        cmocka_unit_test(test_checks_pass_on_healthy_models),
+        cmocka_unit_test(test_checks_catch_planted_faults),
+        cmocka_unit_test(test_chat_template_check),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

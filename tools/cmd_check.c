@@ -1,0 +1,105 @@
+/* cmd_check.c: `specula check -m DIR [--draft DIR] [--tokens IDS | -p TEXT]`: the self-tests
+ * of src/diag/check.h, one line per check (pass / warn / FAIL and the reason). Exit 1 when
+ * any check fails. */
+#include "cli.h"
+#include "commands.h"
+#include "diag/check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cmd_check(int argc, char **argv)
+{
+    const char *dir = NULL, *draft_dir = NULL, *tokens_s = NULL, *prompt = NULL;
+    int64_t threads = 0;
+    cli_opt opts[] = {
+        {"--model", "-m", CLI_STR, &dir, "model directory", 0},
+        {"--draft", NULL, CLI_STR, &draft_dir, "a draft model to check with it", 0},
+        {"--tokens", NULL, CLI_STR, &tokens_s, "prompt ids for the generation checks", 0},
+        {"--prompt", "-p", CLI_STR, &prompt, "prompt text for the generation checks", 0},
+        {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
+        {0},
+    };
+    const char *usage = "specula check -m DIR [--draft DIR] [--tokens IDS | -p TEXT]";
+    int rc = cli_parse(argc, argv, opts, usage);
+    if (rc)
+        return rc < 0 ? CLI_OK : rc;
+    if (!dir) {
+        fprintf(stderr, "specula: check needs -m\nusage: %s\n", usage);
+        return CLI_USAGE;
+    }
+    sp_error err = {0};
+    sp_model *m = NULL, *d = NULL;
+    sp_tokenizer *tok = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    sp_model_params mp = sp_model_default_params();
+    mp.n_threads = cli_threads(threads);
+    if (sp_model_open(dir, &mp, &m, &err) != SP_OK) {
+        rc = cli_fail(&err);
+        goto done;
+    }
+    char tj[4096];
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
+    FILE *tf = fopen(tj, "rb");
+    if (tf) {
+        fclose(tf);
+        if (sp_tokenizer_open(dir, &tok, &err) != SP_OK) {
+            rc = cli_fail(&err);
+            goto done;
+        }
+    }
+    if (draft_dir) {
+        mp.reserved_bytes = sp_model_budget_bytes(m, 0);
+        if (sp_model_open(draft_dir, &mp, &d, &err) != SP_OK) {
+            rc = cli_fail(&err);
+            goto done;
+        }
+    }
+    if (prompt && tok) {
+        if (sp_tokenizer_encode_prompt(tok, prompt, strlen(prompt), &ids, &n, &err) != SP_OK) {
+            rc = cli_fail(&err);
+            goto done;
+        }
+    } else if (prompt) {
+        rc = cli_failf("-p needs a tokenizer.json in %s", dir);
+        goto done;
+    } else if (tokens_s) {
+        if (cli_parse_tokens(tokens_s, &ids, &n) != 0 || n == 0) {
+            rc = cli_failf("--tokens: cannot parse '%s'", tokens_s);
+            goto done;
+        }
+    } else { /* a fixed spread of ids */
+        n = 8;
+        ids = malloc(n * sizeof *ids);
+        for (size_t i = 0; ids && i < n; i++)
+            ids[i] = (int32_t)((i * 7919 + 13) % (size_t)sp_model_n_vocab(m));
+    }
+    for (size_t i = 0; ids && i < n; i++)
+        if (ids[i] < 0 || ids[i] >= sp_model_n_vocab(m) || (d && ids[i] >= sp_model_n_vocab(d))) {
+            rc = cli_failf("prompt id %d is outside the vocabulary", ids[i]);
+            goto done;
+        }
+    sp_check_inputs in = {m, dir, tok, d, ids, n};
+    sp_check_report rep;
+    if (sp_check_run(&in, &rep, &err) != SP_OK) {
+        rc = cli_fail(&err);
+        goto done;
+    }
+    int fails = 0, warns = 0;
+    for (size_t i = 0; i < rep.n; i++) {
+        printf("%-4s  %-26s %s\n", sp_check_status_name(rep.r[i].status), rep.r[i].name, rep.r[i].detail);
+        fails += rep.r[i].status == SP_CHECK_FAIL;
+        warns += rep.r[i].status == SP_CHECK_WARN;
+    }
+    printf("%zu checks: %d failed, %d warnings\n", rep.n, fails, warns);
+    sp_check_report_free(&rep);
+    rc = fails ? CLI_ERR : CLI_OK;
+done:
+    free(ids);
+    sp_tokenizer_close(tok);
+    sp_model_close(d);
+    sp_model_close(m);
+    return rc;
+}

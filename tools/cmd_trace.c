@@ -1,0 +1,132 @@
+/* cmd_trace.c: `specula trace -m DIR (--tokens IDS | -p TEXT) [-n N] [--draft ...]
+ * -o FILE.jsonl`: runs the prompt (and N generated tokens, speculatively with --draft)
+ * and writes one JSON line per (pass, layer, op, position) of the target and the draft:
+ * statistics and an exact-bits hash (see src/diag/trace_writer.h). --perturb LAYER:OP:F
+ * multiplies one op's output by F (a planted divergence, for trying `specula diff`). */
+#include "cli.h"
+#include "cli_spec.h"
+#include "commands.h"
+#include "diag/trace_writer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int parse_perturb(const char *s, int *layer, sp_op *op, float *factor)
+{
+    char name[64];
+    double f = 0;
+    if (sscanf(s, "%d:%63[a-z_]:%lf", layer, name, &f) != 3 || (*op = sp_op_from_name(name)) == SP_OP_COUNT)
+        return cli_failf("--perturb '%s': expected LAYER:OP:FACTOR with an op name such as attn_q or "
+                         "mlp_out", s);
+    *factor = (float)f;
+    return CLI_OK;
+}
+
+int cmd_trace(int argc, char **argv)
+{
+    const char *model_dir = NULL, *tokens_s = NULL, *prompt = NULL, *out_path = NULL, *perturb = NULL;
+    int64_t n_predict = 0, threads = 0;
+    double temp = 0;
+    uint64_t seed = 0;
+    cli_spec spec = {0};
+    cli_opt opts[] = {
+        {"--model", "-m", CLI_STR, &model_dir, "model directory", 0},
+        {"--tokens", NULL, CLI_STR, &tokens_s, "prompt as comma-separated token ids", 0},
+        {"--prompt", "-p", CLI_STR, &prompt, "prompt text (needs tokenizer.json)", 0},
+        {"--n-predict", "-n", CLI_INT, &n_predict, "tokens to generate after the prompt (default 0)", 0},
+        {"--temp", NULL, CLI_FLOAT, &temp, "temperature (default 0: greedy)", 0},
+        {"--seed", NULL, CLI_U64, &seed, "random seed", 0},
+        {"--output", "-o", CLI_STR, &out_path, "trace file (JSON lines)", 0},
+        {"--perturb", NULL, CLI_STR, &perturb, "LAYER:OP:FACTOR: plant a divergence", 0},
+        {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
+        CLI_SPEC_OPTS(spec),
+        {0},
+    };
+    const char *usage = "specula trace -m DIR (--tokens IDS | -p TEXT) [-n N] [--draft DIR|ngram|self] "
+                        "-o FILE.jsonl";
+    int rc = cli_parse(argc, argv, opts, usage);
+    if (rc)
+        return rc < 0 ? CLI_OK : rc;
+    if (!model_dir || !out_path || (!tokens_s == !prompt)) {
+        fprintf(stderr, "specula: trace needs -m, -o and one of --tokens or -p\nusage: %s\n", usage);
+        return CLI_USAGE;
+    }
+    int layer = 0;
+    sp_op op = SP_OP_COUNT;
+    float factor = 1;
+    if (perturb && (rc = parse_perturb(perturb, &layer, &op, &factor)))
+        return rc;
+    sp_error err = {0};
+    sp_tokenizer *tok = NULL;
+    int32_t *tokens = NULL;
+    size_t n = 0;
+    if (prompt) {
+        if (sp_tokenizer_open(model_dir, &tok, &err) != SP_OK ||
+            sp_tokenizer_encode_prompt(tok, prompt, strlen(prompt), &tokens, &n, &err) != SP_OK) {
+            sp_tokenizer_close(tok);
+            return cli_fail(&err);
+        }
+    } else if (cli_parse_tokens(tokens_s, &tokens, &n) != 0 || n == 0) {
+        fprintf(stderr, "specula: --tokens: cannot parse '%s'\n", tokens_s);
+        free(tokens);
+        return CLI_USAGE;
+    }
+    FILE *f = NULL;
+    sp_model *m = NULL;
+    sp_session *s = NULL;
+    sp_trace_writer *wt = NULL, *wd = NULL;
+    sp_model_params mp = sp_model_default_params();
+    mp.n_threads = cli_threads(threads);
+    int64_t n_ctx = (int64_t)n + n_predict + 1;
+    sp_session_params sp = {.n_ctx = n_ctx};
+    if (sp_model_open(model_dir, &mp, &m, &err) != SP_OK || sp_session_new(m, &sp, &s, &err) != SP_OK) {
+        rc = cli_fail(&err);
+        goto done;
+    }
+    if (spec.draft && (rc = cli_spec_open(&spec, m, model_dir, tok, n_ctx, mp.n_threads)))
+        goto done;
+    if (!(f = fopen(out_path, "w"))) {
+        rc = cli_failf("cannot write '%s'", out_path);
+        goto done;
+    }
+    if (sp_trace_writer_new(f, "target", &wt, &err) != SP_OK ||
+        (spec.draft_session && sp_trace_writer_new(f, "draft", &wd, &err) != SP_OK)) {
+        rc = cli_fail(&err);
+        goto done;
+    }
+    sp_trace_writer_attach(wt, s);
+    if (wd)
+        sp_trace_writer_attach(wd, spec.draft_session);
+    if (op != SP_OP_COUNT)
+        sp_trace_writer_perturb(wt, layer, op, factor);
+    sp_generate_params gp = {.n_predict = n_predict, .ignore_eos = true, .sampling = sp_sampling_default_params()};
+    gp.sampling.temperature = (float)temp;
+    gp.sampling.seed = seed;
+    sp_generate_stats st;
+    sp_spec_stats ss;
+    sp_status gs = spec.draft ? sp_generate_spec(s, tokens, n, &gp, &spec.params, NULL, NULL, NULL, &st, &ss, &err)
+                              : sp_generate(s, tokens, n, &gp, NULL, NULL, NULL, &st, &err);
+    if (gs != SP_OK) {
+        rc = cli_fail(&err);
+        goto done;
+    }
+    if (fflush(f) != 0 || ferror(f) || sp_trace_writer_failed(wt)) {
+        rc = cli_failf("writing '%s' failed", out_path);
+        goto done;
+    }
+    fprintf(stderr, "specula: traced %lld prompt + %lld generated tokens: %lld lines to %s\n",
+            (long long)n, (long long)st.n_generated,
+            (long long)(sp_trace_writer_lines(wt) + (wd ? sp_trace_writer_lines(wd) : 0)), out_path);
+done:
+    if (f)
+        fclose(f);
+    sp_trace_writer_free(wt);
+    sp_trace_writer_free(wd);
+    cli_spec_close(&spec);
+    sp_session_free(s);
+    sp_model_close(m);
+    sp_tokenizer_close(tok);
+    free(tokens);
+    return rc;
+}
