@@ -23,15 +23,13 @@ static int32_t argmax_row(const float *r, int64_t n)
     return (int32_t)b;
 }
 
-static void check_fixture(const char *name)
+/* The checkpoint in dir against reference.json + logits.bin in ref_dir. */
+static void check_model(const char *name, const char *dir, const char *ref_dir)
 {
-    char dir[1024], path[1200];
-    snprintf(dir, sizeof dir, "%s", fixture_path("models"));
-    strncat(dir, "/", sizeof dir - strlen(dir) - 1);
-    strncat(dir, name, sizeof dir - strlen(dir) - 1);
-    snprintf(path, sizeof path, "%s/reference.json", dir);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/reference.json", ref_dir);
     cJSON *ref = read_json(path);
-    snprintf(path, sizeof path, "%s/logits.bin", dir);
+    snprintf(path, sizeof path, "%s/logits.bin", ref_dir);
     size_t n_ref;
     float *ref_logits = read_floats(path, &n_ref);
 
@@ -138,13 +136,26 @@ static void test_all_fixtures(void **state)
     closedir(d);
     assert_true(n >= 9);
     for (int i = 0; i < n; i++) {
-        check_fixture(names[i]);
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/%s", fixture_path("models"), names[i]);
+        check_model(names[i], dir, dir);
         free(names[i]);
     }
 }
 
+/* The bundled default model (models/default, trained by
+ * scripts/reference/train_default_model.py) against transformers reading it back. */
+static void test_default_model(void **state)
+{
+    (void)state;
+    char ref[1024];
+    snprintf(ref, sizeof ref, "%s", fixture_path("default_model_reference"));
+    check_model("models/default", SPECULA_SOURCE_DIR "/models/default", ref);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_all_fixtures)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_all_fixtures),
+                                       cmocka_unit_test(test_default_model)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
