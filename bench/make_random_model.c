@@ -51,6 +51,23 @@ static void fill_bf16(void *vctx, unsigned char *buf, size_t offset, size_t n)
     }
 }
 
+/* Writes dir/model.safetensors and frees the tensor tables; returns the exit code. */
+static int write_tensors(const char *dir, sp_st_out *t, size_t k, fill_ctx *ctx, char (*names)[128])
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    sp_error err = {0};
+    int rc = 0;
+    if (sp_safetensors_write(path, t, k, &err) != SP_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        rc = 1;
+    }
+    free(t);
+    free(ctx);
+    free(names);
+    return rc;
+}
+
 /* Random bytes (MXFP4 codes: every code equally likely). */
 static void fill_u8(void *vctx, unsigned char *buf, size_t offset, size_t n)
 {
@@ -140,17 +157,7 @@ static int write_gptoss(const char *dir)
         BF(L("mlp.experts.down_proj_bias"), E, H, 0.0f, 0.02f);
 #undef L
     }
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    sp_error err = {0};
-    int rc = 0;
-    if (sp_safetensors_write(path, t, k, &err) != SP_OK) {
-        fprintf(stderr, "%s\n", err.msg);
-        rc = 1;
-    }
-    free(t);
-    free(ctx);
-    free(names);
-    return rc;
+    return write_tensors(dir, t, k, ctx, names);
 }
 
 int main(int argc, char **argv)
@@ -214,15 +221,5 @@ int main(int argc, char **argv)
         ADD(L("mlp.down_proj.weight"), s.hidden, s.inter, 0.0f, 0.02f);
 #undef L
     }
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    sp_error err = {0};
-    int rc = 0;
-    if (sp_safetensors_write(path, t, k, &err) != SP_OK) {
-        fprintf(stderr, "%s\n", err.msg);
-        rc = 1;
-    }
-    free(t);
-    free(ctx);
-    free(names);
-    return rc;
+    return write_tensors(dir, t, k, ctx, names);
 }

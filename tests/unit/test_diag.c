@@ -19,23 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static sp_model *open_dir(const char *dir)
-{
-    sp_model *m;
-    sp_error err = {0};
-    sp_model_params mp = sp_model_default_params();
-    mp.n_threads = 1;
-    if (sp_model_open(dir, &mp, &m, &err) != SP_OK)
-        fail_msg("%s: %s", dir, err.msg);
-    return m;
-}
-
-static sp_model *open_fixture(const char *name)
-{
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s/%s", fixture_path("models"), name);
-    return open_dir(dir);
-}
+static sp_model *open_dir(const char *dir) { return open_model_dir(dir, 1); }
+static sp_model *open_fixture(const char *name) { return open_fixture_model(name, 1); }
 
 /* Traces `chunks` evaluations of the tokens into path (with an optional perturbation). */
 static void trace_to(sp_model *m, const char *path, const int32_t *toks, int n, int chunk, int layer,
@@ -186,22 +171,25 @@ static void test_checks_pass_on_healthy_models(void **state)
     }
 }
 
-static void set_nan(unsigned char *d, size_t n, void *ctx)
+static void set_nan(unsigned char *d, size_t n, const char *dtype, void *ctx)
 {
     (void)ctx;
+    (void)dtype;
     uint16_t h = 0x7fc0; /* BF16 NaN */
     memcpy(d + (n / 2 & ~(size_t)1), &h, 2);
 }
 
-static void zero_all(unsigned char *d, size_t n, void *ctx)
+static void zero_all(unsigned char *d, size_t n, const char *dtype, void *ctx)
 {
     (void)ctx;
+    (void)dtype;
     memset(d, 0, n);
 }
 
-static void nan_scale(unsigned char *d, size_t n, void *ctx)
+static void nan_scale(unsigned char *d, size_t n, const char *dtype, void *ctx)
 {
     (void)ctx;
+    (void)dtype;
     d[n / 3] = 0xff; /* UE8M0 NaN */
 }
 

@@ -121,90 +121,48 @@ static void test_acceptance_rule(void **state)
 
 /* ---- greedy equality ------------------------------------------------------------------------ */
 
-static sp_model *open_model(const char *name)
+static sp_model *open_model(const char *name) { return open_fixture_model(name, 1); }
+
+/* Scales every BF16/F32 value by (1 + amount * r), r uniform in [-1, 1]. */
+static void perturb(unsigned char *d, size_t n, const char *dtype, void *ctx)
 {
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s/%s", fixture_path("models"), name);
-    sp_model *m;
-    sp_error err = {0};
-    sp_model_params mp = sp_model_default_params();
-    mp.n_threads = 1;
-    if (sp_model_open(dir, &mp, &m, &err) != SP_OK)
-        fail_msg("%s: %s", name, err.msg);
-    return m;
+    float amount = *(const float *)ctx;
+    static sp_rng rng;
+    static bool seeded;
+    if (!seeded) {
+        sp_rng_seed(&rng, 99);
+        seeded = true;
+    }
+    bool f32 = !strcmp(dtype, "F32");
+    if (!f32 && strcmp(dtype, "BF16"))
+        return;
+    for (size_t k = 0; k < n; k += f32 ? 4 : 2) {
+        float f = (float)(1.0 + amount * (2.0 * sp_rng_uniform(&rng) - 1.0));
+        if (f32) {
+            float v;
+            memcpy(&v, d + k, 4);
+            v *= f;
+            memcpy(d + k, &v, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, d + k, 2);
+            h = sp_f32_to_bf16(sp_bf16_to_f32(h) * f);
+            memcpy(d + k, &h, 2);
+        }
+    }
 }
 
-/* A copy of a fixture with every BF16/F32 weight scaled by (1 + amount * r), r uniform in
- * [-1, 1]: a draft that mostly, not always, agrees with its target. */
+/* A copy of a fixture with perturbed weights: a draft that mostly, not always, agrees
+ * with its target. */
 static char *perturbed_copy(const char *name, float amount)
 {
-    char src[1024], path[1200];
-    snprintf(src, sizeof src, "%s/%s", fixture_path("models"), name);
-    char *dir = make_temp_dir();
-    snprintf(path, sizeof path, "%s/model.safetensors", src);
-    sp_safetensors *st;
-    sp_error err = {0};
-    assert_int_equal(sp_safetensors_open(path, &st, &err), SP_OK);
-    st_entry *e = calloc(st->n_tensors, sizeof *e);
-    unsigned char **bufs = calloc(st->n_tensors, sizeof *bufs);
-    sp_rng rng;
-    sp_rng_seed(&rng, 99);
-    for (size_t i = 0; i < st->n_tensors; i++) {
-        const sp_st_tensor *t = &st->tensors[i];
-        e[i] = (st_entry){t->name, sp_dtype_name(t->dtype), t->n_dims, {0}, t->data, t->n_bytes};
-        for (int d = 0; d < t->n_dims; d++)
-            e[i].shape[d] = t->shape[d];
-        if (t->dtype != SP_DTYPE_BF16 && t->dtype != SP_DTYPE_F32)
-            continue;
-        bufs[i] = malloc(t->n_bytes);
-        memcpy(bufs[i], t->data, t->n_bytes);
-        for (uint64_t k = 0; k < t->n_elements; k++) {
-            float f = (float)(1.0 + amount * (2.0 * sp_rng_uniform(&rng) - 1.0));
-            if (t->dtype == SP_DTYPE_F32) {
-                float v;
-                memcpy(&v, bufs[i] + 4 * k, 4);
-                v *= f;
-                memcpy(bufs[i] + 4 * k, &v, 4);
-            } else {
-                uint16_t h;
-                memcpy(&h, bufs[i] + 2 * k, 2);
-                h = sp_f32_to_bf16(sp_bf16_to_f32(h) * f);
-                memcpy(bufs[i] + 2 * k, &h, 2);
-            }
-        }
-        e[i].data = bufs[i];
-    }
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    write_safetensors(path, e, st->n_tensors);
-    for (size_t i = 0; i < st->n_tensors; i++)
-        free(bufs[i]);
-    free(bufs);
-    free(e);
-    sp_safetensors_close(st);
-    const char *files[] = {"config.json", "generation_config.json"};
-    for (int f = 0; f < 2; f++) {
-        char from[1200], to[1200];
-        snprintf(from, sizeof from, "%s/%s", src, files[f]);
-        snprintf(to, sizeof to, "%s/%s", dir, files[f]);
-        FILE *fp = fopen(from, "rb");
-        if (fp) {
-            fclose(fp);
-            copy_file(from, to);
-        }
-    }
-    return dir;
+    static float a;
+    a = amount;
+    tensor_edit all = {.name = "*", .patch = perturb, .patch_ctx = &a};
+    return copy_fixture(name, &all, 1, NULL);
 }
 
-static sp_model *open_dir(const char *dir)
-{
-    sp_model *m;
-    sp_error err = {0};
-    sp_model_params mp = sp_model_default_params();
-    mp.n_threads = 1;
-    if (sp_model_open(dir, &mp, &m, &err) != SP_OK)
-        fail_msg("%s: %s", dir, err.msg);
-    return m;
-}
+static sp_model *open_dir(const char *dir) { return open_model_dir(dir, 1); }
 
 typedef struct run_out {
     int32_t tokens[128];

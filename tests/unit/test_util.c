@@ -180,7 +180,7 @@ char *copy_fixture(const char *name, const tensor_edit *edits, size_t n_edits, c
         bool drop = false;
         for (size_t k = 0; k < n_edits; k++) {
             const tensor_edit *ed = &edits[k];
-            if (strcmp(ed->name, t->name))
+            if (strcmp(ed->name, "*") && strcmp(ed->name, t->name))
                 continue;
             drop = ed->drop;
             if (ed->dtype)
@@ -196,7 +196,7 @@ char *copy_fixture(const char *name, const tensor_edit *edits, size_t n_edits, c
             own[i] = calloc(1, x.n_bytes ? x.n_bytes : 1);
             memcpy(own[i], t->data, x.n_bytes < t->n_bytes ? x.n_bytes : t->n_bytes);
             if (ed->patch)
-                ed->patch(own[i], x.n_bytes, ed->patch_ctx);
+                ed->patch(own[i], x.n_bytes, x.dtype, ed->patch_ctx);
             x.data = own[i];
         }
         if (!drop)
@@ -229,4 +229,22 @@ char *copy_fixture(const char *name, const tensor_edit *edits, size_t n_edits, c
     free(text);
     cJSON_Delete(cfg);
     return dir;
+}
+
+sp_model *open_model_dir(const char *dir, int n_threads)
+{
+    sp_model *m;
+    sp_error err = {0};
+    sp_model_params mp = sp_model_default_params();
+    mp.n_threads = n_threads;
+    if (sp_model_open(dir, &mp, &m, &err) != SP_OK)
+        fail_msg("%s: %s", dir, err.msg);
+    return m;
+}
+
+sp_model *open_fixture_model(const char *name, int n_threads)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/%s", fixture_path("models"), name);
+    return open_model_dir(dir, n_threads);
 }

@@ -50,14 +50,15 @@ void write_raw_safetensors(const char *path, const char *header, const void *dat
                            size_t n_data, uint64_t header_len_override);
 
 /* An edit to one tensor of a fixture copy (copy_fixture): a new dtype and/or shape (the
- * data is reused, zero-padded when it grows), removal, or a patch of its bytes. */
+ * data is reused, zero-padded when it grows), removal, or a patch of its bytes. The name
+ * "*" matches every tensor. */
 typedef struct tensor_edit {
     const char *name;
     const char *dtype;  /* NULL: keep */
     int n_dims;         /* > 0: new shape */
     int64_t shape[4];
     bool drop;
-    void (*patch)(unsigned char *data, size_t n_bytes, void *ctx);
+    void (*patch)(unsigned char *data, size_t n_bytes, const char *dtype, void *ctx);
     void *patch_ctx;
 } tensor_edit;
 
@@ -65,6 +66,11 @@ typedef struct tensor_edit {
  * edits applied. qcfg replaces config.json's quantization_config (NULL keeps it, ""
  * removes it). Returns the malloc'd directory (remove_tree + free it). */
 char *copy_fixture(const char *name, const tensor_edit *edits, size_t n_edits, const char *qcfg);
+
+/* Opens a model directory with n_threads workers; fails the test on error. */
+sp_model *open_model_dir(const char *dir, int n_threads);
+/* tests/fixtures/models/<name>. */
+sp_model *open_fixture_model(const char *name, int n_threads);
 
 /* Runs a shell command; returns its exit status (-1 if it could not run). Output goes to
  * out_path when not NULL. */

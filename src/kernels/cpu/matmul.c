@@ -112,83 +112,6 @@ static inline __attribute__((always_inline)) float load_w1(const sp_wformat f,
     return f == SP_WF_BF16 ? sp_bf16_to_f32(h) : sp_f16_to_f32(h);
 }
 
-/* Computes the R x T tile at rows r0.., tokens t0.. . */
-static inline __attribute__((always_inline)) void
-dense_tile(const sp_wformat f, const int R, const int T, const sp_weight *w, const float *x,
-           int64_t r0, int64_t t0, float *y, const float *bias)
-{
-    const int64_t n = w->cols, n8 = n & ~(int64_t)7;
-    const unsigned char *rows[4];
-    const float *xs[4];
-    sp_v8 acc[4][4];
-    for (int r = 0; r < R; r++) {
-        rows[r] = sp_weight_row(w, r0 + r);
-        for (int t = 0; t < T; t++)
-            acc[r][t] = sp_v8_zero();
-    }
-    for (int t = 0; t < T; t++)
-        xs[t] = x + (t0 + t) * n;
-    for (int64_t k = 0; k < n8; k += 8) {
-        sp_v8 xv[4];
-        for (int t = 0; t < T; t++)
-            xv[t] = sp_v8_load(xs[t] + k);
-        for (int r = 0; r < R; r++) {
-            sp_v8 wv = load_w8(f, rows[r], k);
-            for (int t = 0; t < T; t++)
-                acc[r][t] = sp_v8_fmadd(xv[t], wv, acc[r][t]);
-        }
-    }
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < T; t++) {
-            float s = sp_v8_hsum(acc[r][t]);
-            for (int64_t k = n8; k < n; k++)
-                s += xs[t][k] * load_w1(f, rows[r], k);
-            if (bias)
-                s += bias[r0 + r];
-            y[(t0 + t) * w->rows + r0 + r] = s;
-        }
-}
-
-static inline __attribute__((always_inline)) void
-dense_rows(const sp_wformat f, const sp_weight *w, const float *x, int64_t n_tok, float *y,
-           const float *bias, int64_t rb, int64_t re)
-{
-    for (int64_t tb = 0; tb < n_tok; tb += TOKEN_BLOCK) {
-        int64_t te = tb + TOKEN_BLOCK < n_tok ? tb + TOKEN_BLOCK : n_tok;
-        int64_t r = rb;
-        for (; r + 4 <= re; r += 4) {
-            int64_t t = tb;
-            for (; t + 2 <= te; t += 2)
-                dense_tile(f, 4, 2, w, x, r, t, y, bias);
-            if (t < te)
-                dense_tile(f, 4, 1, w, x, r, t, y, bias);
-        }
-        for (; r < re; r++) {
-            int64_t t = tb;
-            for (; t + 2 <= te; t += 2)
-                dense_tile(f, 1, 2, w, x, r, t, y, bias);
-            if (t < te)
-                dense_tile(f, 1, 1, w, x, r, t, y, bias);
-        }
-    }
-}
-
-static void rows_f32(const sp_weight *w, const float *x, int64_t n, float *y, const float *b,
-                     int64_t rb, int64_t re)
-{
-    dense_rows(SP_WF_F32, w, x, n, y, b, rb, re);
-}
-static void rows_bf16(const sp_weight *w, const float *x, int64_t n, float *y, const float *b,
-                      int64_t rb, int64_t re)
-{
-    dense_rows(SP_WF_BF16, w, x, n, y, b, rb, re);
-}
-static void rows_f16(const sp_weight *w, const float *x, int64_t n, float *y, const float *b,
-                     int64_t rb, int64_t re)
-{
-    dense_rows(SP_WF_F16, w, x, n, y, b, rb, re);
-}
-
 /* ---- block-quantized formats ---------------------------------------------------------
  * Each row is decoded one scale block at a time into a small buffer, scale applied per
  * element, then reduced with the same 8-lane contract as the dense path. */
@@ -246,42 +169,6 @@ static inline sp_v8 quant_decode8(const sp_weight *w, int64_t r, int64_t k)
 #endif
 }
 
-/* The R x T tile at rows r0.., tokens t0..: each weight chunk is decoded once and used
- * for T tokens; R independent rows keep the FMA pipeline busy. Same per-row reduction
- * as the dense path. */
-static inline __attribute__((always_inline)) void
-quant_tile(const int R, const int T, const sp_weight *w, const float *x, int64_t r0, int64_t t0,
-           float *y, const float *bias)
-{
-    const int64_t n = w->cols, n8 = n & ~(int64_t)7;
-    const float *xs[4];
-    sp_v8 acc[4][4];
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < T; t++)
-            acc[r][t] = sp_v8_zero();
-    for (int t = 0; t < T; t++)
-        xs[t] = x + (t0 + t) * n;
-    for (int64_t k = 0; k < n8; k += 8) {
-        sp_v8 xv[4];
-        for (int t = 0; t < T; t++)
-            xv[t] = sp_v8_load(xs[t] + k);
-        for (int r = 0; r < R; r++) {
-            sp_v8 wv = quant_decode8(w, r0 + r, k);
-            for (int t = 0; t < T; t++)
-                acc[r][t] = sp_v8_fmadd(xv[t], wv, acc[r][t]);
-        }
-    }
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < T; t++) {
-            float s = sp_v8_hsum(acc[r][t]);
-            for (int64_t k = n8; k < n; k++)
-                s += xs[t][k] * sp_weight_at(w, r0 + r, k);
-            if (bias)
-                s += bias[r0 + r];
-            y[(t0 + t) * w->rows + r0 + r] = s;
-        }
-}
-
 #if SP_SIMD_AVX2
 /* FP4 (MXFP4 / NVFP4) tile: per scale block the 8 code magnitudes are multiplied by the
  * block's scale once (lut[c] * s: the same product the reference decoder forms), then
@@ -333,40 +220,81 @@ fp4_tile(const int R, const int T, const int BS, const sp_weight *w, const float
             y[(t0 + t) * w->rows + r0 + r] = sp_v8_hsum(acc[r][t]) + (bias ? bias[r0 + r] : 0.0f);
 }
 
-static inline __attribute__((always_inline)) void
-fp4_rows(const int BS, const sp_weight *w, const float *x, int64_t n_tok, float *y,
-         const float *bias, int64_t rb, int64_t re)
-{
-    for (int64_t tb = 0; tb < n_tok; tb += TOKEN_BLOCK) {
-        int64_t te = tb + TOKEN_BLOCK < n_tok ? tb + TOKEN_BLOCK : n_tok;
-        int64_t r = rb;
-        for (; r + 4 <= re; r += 4) {
-            int64_t t = tb;
-            for (; t + 2 <= te; t += 2)
-                fp4_tile(4, 2, BS, w, x, r, t, y, bias);
-            if (t < te)
-                fp4_tile(4, 1, BS, w, x, r, t, y, bias);
-        }
-        for (; r < re; r++)
-            for (int64_t t = tb; t < te; t++)
-                fp4_tile(1, 1, BS, w, x, r, t, y, bias);
-    }
-}
-
-static void rows_mxfp4(const sp_weight *w, const float *x, int64_t n, float *y, const float *b,
-                       int64_t rb, int64_t re)
-{
-    fp4_rows(32, w, x, n, y, b, rb, re);
-}
-static void rows_nvfp4(const sp_weight *w, const float *x, int64_t n, float *y, const float *b,
-                       int64_t rb, int64_t re)
-{
-    fp4_rows(16, w, x, n, y, b, rb, re);
-}
 #endif
 
-static void rows_quant(const sp_weight *w, const float *x, int64_t n_tok, float *y,
-                       const float *bias, int64_t rb, int64_t re)
+/* ---- one tile, one row loop for every format ---------------------------------------
+ * FMT_QUANT stands for the block formats decoded one 8-element chunk at a time (the
+ * format is read from the weight); fast_fp4 picks the register-LUT FP4 tile. */
+
+#define FMT_QUANT SP_WF_NONE
+
+static inline __attribute__((always_inline)) sp_v8 chunk8(const sp_wformat f, const sp_weight *w,
+                                                         const unsigned char *row, int64_t r, int64_t k)
+{
+    return f == FMT_QUANT ? quant_decode8(w, r, k) : load_w8(f, row, k);
+}
+
+static inline __attribute__((always_inline)) float elem1(const sp_wformat f, const sp_weight *w,
+                                                        const unsigned char *row, int64_t r, int64_t k)
+{
+    return f == FMT_QUANT ? sp_weight_at(w, r, k) : load_w1(f, row, k);
+}
+
+/* The R x T tile at rows r0.., tokens t0..: each weight chunk is loaded (decoded) once
+ * and used for T tokens; R independent rows keep the FMA pipeline busy. */
+static inline __attribute__((always_inline)) void
+tile(const sp_wformat f, const int R, const int T, const sp_weight *w, const float *x, int64_t r0,
+     int64_t t0, float *y, const float *bias)
+{
+    const int64_t n = w->cols, n8 = n & ~(int64_t)7;
+    const unsigned char *rows[4];
+    const float *xs[4];
+    sp_v8 acc[4][4];
+    for (int r = 0; r < R; r++) {
+        rows[r] = sp_weight_row(w, r0 + r);
+        for (int t = 0; t < T; t++)
+            acc[r][t] = sp_v8_zero();
+    }
+    for (int t = 0; t < T; t++)
+        xs[t] = x + (t0 + t) * n;
+    for (int64_t k = 0; k < n8; k += 8) {
+        sp_v8 xv[4];
+        for (int t = 0; t < T; t++)
+            xv[t] = sp_v8_load(xs[t] + k);
+        for (int r = 0; r < R; r++) {
+            sp_v8 wv = chunk8(f, w, rows[r], r0 + r, k);
+            for (int t = 0; t < T; t++)
+                acc[r][t] = sp_v8_fmadd(xv[t], wv, acc[r][t]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++) {
+            float s = sp_v8_hsum(acc[r][t]);
+            for (int64_t k = n8; k < n; k++)
+                s += xs[t][k] * elem1(f, w, rows[r], r0 + r, k);
+            if (bias)
+                s += bias[r0 + r];
+            y[(t0 + t) * w->rows + r0 + r] = s;
+        }
+}
+
+static inline __attribute__((always_inline)) void
+any_tile(const sp_wformat f, const bool fast_fp4, const int R, const int T, const sp_weight *w,
+         const float *x, int64_t r0, int64_t t0, float *y, const float *bias)
+{
+#if SP_SIMD_AVX2
+    if (fast_fp4) {
+        fp4_tile(R, T, f == SP_WF_MXFP4 ? 32 : 16, w, x, r0, t0, y, bias);
+        return;
+    }
+#endif
+    tile(f, R, T, w, x, r0, t0, y, bias);
+}
+
+/* Rows [rb, re) for every token: tiles of 4 rows x 2 tokens, then the edges. */
+static inline __attribute__((always_inline)) void
+rows_loop(const sp_wformat f, const bool fast_fp4, const sp_weight *w, const float *x, int64_t n_tok,
+          float *y, const float *bias, int64_t rb, int64_t re)
 {
     for (int64_t tb = 0; tb < n_tok; tb += TOKEN_BLOCK) {
         int64_t te = tb + TOKEN_BLOCK < n_tok ? tb + TOKEN_BLOCK : n_tok;
@@ -374,15 +302,34 @@ static void rows_quant(const sp_weight *w, const float *x, int64_t n_tok, float 
         for (; r + 4 <= re; r += 4) {
             int64_t t = tb;
             for (; t + 2 <= te; t += 2)
-                quant_tile(4, 2, w, x, r, t, y, bias);
+                any_tile(f, fast_fp4, 4, 2, w, x, r, t, y, bias);
             if (t < te)
-                quant_tile(4, 1, w, x, r, t, y, bias);
+                any_tile(f, fast_fp4, 4, 1, w, x, r, t, y, bias);
         }
-        for (; r < re; r++)
-            for (int64_t t = tb; t < te; t++)
-                quant_tile(1, 1, w, x, r, t, y, bias);
+        for (; r < re; r++) {
+            int64_t t = tb;
+            for (; t + 2 <= te; t += 2)
+                any_tile(f, fast_fp4, 1, 2, w, x, r, t, y, bias);
+            if (t < te)
+                any_tile(f, fast_fp4, 1, 1, w, x, r, t, y, bias);
+        }
     }
 }
+
+#define ROWS_FN(name, fmt, fast)                                                                 \
+    static void name(const sp_weight *w, const float *x, int64_t n, float *y, const float *b,  \
+                     int64_t rb, int64_t re)                                                   \
+    {                                                                                          \
+        rows_loop(fmt, fast, w, x, n, y, b, rb, re);                                            \
+    }
+ROWS_FN(rows_f32, SP_WF_F32, false)
+ROWS_FN(rows_bf16, SP_WF_BF16, false)
+ROWS_FN(rows_f16, SP_WF_F16, false)
+ROWS_FN(rows_quant, FMT_QUANT, false)
+#if SP_SIMD_AVX2
+ROWS_FN(rows_mxfp4, SP_WF_MXFP4, true)
+ROWS_FN(rows_nvfp4, SP_WF_NVFP4, true)
+#endif
 
 typedef void (*rows_fn)(const sp_weight *, const float *, int64_t, float *, const float *,
                         int64_t, int64_t);
