@@ -974,6 +974,11 @@ jv jfilter_apply(jinterp *I, const char *name, jv v, jv *args, size_t n_args,
         jv nm = arg(&A, 0, "name", jv_none());
         if (nm.k != JK_STR)
             jfail(I, SP_ERR_TEMPLATE, "attr: the name must be a string");
+        if (v.k == JK_DICT || v.k == JK_STR || v.k == JK_LIST) { /* attributes only: no item lookup */
+            bool found;
+            jv m = jmethod_get(I, v, nm.u.s->s, &found);
+            return found ? m : jv_undef(nm.u.s->s);
+        }
         return jgetattr(I, v, nm.u.s->s);
     }
     if (IS("format")) {

