@@ -179,6 +179,9 @@ typedef struct sp_tok_model {
 } sp_tok_model;
 
 bool sp_merge_put(sp_merge_map *m, uint32_t a, uint32_t b, uint32_t rank, uint32_t merged);
+/* Sizes the table for `reserve` entries now; then sp_merge_prefetch may be used. */
+bool sp_merge_reserve(sp_merge_map *m, size_t reserve);
+void sp_merge_prefetch(const sp_merge_map *m, uint32_t a, uint32_t b);
 void sp_merge_map_free(sp_merge_map *m);
 void sp_bpe_cache_free(sp_tok_model *m);
 

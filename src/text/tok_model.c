@@ -96,6 +96,32 @@ bool sp_merge_put(sp_merge_map *m, uint32_t a, uint32_t b, uint32_t rank, uint32
     return true;
 }
 
+bool sp_merge_reserve(sp_merge_map *m, size_t reserve)
+{
+    m->reserve = reserve;
+    if (m->cap >= 2 * reserve + 2)
+        return true;
+    size_t cap = 1024;
+    while (cap < 2 * reserve + 2)
+        cap *= 2;
+    sp_merge_slot *g = calloc(cap, sizeof *g);
+    if (!g)
+        return false;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->slots[i].key)
+            *merge_slot(g, cap, m->slots[i].key) = m->slots[i];
+    free(m->slots);
+    m->slots = g;
+    m->cap = cap;
+    return true;
+}
+
+void sp_merge_prefetch(const sp_merge_map *m, uint32_t a, uint32_t b)
+{
+    if (m->cap)
+        __builtin_prefetch(&m->slots[mix64((((uint64_t)a << 32) | b) + 1) & (m->cap - 1)]);
+}
+
 void sp_merge_map_free(sp_merge_map *m)
 {
     free(m->slots);

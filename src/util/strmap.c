@@ -37,14 +37,22 @@ void sp_strmap_fini(sp_strmap *m)
     memset(m, 0, sizeof *m);
 }
 
+static uint64_t head_of(const char *key, uint32_t len)
+{
+    uint64_t h = 0;
+    memcpy(&h, key, len < 8 ? len : 8);
+    return h;
+}
+
 static sp_strmap_slot *find_slot(sp_strmap_slot *slots, size_t cap, const char *key,
-                                 uint32_t len, uint32_t hash)
+                                 uint32_t len, uint32_t hash, uint64_t head)
 {
     size_t mask = cap - 1;
     size_t i = hash & mask;
     for (;;) {
         sp_strmap_slot *s = &slots[i];
-        if (!s->key || (s->hash == hash && s->len == len && memcmp(s->key, key, len) == 0))
+        if (!s->key || (s->hash == hash && s->len == len && s->head == head &&
+                        (len <= 8 || memcmp(s->key + 8, key + 8, len - 8) == 0)))
             return s;
         i = (i + 1) & mask;
     }
@@ -59,7 +67,7 @@ static bool grow(sp_strmap *m)
     for (size_t i = 0; i < m->cap; i++) {
         sp_strmap_slot *s = &m->slots[i];
         if (s->key)
-            *find_slot(slots, cap, s->key, s->len, s->hash) = *s;
+            *find_slot(slots, cap, s->key, s->len, s->hash, s->head) = *s;
     }
     free(m->slots);
     m->slots = slots;
@@ -74,23 +82,36 @@ int sp_strmap_put(sp_strmap *m, const char *key, size_t len, int64_t value)
     if ((m->n + 1) * 2 > m->cap && !grow(m))
         return -1;
     uint32_t h = sp_hash_bytes(key, len);
-    sp_strmap_slot *s = find_slot(m->slots, m->cap, key, (uint32_t)len, h);
+    uint64_t head = head_of(key, (uint32_t)len);
+    sp_strmap_slot *s = find_slot(m->slots, m->cap, key, (uint32_t)len, h, head);
     if (s->key)
         return 0;
     s->key = key;
     s->len = (uint32_t)len;
     s->hash = h;
+    s->head = head;
     s->value = value;
     m->n++;
     return 1;
 }
 
+void sp_strmap_prefetch(const sp_strmap *m, uint32_t hash)
+{
+    if (m->cap)
+        __builtin_prefetch(&m->slots[hash & (m->cap - 1)]);
+}
+
 bool sp_strmap_get(const sp_strmap *m, const char *key, size_t len, int64_t *value)
+{
+    return sp_strmap_get_hashed(m, key, len, sp_hash_bytes(key, len), value);
+}
+
+bool sp_strmap_get_hashed(const sp_strmap *m, const char *key, size_t len, uint32_t h,
+                          int64_t *value)
 {
     if (!m->cap || len > UINT32_MAX)
         return false;
-    uint32_t h = sp_hash_bytes(key, len);
-    sp_strmap_slot *s = find_slot(m->slots, m->cap, key, (uint32_t)len, h);
+    sp_strmap_slot *s = find_slot(m->slots, m->cap, key, (uint32_t)len, h, head_of(key, (uint32_t)len));
     if (!s->key)
         return false;
     if (value)

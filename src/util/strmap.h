@@ -12,6 +12,7 @@ typedef struct sp_strmap_slot {
     const char *key; /* NULL = empty */
     uint32_t len;
     uint32_t hash;
+    uint64_t head;   /* the key's first 8 bytes (zero-padded): most keys compare in-slot */
     int64_t value;
 } sp_strmap_slot;
 
@@ -30,5 +31,11 @@ void sp_strmap_fini(sp_strmap *m);
  * value is left unchanged), -1 when out of memory or the key is too long. */
 int sp_strmap_put(sp_strmap *m, const char *key, size_t len, int64_t value);
 bool sp_strmap_get(const sp_strmap *m, const char *key, size_t len, int64_t *value);
+
+/* Batched lookups (loading large vocabularies): hash keys with sp_hash_bytes, prefetch
+ * their slots, then look them up with the hash: the cache misses overlap. */
+void sp_strmap_prefetch(const sp_strmap *m, uint32_t hash);
+bool sp_strmap_get_hashed(const sp_strmap *m, const char *key, size_t len, uint32_t hash,
+                          int64_t *value);
 
 #endif
