@@ -50,6 +50,7 @@ typedef struct spec_run {
     bool done;
 
     /* acceptance gate */
+    bool adaptive;
     int32_t k_cur, k_max;
     double ema;        /* rolling acceptance rate */
     int64_t pause_left, pause_len;
@@ -98,7 +99,7 @@ static int32_t round_budget(const spec_run *r)
 
 static void gate_update(spec_run *r, int32_t drafted, int32_t accepted)
 {
-    if (!drafted)
+    if (!drafted || !r->adaptive)
         return;
     double rate = (double)accepted / drafted;
     r->ema = 0.8 * r->ema + 0.2 * rate;
@@ -242,6 +243,7 @@ static sp_status run_init(spec_run *r, const sp_spec_params *sp, size_t n_prompt
     const sp_generate_params *gp = r->gp;
     int64_t V = r->t->m->n_vocab;
     r->k_max = sp->k ? sp->k : 4;
+    r->adaptive = sp->adaptive;
     r->k_cur = r->k_max;
     r->ema = 1.0;
     r->pause_len = GATE_PAUSE_MIN;

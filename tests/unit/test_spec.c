@@ -538,6 +538,58 @@ static void test_compat(void **state)
     sp_model_close(a);
 }
 
+/* --draft-p-min ends drafts the draft model is unsure of; the gate pauses drafting that
+ * never pays. Neither changes the output. */
+static void test_p_min_and_gate(void **state)
+{
+    (void)state;
+    sp_model *m = open_model("llama_mha_bf16"), *unrelated = open_model("qwen3_gqa2_tied");
+    int32_t prompt[6] = {4, 8, 15, 16, 23, 42};
+    sp_generate_params gp = {.n_predict = 48, .ignore_eos = true, .sampling = sp_sampling_default_params()};
+    sp_error err = {0};
+    run_out plain;
+    run(m, NULL, 0, 0, prompt, 6, &gp, 128, &plain);
+    int64_t drafted[3];
+    float pmins[3] = {0.0f, 0.5f, 1.0f};
+    for (int i = 0; i < 3; i++) {
+        sp_session *s, *d;
+        sp_session_params sp = {.n_ctx = 128};
+        assert_int_equal(sp_session_new(m, &sp, &s, &err), SP_OK);
+        assert_int_equal(sp_session_new(m, &sp, &d, &err), SP_OK);
+        sp_spec_params spp = {.kind = SP_DRAFT_SELF, .draft = d, .k = 4, .p_min = pmins[i]};
+        run_out o = {0};
+        assert_int_equal(sp_generate_spec(s, prompt, 6, &gp, &spp, NULL, NULL, o.tokens, &o.st, &o.ss, &err), SP_OK);
+        expect_same("p_min", &plain, &o);
+        drafted[i] = o.ss.drafted;
+        sp_session_free(d);
+        sp_session_free(s);
+    }
+    assert_true(drafted[0] > 0);
+    assert_true(drafted[1] <= drafted[0]);
+    assert_int_equal(drafted[2], 0); /* no draft model is ever 100% sure */
+    /* an unrelated draft: the gate shortens k and pauses; without it every round drafts k */
+    run_out gated, fixed;
+    for (int g = 0; g < 2; g++) {
+        sp_session *s, *d;
+        sp_session_params sp = {.n_ctx = 128};
+        assert_int_equal(sp_session_new(m, &sp, &s, &err), SP_OK);
+        assert_int_equal(sp_session_new(unrelated, &sp, &d, &err), SP_OK);
+        sp_spec_params spp = {.kind = SP_DRAFT_MODEL, .draft = d, .k = 4, .adaptive = g == 0};
+        run_out *o = g == 0 ? &gated : &fixed;
+        memset(o, 0, sizeof *o);
+        assert_int_equal(sp_generate_spec(s, prompt, 6, &gp, &spp, NULL, NULL, o->tokens, &o->st, &o->ss, &err), SP_OK);
+        expect_same("gate", &plain, o);
+        sp_session_free(d);
+        sp_session_free(s);
+    }
+    print_message("  unrelated draft: gated %lld drafted / %lld plain steps, fixed %lld drafted\n",
+                  (long long)gated.ss.drafted, (long long)gated.ss.plain_steps, (long long)fixed.ss.drafted);
+    assert_true(gated.ss.plain_steps > 0 && gated.ss.drafted < fixed.ss.drafted);
+    assert_true(fixed.ss.plain_steps <= 1); /* only where the token budget leaves no room */
+    sp_model_close(unrelated);
+    sp_model_close(m);
+}
+
 /* The draft is budgeted on top of the target: refused when both do not fit. */
 static void test_memory_budget(void **state)
 {
@@ -574,7 +626,7 @@ int main(void)
         cmocka_unit_test(test_greedy_moe),          cmocka_unit_test(test_stops_inside_drafts),
         cmocka_unit_test(test_self_sampled),        cmocka_unit_test(test_draft_isolation),
         cmocka_unit_test(test_sampled_distribution), cmocka_unit_test(test_compat),
-        cmocka_unit_test(test_memory_budget),
+        cmocka_unit_test(test_memory_budget),       cmocka_unit_test(test_p_min_and_gate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
