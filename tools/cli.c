@@ -1,5 +1,6 @@
 /* cli.c: option parsing and reporting shared by the subcommands (see cli.h). */
 #include "cli.h"
+#include "util/fileio.h"
 
 #include <errno.h>
 #include <math.h>
@@ -156,4 +157,12 @@ int cli_threads(int64_t threads)
         return (int)threads;
     const char *e = getenv("SPECULA_THREADS");
     return e ? atoi(e) : 0;
+}
+
+bool cli_has_tokenizer(const char *dir)
+{
+    char *p = sp_path_join(dir, "tokenizer.json");
+    bool r = p && sp_file_exists(p);
+    free(p);
+    return r;
 }

@@ -43,6 +43,9 @@ int cli_parse_tokens(const char *s, int32_t **out, size_t *n);
 int cli_fail(const sp_error *err);
 int cli_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Whether dir holds a tokenizer.json. */
+bool cli_has_tokenizer(const char *dir);
+
 /* Reads SPECULA_THREADS (0 = all CPUs) unless threads > 0 was given. */
 int cli_threads(int64_t threads);
 

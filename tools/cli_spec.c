@@ -4,16 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool has_tokenizer(const char *dir)
-{
-    char p[4096];
-    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
-    FILE *f = fopen(p, "rb");
-    if (f)
-        fclose(f);
-    return f != NULL;
-}
-
 int cli_spec_open(cli_spec *c, sp_model *target, const char *target_dir, sp_tokenizer *target_tok,
                   int64_t n_ctx, int threads)
 {
@@ -45,9 +35,9 @@ int cli_spec_open(cli_spec *c, sp_model *target, const char *target_dir, sp_toke
             return cli_fail(&err);
         sp_tokenizer *tt = target_tok;
         sp_tokenizer *own_tt = NULL;
-        if (!tt && has_tokenizer(target_dir) && sp_tokenizer_open(target_dir, &own_tt, &err) == SP_OK)
+        if (!tt && cli_has_tokenizer(target_dir) && sp_tokenizer_open(target_dir, &own_tt, &err) == SP_OK)
             tt = own_tt;
-        if (has_tokenizer(c->draft) && sp_tokenizer_open(c->draft, &c->draft_tok, &err) != SP_OK) {
+        if (cli_has_tokenizer(c->draft) && sp_tokenizer_open(c->draft, &c->draft_tok, &err) != SP_OK) {
             sp_tokenizer_close(own_tt);
             return cli_fail(&err);
         }

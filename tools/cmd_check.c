@@ -40,15 +40,9 @@ int cmd_check(int argc, char **argv)
         rc = cli_fail(&err);
         goto done;
     }
-    char tj[4096];
-    snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
-    FILE *tf = fopen(tj, "rb");
-    if (tf) {
-        fclose(tf);
-        if (sp_tokenizer_open(dir, &tok, &err) != SP_OK) {
-            rc = cli_fail(&err);
-            goto done;
-        }
+    if (cli_has_tokenizer(dir) && sp_tokenizer_open(dir, &tok, &err) != SP_OK) {
+        rc = cli_fail(&err);
+        goto done;
     }
     if (draft_dir) {
         mp.reserved_bytes = sp_model_budget_bytes(m, 0);

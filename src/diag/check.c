@@ -290,14 +290,17 @@ static void check_loops(sp_model *m, const int32_t *prompt, size_t n, sp_check_r
     int32_t out[GEN];
     sp_generate_stats st;
     sp_error err = {0};
-    sp_session *s;
+    sp_session *s = NULL;
     sp_session_params sp = {.n_ctx = (int64_t)n + GEN};
     sp_generate_params gp = {.n_predict = GEN, .ignore_eos = true, .sampling = sp_sampling_default_params()};
-    if (sp_session_new(m, &sp, &s, &err) != SP_OK || sp_generate(s, prompt, n, &gp, NULL, NULL, out, &st, &err) != SP_OK) {
+    sp_status rc = sp_session_new(m, &sp, &s, &err);
+    if (rc == SP_OK)
+        rc = sp_generate(s, prompt, n, &gp, NULL, NULL, out, &st, &err);
+    sp_session_free(s);
+    if (rc != SP_OK) {
         sp_check_add(rep, "degenerate loops", SP_CHECK_FAIL, "greedy generation failed: %s", err.msg);
         return;
     }
-    sp_session_free(s);
     for (int p = 1; p <= 16; p++) {
         bool cyc = true;
         for (int i = GEN - TAIL + p; i < GEN && cyc; i++)

@@ -1,11 +1,13 @@
 /* check_spec.c: the speculative-decoding, draft-isolation and chat-template checks of
  * specula check (see check.h). */
 #include "diag/check_internal.h"
-#include "diag/trace_stats.h"
+#include "diag/trace_diff.h"
+#include "diag/trace_writer.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "text/chat.h"
+#include "util/error.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +18,7 @@
 /* One generation, plain (draft NULL, not self) or speculative. */
 static sp_status generate(sp_model *m, sp_model *dm, bool self, const int32_t *prompt, size_t n,
                           float temp, int32_t *out, sp_generate_stats *st, sp_spec_stats *ss,
-                          sp_trace_cb draft_trace, void *trace_ctx, sp_error *err)
+                          sp_trace_writer *draft_trace, sp_error *err)
 {
     sp_session *s = NULL, *d = NULL;
     sp_session_params sp = {.n_ctx = (int64_t)n + GEN + 1};
@@ -27,7 +29,7 @@ static sp_status generate(sp_model *m, sp_model *dm, bool self, const int32_t *p
     if (rc == SP_OK && (dm || self))
         rc = sp_session_new(self ? m : dm, &sp, &d, err);
     if (rc == SP_OK && d && draft_trace)
-        sp_session_set_trace(d, draft_trace, trace_ctx);
+        sp_trace_writer_attach(draft_trace, d);
     if (rc == SP_OK && d) {
         sp_spec_params spp = {.kind = self ? SP_DRAFT_SELF : SP_DRAFT_MODEL, .draft = d, .k = 4};
         rc = sp_generate_spec(s, prompt, n, &gp, &spp, NULL, NULL, out, st, ss, err);
@@ -54,9 +56,9 @@ static void spec_equal(const sp_check_inputs *in, const char *name, sp_model *dm
     sp_generate_stats st;
     sp_spec_stats ss, ss2;
     sp_error err = {0};
-    if (generate(in->model, NULL, false, in->prompt, in->n_prompt, 0, plain, &st, NULL, NULL, NULL, &err) ||
-        generate(in->model, dm, self, in->prompt, in->n_prompt, 0, spec, &st, &ss, NULL, NULL, &err) ||
-        (self && generate(in->model, dm, self, in->prompt, in->n_prompt, 0.8f, sampled, &st, &ss2, NULL, NULL, &err))) {
+    if (generate(in->model, NULL, false, in->prompt, in->n_prompt, 0, plain, &st, NULL, NULL, &err) ||
+        generate(in->model, dm, self, in->prompt, in->n_prompt, 0, spec, &st, &ss, NULL, &err) ||
+        (self && generate(in->model, dm, self, in->prompt, in->n_prompt, 0.8f, sampled, &st, &ss2, NULL, &err))) {
         sp_check_add(rep, name, SP_CHECK_FAIL, "generation failed: %s", err.msg);
         return;
     }
@@ -80,108 +82,77 @@ static void spec_equal(const sp_check_inputs *in, const char *name, sp_model *dm
                      ss.accepted ? "" : " (no draft was ever accepted: a draft that does not pay)");
 }
 
-/* ---- draft isolation: its trace inside speculation vs standalone ------------------------ */
+/* ---- draft isolation: its trace inside speculation vs standalone ------------------------
+ * Both runs are traced (trace_writer.c) and compared by trace_diff.c, which matches the
+ * records of the same op at the same position computed on the same tokens: a rejected
+ * draft token's records have no standalone counterpart and are not compared. */
 
-typedef struct trace_rec {
-    int layer;
-    sp_op op;
-    int64_t pos;
-    uint64_t hash, prefix;
-} trace_rec;
-
-typedef struct capture {
-    int32_t hist[512];
-    trace_rec *r;
-    size_t n, cap;
-} capture;
-
-static uint64_t prefix_hash(const int32_t *t, int64_t n)
+static sp_status read_back(FILE *f, sp_trace_file *t, sp_error *err)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (int64_t i = 0; i < n; i++)
-        h = (h ^ (uint64_t)(uint32_t)t[i]) * 0x100000001b3ull;
-    return h;
-}
-
-static void on_event(void *ctx, const sp_trace_event *ev)
-{
-    capture *c = ctx;
-    for (int64_t i = 0; i < ev->n_tok && ev->pos0 + i < 512; i++) {
-        int64_t pos = ev->pos0 + i;
-        if (ev->op == SP_OP_EMBED)
-            c->hist[pos] = ev->tokens[i];
-        if (c->n == c->cap) {
-            size_t cap = c->cap ? 2 * c->cap : 1024;
-            trace_rec *p = realloc(c->r, cap * sizeof *p);
-            if (!p)
-                return;
-            c->r = p;
-            c->cap = cap;
-        }
-        sp_row_stats s;
-        sp_row_stats_compute(ev->data + i * ev->width, ev->width, &s);
-        c->r[c->n++] = (trace_rec){ev->layer, ev->op, pos, s.hash, prefix_hash(c->hist, pos + 1)};
-    }
+    if (fflush(f) || fseek(f, 0, SEEK_SET))
+        return sp_err(err, SP_ERR_IO, "cannot read back a temporary trace");
+    return sp_trace_read_stream(f, "draft trace", t, err);
 }
 
 static void draft_isolation(const sp_check_inputs *in, sp_model *dm, bool self, sp_check_report *rep)
 {
     const char *name = "draft isolation";
     sp_model *draft = self ? in->model : dm;
-    capture in_spec = {0}, alone = {0};
-    int32_t seq[512], out[GEN];
+    size_t n = in->n_prompt;
+    int32_t *seq = malloc((n + GEN) * sizeof *seq);
+    FILE *fa = tmpfile(), *fb = tmpfile();
+    sp_trace_writer *wa = NULL, *wb = NULL;
+    sp_trace_file ta = {0}, tb = {0};
+    sp_trace_diff d = {0};
     sp_generate_stats st;
     sp_spec_stats ss;
+    sp_session *s = NULL;
     sp_error err = {0};
-    size_t n = in->n_prompt;
-    if (n + GEN > 512) {
-        sp_check_add(rep, name, SP_CHECK_WARN, "skipped: prompt too long");
-        return;
+    if (!seq || !fa || !fb || sp_trace_writer_new(fa, "draft", &wa, &err) ||
+        sp_trace_writer_new(fb, "draft", &wb, &err)) {
+        sp_check_add(rep, name, SP_CHECK_FAIL, "could not run: %s", err.msg[0] ? err.msg : "out of memory");
+        goto done;
     }
-    if (generate(in->model, dm, self, in->prompt, n, 0, out, &st, &ss, on_event, &in_spec, &err) != SP_OK) {
+    if (generate(in->model, dm, self, in->prompt, n, 0, seq + n, &st, &ss, wa, &err) != SP_OK) {
         sp_check_add(rep, name, SP_CHECK_FAIL, "speculative generation failed: %s", err.msg);
         goto done;
     }
     memcpy(seq, in->prompt, n * sizeof *seq);
-    memcpy(seq + n, out, (size_t)st.n_generated * sizeof *seq);
-    sp_session *s;
     sp_session_params sp = {.n_ctx = (int64_t)n + st.n_generated};
     if (sp_session_new(draft, &sp, &s, &err) != SP_OK) {
         sp_check_add(rep, name, SP_CHECK_FAIL, "%s", err.msg);
         goto done;
     }
-    sp_session_set_trace(s, on_event, &alone);
-    sp_status rc = sp_session_eval(s, seq, n + (size_t)st.n_generated, NULL, &err);
-    sp_session_free(s);
-    if (rc != SP_OK) {
+    sp_trace_writer_attach(wb, s);
+    if (sp_session_eval(s, seq, n + (size_t)st.n_generated, NULL, &err) != SP_OK ||
+        read_back(fa, &ta, &err) != SP_OK || read_back(fb, &tb, &err) != SP_OK ||
+        sp_trace_diff_run(&ta, &tb, 0, &d, &err) != SP_OK) {
         sp_check_add(rep, name, SP_CHECK_FAIL, "standalone run failed: %s", err.msg);
         goto done;
     }
-    size_t compared = 0;
-    for (size_t i = 0; i < in_spec.n; i++) {
-        const trace_rec *a = &in_spec.r[i];
-        for (size_t j = 0; j < alone.n; j++) {
-            const trace_rec *b = &alone.r[j];
-            if (b->pos != a->pos || b->layer != a->layer || b->op != a->op || b->prefix != a->prefix)
-                continue;
-            compared++;
-            if (a->hash != b->hash) {
-                sp_check_add(rep, name, SP_CHECK_FAIL, "the draft's %s at layer %d, position %lld inside "
-                             "speculation differs from its standalone run on the same tokens: draft state is "
-                             "contaminated", sp_op_name(a->op), a->layer, (long long)a->pos);
-                goto done;
-            }
-            break;
-        }
-    }
-    if (!compared)
+    if (d.found) {
+        const sp_trace_rec *r = &ta.r[d.first.ia];
+        sp_check_add(rep, name, SP_CHECK_FAIL, "the draft's %s at layer %d, position %lld inside "
+                     "speculation differs from its standalone run on the same tokens: draft state is "
+                     "contaminated", r->op, r->layer, (long long)r->position);
+    } else if (!d.matched) {
         sp_check_add(rep, name, SP_CHECK_WARN, "no draft trace record could be matched to a standalone run");
-    else
+    } else {
         sp_check_add(rep, name, SP_CHECK_PASS, "%zu draft op outputs inside speculation equal its standalone "
-                     "run bit for bit", compared);
+                     "run bit for bit", d.matched);
+    }
 done:
-    free(in_spec.r);
-    free(alone.r);
+    sp_trace_diff_free(&d);
+    sp_trace_file_free(&ta);
+    sp_trace_file_free(&tb);
+    sp_session_free(s);
+    sp_trace_writer_free(wa);
+    sp_trace_writer_free(wb);
+    if (fa)
+        fclose(fa);
+    if (fb)
+        fclose(fb);
+    free(seq);
 }
 
 void sp_check_speculative(const sp_check_inputs *in, sp_check_report *rep)

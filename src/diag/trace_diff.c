@@ -62,6 +62,14 @@ sp_status sp_trace_read(const char *path, sp_trace_file *out, sp_error *err)
     FILE *f = fopen(path, "r");
     if (!f)
         return sp_err(err, SP_ERR_IO, "cannot open trace '%s'", path);
+    sp_status st = sp_trace_read_stream(f, path, out, err);
+    fclose(f);
+    return st;
+}
+
+sp_status sp_trace_read_stream(FILE *f, const char *path, sp_trace_file *out, sp_error *err)
+{
+    memset(out, 0, sizeof *out);
     char *line = NULL;
     size_t cap = 0, n_cap = 0, lineno = 0;
     ssize_t len;
@@ -89,7 +97,6 @@ sp_status sp_trace_read(const char *path, sp_trace_file *out, sp_error *err)
             out->n++;
     }
     free(line);
-    fclose(f);
     if (st != SP_OK)
         sp_trace_file_free(out);
     return st;

@@ -14,6 +14,7 @@
 #include "specula.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef struct sp_trace_rec {
     char model[16];
@@ -31,6 +32,8 @@ typedef struct sp_trace_file {
 } sp_trace_file;
 
 sp_status sp_trace_read(const char *path, sp_trace_file *out, sp_error *err);
+/* From an open stream (read from its current position); `path` names it in messages. */
+sp_status sp_trace_read_stream(FILE *f, const char *path, sp_trace_file *out, sp_error *err);
 void sp_trace_file_free(sp_trace_file *f);
 
 typedef struct sp_trace_step {

@@ -522,15 +522,6 @@ jv jcall(jinterp *I, jv fn, jv *args, size_t n_args, const char **kw_names, jv *
     }
 }
 
-/* A call's evaluated arguments, *args and **kwargs spread in. */
-typedef struct jargs {
-    jv *a;
-    size_t n;
-    const char **kn;
-    jv *kv;
-    size_t nk;
-} jargs;
-
 static void eval_args(jinterp *I, const jnode *n, jframe *f, jargs *A)
 {
     jv dyn = n->dyn_args ? jeval(I, n->dyn_args, f) : jv_none();

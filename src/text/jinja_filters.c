@@ -10,28 +10,10 @@
 #include <string.h>
 #include <utf8proc.h>
 
-typedef struct fargs {
-    jv *a;
-    size_t n;
-    const char **kn;
-    jv *kv;
-    size_t nk;
-} fargs;
 
-/* Argument i (0-based, after the filtered value) by position or keyword, or def. */
-static jv arg(const fargs *A, size_t i, const char *name, jv def)
+static bool arg_bool(jinterp *I, const jargs *A, size_t i, const char *name, bool def)
 {
-    if (i < A->n)
-        return A->a[i];
-    for (size_t k = 0; k < A->nk; k++)
-        if (!strcmp(A->kn[k], name))
-            return A->kv[k];
-    return def;
-}
-
-static bool arg_bool(jinterp *I, const fargs *A, size_t i, const char *name, bool def)
-{
-    return jv_truthy(I, arg(A, i, name, jv_bool(def)));
+    return jv_truthy(I, jarg(A, i, name, jv_bool(def)));
 }
 
 static jv need_str(jinterp *I, jv v, const char *what)
@@ -150,10 +132,10 @@ static jlist *splitlines(jinterp *I, jv s)
     return l;
 }
 
-static jv f_indent(jinterp *I, jv s, const fargs *A)
+static jv f_indent(jinterp *I, jv s, const jargs *A)
 {
     s = need_str(I, s, "indent");
-    jv width = arg(A, 0, "width", jv_int(4));
+    jv width = jarg(A, 0, "width", jv_int(4));
     bool first = arg_bool(I, A, 1, "first", false), blank = arg_bool(I, A, 2, "blank", false);
     jbuf ind = {0};
     if (width.k == JK_STR)
@@ -256,11 +238,11 @@ static bool parse_py_float(const char *s, size_t n, double *out)
     return true;
 }
 
-static jv f_int(jinterp *I, jv v, const fargs *A)
+static jv f_int(jinterp *I, jv v, const jargs *A)
 {
-    jv def = arg(A, 0, "default", jv_int(0));
+    jv def = jarg(A, 0, "default", jv_int(0));
     int64_t base = 10;
-    jv b = arg(A, 1, "base", jv_int(10));
+    jv b = jarg(A, 1, "base", jv_int(10));
     if (b.k == JK_INT)
         base = b.u.i;
     switch ((jk)v.k) {
@@ -283,9 +265,9 @@ static jv f_int(jinterp *I, jv v, const fargs *A)
     }
 }
 
-static jv f_float(jinterp *I, jv v, const fargs *A)
+static jv f_float(jinterp *I, jv v, const jargs *A)
 {
-    jv def = arg(A, 0, "default", jv_float(0.0));
+    jv def = jarg(A, 0, "default", jv_float(0.0));
     (void)I;
     switch ((jk)v.k) {
     case JK_INT: return jv_float((double)v.u.i);
@@ -299,10 +281,10 @@ static jv f_float(jinterp *I, jv v, const fargs *A)
     }
 }
 
-static jv f_round(jinterp *I, jv v, const fargs *A)
+static jv f_round(jinterp *I, jv v, const jargs *A)
 {
-    jv p = arg(A, 0, "precision", jv_int(0));
-    jv m = arg(A, 1, "method", jv_cstr(I, "common"));
+    jv p = jarg(A, 0, "precision", jv_int(0));
+    jv m = jarg(A, 1, "method", jv_cstr(I, "common"));
     if (v.k == JK_UNDEF)
         jfail(I, SP_ERR_TEMPLATE, "'%s' is undefined", v.u.undef ? v.u.undef : "value");
     if (!jv_is_num(v))
@@ -370,10 +352,10 @@ static void sort_by(jinterp *I, jv *items, jv *keys, size_t n, bool reverse)
     memcpy(keys, tk, n * sizeof *tk);
 }
 
-static jv f_sort(jinterp *I, jv v, const fargs *A)
+static jv f_sort(jinterp *I, jv v, const jargs *A)
 {
     bool reverse = arg_bool(I, A, 0, "reverse", false), cs = arg_bool(I, A, 1, "case_sensitive", false);
-    jv attr = arg(A, 2, "attribute", jv_none());
+    jv attr = jarg(A, 2, "attribute", jv_none());
     jlist *src = need_iter(I, v, "sort");
     jv out = jv_list(I, src->n, 0);
     jv *keys = ja_alloc(I, (src->n ? src->n : 1) * sizeof *keys);
@@ -387,10 +369,10 @@ static jv f_sort(jinterp *I, jv v, const fargs *A)
     return out;
 }
 
-static jv f_dictsort(jinterp *I, jv v, const fargs *A)
+static jv f_dictsort(jinterp *I, jv v, const jargs *A)
 {
     bool cs = arg_bool(I, A, 0, "case_sensitive", false);
-    jv by = arg(A, 1, "by", jv_cstr(I, "key"));
+    jv by = jarg(A, 1, "by", jv_cstr(I, "key"));
     bool reverse = arg_bool(I, A, 2, "reverse", false);
     if (v.k != JK_DICT)
         jfail(I, SP_ERR_TEMPLATE, "dictsort: expected a mapping, got '%s'", jv_type_name(v));
@@ -412,10 +394,10 @@ static jv f_dictsort(jinterp *I, jv v, const fargs *A)
     return out;
 }
 
-static jv f_unique(jinterp *I, jv v, const fargs *A)
+static jv f_unique(jinterp *I, jv v, const jargs *A)
 {
     bool cs = arg_bool(I, A, 0, "case_sensitive", false);
-    jv attr = arg(A, 1, "attribute", jv_none());
+    jv attr = jarg(A, 1, "attribute", jv_none());
     jlist *src = need_iter(I, v, "unique");
     jv out = gen(I);
     jlist *seen = jv_list(I, 0, 0).u.l;
@@ -432,10 +414,10 @@ static jv f_unique(jinterp *I, jv v, const fargs *A)
     return out;
 }
 
-static jv f_minmax(jinterp *I, jv v, const fargs *A, bool want_max)
+static jv f_minmax(jinterp *I, jv v, const jargs *A, bool want_max)
 {
     bool cs = arg_bool(I, A, 0, "case_sensitive", false);
-    jv attr = arg(A, 1, "attribute", jv_none());
+    jv attr = jarg(A, 1, "attribute", jv_none());
     jlist *src = need_iter(I, v, want_max ? "max" : "min");
     if (!src->n)
         return jv_undef("No aggregated item, sequence was empty.");
@@ -453,7 +435,7 @@ static jv f_minmax(jinterp *I, jv v, const fargs *A, bool want_max)
 }
 
 /* select / reject / selectattr / rejectattr */
-static jv f_select(jinterp *I, jv v, const fargs *A, bool want, bool by_attr, jframe *f)
+static jv f_select(jinterp *I, jv v, const jargs *A, bool want, bool by_attr, jframe *f)
 {
     if (!jv_truthy(I, v)) /* Jinja2 tests `if value:` first: None/empty select nothing */
         return gen(I);
@@ -485,7 +467,7 @@ static jv f_select(jinterp *I, jv v, const fargs *A, bool want, bool by_attr, jf
     return out;
 }
 
-static jv f_map(jinterp *I, jv v, const fargs *A, jframe *f)
+static jv f_map(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     if (!jv_truthy(I, v)) /* as select: `if value:` first */
         return gen(I);
@@ -518,10 +500,10 @@ static jv f_map(jinterp *I, jv v, const fargs *A, jframe *f)
     return out;
 }
 
-static jv f_join(jinterp *I, jv v, const fargs *A)
+static jv f_join(jinterp *I, jv v, const jargs *A)
 {
-    jv d = arg(A, 0, "d", jv_cstr(I, ""));
-    jv attr = arg(A, 1, "attribute", jv_none());
+    jv d = jarg(A, 0, "d", jv_cstr(I, ""));
+    jv attr = jarg(A, 1, "attribute", jv_none());
     jlist *src = need_iter(I, v, "join");
     jbuf b = {0};
     for (size_t i = 0; i < src->n; i++) {
@@ -567,10 +549,10 @@ static jv f_reverse(jinterp *I, jv v)
     return out;
 }
 
-static jv f_batch(jinterp *I, jv v, const fargs *A)
+static jv f_batch(jinterp *I, jv v, const jargs *A)
 {
-    jv lc = arg(A, 0, "linecount", jv_int(1));
-    jv fill = arg(A, 1, "fill_with", jv_none());
+    jv lc = jarg(A, 0, "linecount", jv_int(1));
+    jv fill = jarg(A, 1, "fill_with", jv_none());
     if (lc.k != JK_INT || lc.u.i < 1)
         jfail(I, SP_ERR_TEMPLATE, "batch: linecount must be a positive integer");
     jlist *src = need_iter(I, v, "batch");
@@ -589,10 +571,10 @@ static jv f_batch(jinterp *I, jv v, const fargs *A)
 }
 
 /* slice(n, fill_with): n columns, the first len % n one longer (Jinja's do_slice). */
-static jv f_slice(jinterp *I, jv v, const fargs *A)
+static jv f_slice(jinterp *I, jv v, const jargs *A)
 {
-    jv ns = arg(A, 0, "slices", jv_undef("slices"));
-    jv fill = arg(A, 1, "fill_with", jv_none());
+    jv ns = jarg(A, 0, "slices", jv_undef("slices"));
+    jv fill = jarg(A, 1, "fill_with", jv_none());
     if (ns.k != JK_INT || ns.u.i < 1)
         jfail(I, SP_ERR_TEMPLATE, "slice: slices must be a positive integer");
     jlist *src = need_iter(I, v, "slice");
@@ -616,10 +598,10 @@ static jv f_slice(jinterp *I, jv v, const fargs *A)
 
 /* groupby(attribute, default, case_sensitive): sorted by the key, consecutive equal keys
  * grouped; each group is a (grouper, list) tuple whose grouper is the first item's key. */
-static jv f_groupby(jinterp *I, jv v, const fargs *A)
+static jv f_groupby(jinterp *I, jv v, const jargs *A)
 {
-    jv attr = arg(A, 0, "attribute", jv_undef("attribute"));
-    jv def = arg(A, 1, "default", jv_none());
+    jv attr = jarg(A, 0, "attribute", jv_undef("attribute"));
+    jv def = jarg(A, 1, "default", jv_none());
     bool cs = arg_bool(I, A, 2, "case_sensitive", false);
     jlist *src = need_iter(I, v, "groupby");
     size_t n = src->n;
@@ -666,13 +648,13 @@ static size_t cp_offset(jv s, size_t cp)
 }
 
 /* truncate(length=255, killwords=False, end='...', leeway=5) as Jinja's do_truncate. */
-static jv f_truncate(jinterp *I, jv v, const fargs *A)
+static jv f_truncate(jinterp *I, jv v, const jargs *A)
 {
     jv s = need_str(I, v, "truncate");
-    jv len = arg(A, 0, "length", jv_int(255));
+    jv len = jarg(A, 0, "length", jv_int(255));
     bool kill = arg_bool(I, A, 1, "killwords", false);
-    jv end = need_str(I, arg(A, 2, "end", jv_cstr(I, "...")), "truncate");
-    jv lee = arg(A, 3, "leeway", jv_int(5));
+    jv end = need_str(I, jarg(A, 2, "end", jv_cstr(I, "...")), "truncate");
+    jv lee = jarg(A, 3, "leeway", jv_int(5));
     if (len.k != JK_INT || lee.k != JK_INT)
         jfail(I, SP_ERR_TEMPLATE, "truncate: length and leeway must be integers");
     int64_t n_end = (int64_t)ju_len(end.u.s->s, end.u.s->len);
@@ -748,7 +730,7 @@ static jv f_urlencode(jinterp *I, jv v)
 }
 
 /* xmlattr(autospace=True): key="value" pairs, None/undefined values skipped, escaped. */
-static jv f_xmlattr(jinterp *I, jv v, const fargs *A)
+static jv f_xmlattr(jinterp *I, jv v, const jargs *A)
 {
     bool autospace = arg_bool(I, A, 0, "autospace", true);
     if (v.k != JK_DICT)
@@ -773,11 +755,11 @@ static jv f_xmlattr(jinterp *I, jv v, const fargs *A)
     return jv_str(I, b.p ? b.p : "", b.n);
 }
 
-static jv f_tojson(jinterp *I, jv v, const fargs *A)
+static jv f_tojson(jinterp *I, jv v, const jargs *A)
 {
     bool ascii = arg_bool(I, A, 0, "ensure_ascii", false);
-    jv indent = arg(A, 1, "indent", jv_none());
-    jv seps = arg(A, 2, "separators", jv_none());
+    jv indent = jarg(A, 1, "indent", jv_none());
+    jv seps = jarg(A, 2, "separators", jv_none());
     bool sort_keys = arg_bool(I, A, 3, "sort_keys", false);
     const char *ind = NULL;
     jbuf ib = {0};
@@ -802,19 +784,19 @@ static jv f_tojson(jinterp *I, jv v, const fargs *A)
     return jv_str(I, b.p ? b.p : "", b.n);
 }
 
-static jv f_sum(jinterp *I, jv v, const fargs *A)
+static jv f_sum(jinterp *I, jv v, const jargs *A)
 {
-    jv attr = arg(A, 0, "attribute", jv_none());
-    jv total = arg(A, 1, "start", jv_int(0));
+    jv attr = jarg(A, 0, "attribute", jv_none());
+    jv total = jarg(A, 1, "start", jv_int(0));
     jlist *src = need_iter(I, v, "sum");
     for (size_t i = 0; i < src->n; i++)
         total = jbinop(I, OP_ADD, total, attr.k == JK_NONE ? src->v[i] : attr_path(I, src->v[i], attr));
     return total;
 }
 
-static jv f_center(jinterp *I, jv s, const fargs *A)
+static jv f_center(jinterp *I, jv s, const jargs *A)
 {
-    jv w = arg(A, 0, "width", jv_int(80));
+    jv w = jarg(A, 0, "width", jv_int(80));
     return jstr_pad(I, need_str(I, s, "center"), w.k == JK_INT ? w.u.i : 80, ' ', 0);
 }
 
@@ -859,11 +841,11 @@ bool jfilter_exists(const char *name)
 jv jfilter_apply(jinterp *I, const char *name, jv v, jv *args, size_t n_args,
                  const char **kw_names, jv *kw_vals, size_t n_kw, jframe *f)
 {
-    fargs A = {args, n_args, kw_names, kw_vals, n_kw};
+    jargs A = {args, n_args, kw_names, kw_vals, n_kw};
     jtick(I);
 #define IS(s) (!strcmp(name, s))
     if (IS("default") || IS("d")) {
-        jv def = arg(&A, 0, "default_value", jv_cstr(I, ""));
+        jv def = jarg(&A, 0, "default_value", jv_cstr(I, ""));
         bool boolean = arg_bool(I, &A, 1, "boolean", false);
         return v.k == JK_UNDEF || (boolean && !jv_truthy(I, v)) ? def : v;
     }
@@ -880,7 +862,7 @@ jv jfilter_apply(jinterp *I, const char *name, jv v, jv *args, size_t n_args,
         return f_tojson(I, v, &A);
     if (IS("trim") || IS("upper") || IS("lower")) { /* soft_str(v).method(): Markup stays Markup */
         jv s = need_str(I, v, name);
-        jv r = IS("trim") ? jstr_strip(I, s, arg(&A, 0, "chars", jv_none()), true, true)
+        jv r = IS("trim") ? jstr_strip(I, s, jarg(&A, 0, "chars", jv_none()), true, true)
                           : jstr_case(I, s, IS("upper"));
         r.safe = s.safe;
         return r;
@@ -890,9 +872,9 @@ jv jfilter_apply(jinterp *I, const char *name, jv v, jv *args, size_t n_args,
     if (IS("title"))
         return f_title(I, v);
     if (IS("replace")) {
-        jv c = arg(&A, 2, "count", jv_none());
-        return jstr_replace(I, need_str(I, v, "replace"), arg(&A, 0, "old", jv_cstr(I, "")),
-                            arg(&A, 1, "new", jv_cstr(I, "")), c.k == JK_INT ? c.u.i : -1);
+        jv c = jarg(&A, 2, "count", jv_none());
+        return jstr_replace(I, need_str(I, v, "replace"), jarg(&A, 0, "old", jv_cstr(I, "")),
+                            jarg(&A, 1, "new", jv_cstr(I, "")), c.k == JK_INT ? c.u.i : -1);
     }
     if (IS("indent"))
         return f_indent(I, v, &A);
@@ -971,7 +953,7 @@ jv jfilter_apply(jinterp *I, const char *name, jv v, jv *args, size_t n_args,
     if (IS("wordcount"))
         return f_wordcount(I, v);
     if (IS("attr")) {
-        jv nm = arg(&A, 0, "name", jv_none());
+        jv nm = jarg(&A, 0, "name", jv_none());
         if (nm.k != JK_STR)
             jfail(I, SP_ERR_TEMPLATE, "attr: the name must be a string");
         if (v.k == JK_DICT || v.k == JK_STR || v.k == JK_LIST) { /* attributes only: no item lookup */

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 /* ---- arena -------------------------------------------------------------------------------- */
@@ -302,6 +303,27 @@ jv jstr_replace(jinterp *I, jv s, jv old, jv new_, int64_t count);
 jv jstr_pad(jinterp *I, jv s, int64_t width, uint32_t fill, int where);
 /* Python's printf-style "fmt % args". */
 jv jformat_percent(jinterp *I, jv fmt, jv args);
+
+/* A call's evaluated arguments (*args and **kwargs spread in): positional a[0..n),
+ * keyword kn[i] = kv[i]. Filters, tests, methods and globals read them with jarg. */
+typedef struct jargs {
+    jv *a;
+    size_t n;
+    const char **kn;
+    jv *kv;
+    size_t nk;
+} jargs;
+
+/* Argument i by position, else by keyword `name` (NULL: positional only), else def. */
+static inline jv jarg(const jargs *A, size_t i, const char *name, jv def)
+{
+    if (i < A->n)
+        return A->a[i];
+    for (size_t k = 0; name && k < A->nk; k++)
+        if (!strcmp(A->kn[k], name))
+            return A->kv[k];
+    return def;
+}
 
 /* ---- parsing (jinja_lex.c / jinja_parse.c) ------------------------------------------------ */
 

@@ -13,25 +13,8 @@
 #include <time.h>
 #include <utf8proc.h>
 
-typedef struct margs {
-    jv *a;
-    size_t n;
-    const char **kn;
-    jv *kv;
-    size_t nk;
-} margs;
 
-static jv marg(const margs *A, size_t i, const char *name, jv def)
-{
-    if (i < A->n)
-        return A->a[i];
-    for (size_t k = 0; k < A->nk; k++)
-        if (name && !strcmp(A->kn[k], name))
-            return A->kv[k];
-    return def;
-}
-
-static void no_kwargs(jinterp *I, const margs *A, const char *m)
+static void no_kwargs(jinterp *I, const jargs *A, const char *m)
 {
     if (A->nk)
         jfail(I, SP_ERR_TEMPLATE, "%s() takes no keyword arguments", m);
@@ -342,10 +325,10 @@ static jv split(jinterp *I, jv s, jv sep, int64_t maxsplit, bool from_right)
     return out;
 }
 
-static int64_t find(jinterp *I, jv s, jv n, const margs *A, bool from_right)
+static int64_t find(jinterp *I, jv s, jv n, const jargs *A, bool from_right)
 {
     want_str(I, n, "find");
-    jv st = marg(A, 1, NULL, jv_none()), en = marg(A, 2, NULL, jv_none());
+    jv st = jarg(A, 1, NULL, jv_none()), en = jarg(A, 2, NULL, jv_none());
     int64_t len = (int64_t)L(s);
     int64_t a = st.k == JK_INT ? (st.u.i < 0 ? st.u.i + len : st.u.i) : 0;
     int64_t b = en.k == JK_INT ? (en.u.i < 0 ? en.u.i + len : en.u.i) : len;
@@ -429,7 +412,7 @@ static bool prefix_match(jinterp *I, jv s, jv p, bool end)
 
 /* ---- str.format ------------------------------------------------------------------------- */
 
-static jv str_format(jinterp *I, jv fmt, const margs *A)
+static jv str_format(jinterp *I, jv fmt, const jargs *A)
 {
     jbuf b = {0};
     size_t auto_idx = 0;
@@ -460,7 +443,7 @@ static jv str_format(jinterp *I, jv fmt, const margs *A)
         size_t name_len = conv ? (size_t)(conv - field) : fl;
         jv v;
         if (name_len == 0) {
-            v = marg(A, auto_idx++, NULL, jv_undef(NULL));
+            v = jarg(A, auto_idx++, NULL, jv_undef(NULL));
             if (auto_idx > A->n)
                 jfail(I, SP_ERR_TEMPLATE, "Replacement index %zu out of range for positional args tuple",
                       auto_idx - 1);
@@ -670,7 +653,7 @@ static jv view(jinterp *I, jv d, int which)
     return out;
 }
 
-static jv dict_method(jinterp *I, jv self, const char *m, const margs *A)
+static jv dict_method(jinterp *I, jv self, const char *m, const jargs *A)
 {
     no_kwargs(I, A, m);
     if (!strcmp(m, "items"))
@@ -692,7 +675,7 @@ static jv dict_method(jinterp *I, jv self, const char *m, const margs *A)
     return v ? *v : (A->n > 1 ? A->a[1] : jv_none());
 }
 
-static jv list_method(jinterp *I, jv self, const char *m, const margs *A)
+static jv list_method(jinterp *I, jv self, const char *m, const jargs *A)
 {
     no_kwargs(I, A, m);
     jlist *l = self.u.l;
@@ -716,23 +699,23 @@ static jv list_method(jinterp *I, jv self, const char *m, const margs *A)
     return jv_int(count);
 }
 
-static jv str_method(jinterp *I, jv s, const char *m, const margs *A)
+static jv str_method(jinterp *I, jv s, const char *m, const jargs *A)
 {
 #define IS(x) (!strcmp(m, x))
     if (IS("format"))
         return str_format(I, s, A);
     if (IS("split") || IS("rsplit")) {
-        jv sep = marg(A, 0, "sep", jv_none()), mx = marg(A, 1, "maxsplit", jv_int(-1));
+        jv sep = jarg(A, 0, "sep", jv_none()), mx = jarg(A, 1, "maxsplit", jv_int(-1));
         return split(I, s, sep, mx.k == JK_INT ? mx.u.i : -1, IS("rsplit"));
     }
     no_kwargs(I, A, m);
     if (IS("strip") || IS("lstrip") || IS("rstrip"))
-        return jstr_strip(I, s, marg(A, 0, NULL, jv_none()), !IS("rstrip"), !IS("lstrip"));
+        return jstr_strip(I, s, jarg(A, 0, NULL, jv_none()), !IS("rstrip"), !IS("lstrip"));
     if (IS("startswith") || IS("endswith"))
-        return jv_bool(prefix_match(I, s, marg(A, 0, NULL, jv_undef(NULL)), IS("endswith")));
+        return jv_bool(prefix_match(I, s, jarg(A, 0, NULL, jv_undef(NULL)), IS("endswith")));
     if (IS("replace")) {
-        jv c = marg(A, 2, NULL, jv_int(-1));
-        return jstr_replace(I, s, marg(A, 0, NULL, jv_undef(NULL)), marg(A, 1, NULL, jv_undef(NULL)),
+        jv c = jarg(A, 2, NULL, jv_int(-1));
+        return jstr_replace(I, s, jarg(A, 0, NULL, jv_undef(NULL)), jarg(A, 1, NULL, jv_undef(NULL)),
                             c.k == JK_INT ? c.u.i : -1);
     }
     if (IS("upper"))
@@ -746,13 +729,13 @@ static jv str_method(jinterp *I, jv s, const char *m, const margs *A)
     if (IS("swapcase"))
         return jstr_case(I, s, 4);
     if (IS("find") || IS("rfind") || IS("index") || IS("rindex")) {
-        int64_t r = find(I, s, marg(A, 0, NULL, jv_undef(NULL)), A, m[0] == 'r');
+        int64_t r = find(I, s, jarg(A, 0, NULL, jv_undef(NULL)), A, m[0] == 'r');
         if (r < 0 && (IS("index") || IS("rindex")))
             jfail(I, SP_ERR_TEMPLATE, "ValueError: substring not found");
         return jv_int(r);
     }
     if (IS("count")) {
-        jv n = want_str(I, marg(A, 0, NULL, jv_undef(NULL)), "count");
+        jv n = want_str(I, jarg(A, 0, NULL, jv_undef(NULL)), "count");
         if (!L(n))
             return jv_int((int64_t)ju_len(S(s), L(s)) + 1);
         int64_t c = 0;
@@ -767,7 +750,7 @@ static jv str_method(jinterp *I, jv s, const char *m, const margs *A)
     }
     if (IS("join")) {
         bool ok;
-        jlist *items = jv_iterate(I, marg(A, 0, NULL, jv_none()), &ok);
+        jlist *items = jv_iterate(I, jarg(A, 0, NULL, jv_none()), &ok);
         if (!ok)
             jfail(I, SP_ERR_TEMPLATE, "can only join an iterable");
         jbuf b = {0};
@@ -801,11 +784,11 @@ static jv str_method(jinterp *I, jv s, const char *m, const margs *A)
     if (IS("istitle"))
         return jv_bool(L(s) && jv_equal(I, s, jstr_case(I, s, 3)) && !jv_equal(I, jstr_case(I, s, 0), jstr_case(I, s, 1)));
     if (IS("zfill") || IS("ljust") || IS("rjust") || IS("center")) {
-        jv w = marg(A, 0, NULL, jv_undef(NULL));
+        jv w = jarg(A, 0, NULL, jv_undef(NULL));
         if (w.k != JK_INT)
             jfail(I, SP_ERR_TEMPLATE, "%s: an integer width is required", m);
         uint32_t fill = ' ';
-        jv fv = marg(A, 1, NULL, jv_none());
+        jv fv = jarg(A, 1, NULL, jv_none());
         if (fv.k == JK_STR && L(fv))
             sp_utf8_decode((const unsigned char *)S(fv), L(fv), &fill);
         if (IS("zfill")) {
@@ -821,7 +804,7 @@ static jv str_method(jinterp *I, jv s, const char *m, const margs *A)
         return jstr_pad(I, s, w.u.i, fill, IS("ljust") ? -1 : IS("rjust") ? 1 : 0);
     }
     if (IS("partition") || IS("rpartition")) {
-        jv sep = want_str(I, marg(A, 0, NULL, jv_undef(NULL)), m);
+        jv sep = want_str(I, jarg(A, 0, NULL, jv_undef(NULL)), m);
         int64_t hit = -1;
         for (size_t i = 0; i + L(sep) <= L(s); i++)
             if (find_at(s, sep, i)) {
@@ -864,7 +847,7 @@ static jv str_method(jinterp *I, jv s, const char *m, const margs *A)
         return out;
     }
     if (IS("removeprefix") || IS("removesuffix")) {
-        jv a = want_str(I, marg(A, 0, NULL, jv_undef(NULL)), m);
+        jv a = want_str(I, jarg(A, 0, NULL, jv_undef(NULL)), m);
         bool end = IS("removesuffix");
         if (prefix_match(I, s, a, end))
             return end ? sub(I, s, 0, L(s) - L(a)) : sub(I, s, L(a), L(s));
@@ -889,7 +872,7 @@ static bool markup_keeps(const char *m)
 jv jmethod_call(jinterp *I, jv self, const char *name, jv *args, size_t n_args,
                 const char **kw_names, jv *kw_vals, size_t n_kw)
 {
-    margs A = {args, n_args, kw_names, kw_vals, n_kw};
+    jargs A = {args, n_args, kw_names, kw_vals, n_kw};
     if (self.k == JK_STR) {
         jv r = str_method(I, self, name, &A);
         if (self.safe && r.k == JK_STR && markup_keeps(name))

@@ -152,7 +152,6 @@ typedef struct sp_merge_slot {
 typedef struct sp_merge_map {
     sp_merge_slot *slots;
     size_t cap, n;
-    size_t reserve; /* expected entries, so loading sizes the table once */
 } sp_merge_map;
 
 typedef struct sp_bpe_cache_entry {
@@ -170,7 +169,7 @@ typedef struct sp_tok_model {
     char *prefix, *suffix;   /* continuing_subword_prefix / end_of_word_suffix (NULL = none) */
     size_t prefix_len, suffix_len;
     sp_merge_map merges;
-    int32_t byte_ids[256];   /* id of "<0xXX>" for byte_fallback, -1 if absent */
+    int32_t byte_ids[256];   /* id of the byte token "<0x00>" .. "<0xFF>" (byte_fallback), -1 if absent */
     int32_t *char_ids;       /* id of the single-code-point token, for cp < 0x30000; -1 */
     int64_t max_input_chars_per_word; /* WordPiece */
     /* word cache: a fixed-size direct-mapped table */

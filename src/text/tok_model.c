@@ -71,39 +71,9 @@ static sp_merge_slot *merge_slot(sp_merge_slot *slots, size_t cap, uint64_t key)
     return &slots[i];
 }
 
-/* Inserts or overwrites (later merges win, as collecting into a HashMap does). */
-bool sp_merge_put(sp_merge_map *m, uint32_t a, uint32_t b, uint32_t rank, uint32_t merged)
+/* Moves every entry into a table of cap slots. */
+static bool merge_resize(sp_merge_map *m, size_t cap)
 {
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 1024;
-        while (cap < 2 * m->reserve)
-            cap *= 2;
-        sp_merge_slot *g = calloc(cap, sizeof *g);
-        if (!g)
-            return false;
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->slots[i].key)
-                *merge_slot(g, cap, m->slots[i].key) = m->slots[i];
-        free(m->slots);
-        m->slots = g;
-        m->cap = cap;
-    }
-    uint64_t key = (((uint64_t)a << 32) | b) + 1;
-    sp_merge_slot *sl = merge_slot(m->slots, m->cap, key);
-    if (!sl->key)
-        m->n++;
-    *sl = (sp_merge_slot){key, rank, merged};
-    return true;
-}
-
-bool sp_merge_reserve(sp_merge_map *m, size_t reserve)
-{
-    m->reserve = reserve;
-    if (m->cap >= 2 * reserve + 2)
-        return true;
-    size_t cap = 1024;
-    while (cap < 2 * reserve + 2)
-        cap *= 2;
     sp_merge_slot *g = calloc(cap, sizeof *g);
     if (!g)
         return false;
@@ -114,6 +84,27 @@ bool sp_merge_reserve(sp_merge_map *m, size_t reserve)
     m->slots = g;
     m->cap = cap;
     return true;
+}
+
+/* Inserts or overwrites (later merges win, as collecting into a HashMap does). */
+bool sp_merge_put(sp_merge_map *m, uint32_t a, uint32_t b, uint32_t rank, uint32_t merged)
+{
+    if ((m->n + 1) * 2 > m->cap && !merge_resize(m, m->cap ? m->cap * 2 : 1024))
+        return false;
+    uint64_t key = (((uint64_t)a << 32) | b) + 1;
+    sp_merge_slot *sl = merge_slot(m->slots, m->cap, key);
+    if (!sl->key)
+        m->n++;
+    *sl = (sp_merge_slot){key, rank, merged};
+    return true;
+}
+
+bool sp_merge_reserve(sp_merge_map *m, size_t reserve)
+{
+    size_t cap = 1024;
+    while (cap < 2 * reserve + 2)
+        cap *= 2;
+    return m->cap >= cap || merge_resize(m, cap);
 }
 
 void sp_merge_prefetch(const sp_merge_map *m, uint32_t a, uint32_t b)

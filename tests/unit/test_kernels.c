@@ -13,21 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rng_state = 88172645463325252ull;
-static float frand(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((double)(rng_state >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
-}
 
 static void *make_weight(sp_wformat f, int64_t rows, int64_t cols, sp_weight *w)
 {
     size_t esz = f == SP_WF_F32 ? 4 : 2;
     unsigned char *d = malloc((size_t)(rows * cols) * esz);
     for (int64_t i = 0; i < rows * cols; i++) {
-        float v = frand();
+        float v = test_frand();
         if (f == SP_WF_F32)
             memcpy(d + 4 * i, &v, 4);
         else {
@@ -63,9 +55,9 @@ static void test_matmul_vs_reference(void **state)
             float *y = malloc((size_t)(nt * rows) * sizeof(float));
             float *yr = malloc((size_t)(nt * rows) * sizeof(float));
             for (int64_t i = 0; i < nt * cols; i++)
-                x[i] = frand();
+                x[i] = test_frand();
             for (int64_t i = 0; i < rows; i++)
-                b[i] = frand();
+                b[i] = test_frand();
             sp_matmul(pool, &w, x, nt, y, b);
             sp_matmul_ref(&w, x, nt, yr, b);
             double e = rel_l2(y, yr, (size_t)(nt * rows));
@@ -97,9 +89,9 @@ static void test_rmsnorm_vs_reference(void **state)
         float *x = malloc((size_t)(rows * d) * 4), *w = malloc((size_t)d * 4);
         float *y = malloc((size_t)(rows * d) * 4), *yr = malloc((size_t)(rows * d) * 4);
         for (int64_t j = 0; j < rows * d; j++)
-            x[j] = frand() * 10;
+            x[j] = test_frand() * 10;
         for (int64_t j = 0; j < d; j++)
-            w[j] = frand();
+            w[j] = test_frand();
         sp_rmsnorm(x, w, rows, d, 1e-5f, y);
         sp_rmsnorm_ref(x, w, rows, d, 1e-5f, yr);
         assert_true(rel_l2(y, yr, (size_t)(rows * d)) < 1e-6);
@@ -131,13 +123,13 @@ static void test_attention_vs_reference(void **state)
         float *o = malloc((size_t)(cases[c].n * H * vd) * 4), *orf = malloc((size_t)(cases[c].n * H * vd) * 4);
         float *scr = malloc((size_t)(2 * ctx) * 4), sinks[16];
         for (int64_t i = 0; i < cases[c].n * H * qk; i++)
-            q[i] = frand();
+            q[i] = test_frand();
         for (int64_t i = 0; i < ctx * KV * qk; i++)
-            k[i] = frand();
+            k[i] = test_frand();
         for (int64_t i = 0; i < ctx * KV * vd; i++)
-            v[i] = frand();
+            v[i] = test_frand();
         for (int i = 0; i < 16; i++)
-            sinks[i] = frand() * 2;
+            sinks[i] = test_frand() * 2;
         sp_attn_args a = {.q = q, .q_stride = H * qk, .k_cache = k, .v_cache = v, .n_heads = H,
                           .n_kv_heads = KV, .qk_dim = qk, .v_dim = vd, .pos0 = cases[c].pos0,
                           .n_tok = cases[c].n, .window = cases[c].window, .scale = 0.3f,

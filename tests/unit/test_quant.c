@@ -20,14 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static float frand(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((double)(rng >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
-}
 
 static const float E2M1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
 
@@ -96,7 +88,7 @@ static void test_fp4_column_dependent(void **state)
         float *xs = malloc((size_t)(nt * cols) * sizeof(float));
         float *ys = malloc((size_t)(nt * rows) * sizeof(float)), *yr = malloc((size_t)(nt * rows) * sizeof(float));
         for (int64_t i = 0; i < nt * cols; i++)
-            xs[i] = frand();
+            xs[i] = test_frand();
         sp_matmul(pool, &w, xs, nt, ys, NULL);
         sp_matmul_ref(&w, xs, nt, yr, NULL);
         assert_true(rel_l2(ys, yr, (size_t)(nt * rows)) < 1e-5);
@@ -154,7 +146,7 @@ static void test_fp8_block_views(void **state)
             assert_true(sp_weight_at(&v, r, c) == sp_weight_at(&w, 100 + r, c));
     float x[150], y[100], yr[100];
     for (int i = 0; i < 150; i++)
-        x[i] = frand();
+        x[i] = test_frand();
     sp_matmul(NULL, &v, x, 1, y, NULL);
     sp_matmul_ref(&v, x, 1, yr, NULL);
     assert_true(rel_l2(y, yr, 100) < 1e-5);
@@ -171,7 +163,7 @@ static void test_matmul_transposed(void **state)
     float *wf = malloc((size_t)(rows * cols) * sizeof(float));
     uint16_t *wb = malloc((size_t)(rows * cols) * sizeof(uint16_t));
     for (int64_t i = 0; i < rows * cols; i++) {
-        wf[i] = frand();
+        wf[i] = test_frand();
         wb[i] = sp_f32_to_bf16(wf[i]);
     }
     sp_weight ws[2] = {
@@ -183,9 +175,9 @@ static void test_matmul_transposed(void **state)
     float *y = calloc((size_t)(nt * ys), sizeof(float)), *yr = calloc((size_t)(nt * ys), sizeof(float));
     float *y3 = calloc((size_t)(nt * ys), sizeof(float)), *y1 = calloc((size_t)ys, sizeof(float));
     for (int64_t i = 0; i < nt * xs; i++)
-        x[i] = frand();
+        x[i] = test_frand();
     for (int64_t i = 0; i < cols; i++)
-        bias[i] = frand();
+        bias[i] = test_frand();
     for (int k = 0; k < 2; k++) {
         sp_matmul_t(p1, &ws[k], row0, n_in, x, xs, nt, y, ys, bias);
         sp_matmul_t_ref(&ws[k], row0, n_in, x, xs, nt, yr, ys, bias);

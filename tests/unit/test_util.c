@@ -248,3 +248,12 @@ sp_model *open_fixture_model(const char *name, int n_threads)
     snprintf(dir, sizeof dir, "%s/%s", fixture_path("models"), name);
     return open_model_dir(dir, n_threads);
 }
+
+float test_frand(void)
+{
+    static uint64_t state = 88172645463325252ull;
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return (float)((double)(state >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
+}

@@ -21,6 +21,9 @@ char *read_all(const char *path, size_t *n);
 cJSON *read_json(const char *path);
 float *read_floats(const char *path, size_t *n);
 
+/* Deterministic uniform floats in [-1, 1) (xorshift64), for kernel test inputs. */
+float test_frand(void);
+
 /* ||a - b|| / ||b|| over n values. */
 double rel_l2(const float *a, const float *b, size_t n);
 
