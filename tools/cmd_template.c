@@ -6,7 +6,7 @@
  * matched; no second BOS is added). */
 #include "cli.h"
 #include "commands.h"
-#include "text/chat.h"
+#include "text/jinja/chat.h"
 #include "util/clock.h"
 #include "util/fileio.h"
 

@@ -6,7 +6,7 @@
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
-#include "text/chat.h"
+#include "text/jinja/chat.h"
 #include "util/error.h"
 
 #include <stdio.h>

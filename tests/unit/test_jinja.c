@@ -4,8 +4,8 @@
  * syntax errors name the line; values survive the JSON round trip exactly (U+0000,
  * big integers, 1.0); and chat template sources resolve as transformers resolves them. */
 #include "test_util.h"
-#include "text/chat.h"
-#include "text/jinja.h"
+#include "text/jinja/chat.h"
+#include "text/jinja/jinja.h"
 
 #include <stdio.h>
 #include <stdlib.h>

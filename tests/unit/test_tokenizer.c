@@ -2,7 +2,7 @@
  * errors on malformed tokenizer.json files and bad input, regex resource limits, and the
  * streaming detokenizer (only complete UTF-8, same text as a full decode). */
 #include "test_util.h"
-#include "text/regex.h"
+#include "text/tok/regex.h"
 #include "util/utf8.h"
 
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * Punctuation, Whitespace, WhitespaceSplit, BertPreTokenizer, CharDelimiterSplit,
  * Sequence). Each maps every non-token piece of ctx->a to sub-pieces in ctx->b; empty
  * pieces are dropped, as PreTokenizedString::split does. */
-#include "text/tok_internal.h"
+#include "text/tok/tok_internal.h"
 #include "util/error.h"
 #include "util/utf8.h"
 

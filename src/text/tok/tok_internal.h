@@ -11,8 +11,8 @@
 #ifndef SP_TEXT_TOK_INTERNAL_H
 #define SP_TEXT_TOK_INTERNAL_H
 
-#include "text/regex.h"
-#include "text/tokenizer.h"
+#include "text/tok/regex.h"
+#include "text/tok/tokenizer.h"
 #include "util/strmap.h"
 
 #include <stdbool.h>

@@ -2,7 +2,7 @@
  * configures it: newlines normalized to \n, one trailing newline dropped, trim_blocks
  * (the newline after a block or comment tag goes), lstrip_blocks (spaces and tabs before
  * a block or comment tag at the start of a line go), and the '-' / '+' modifiers. */
-#include "text/jinja_internal.h"
+#include "text/jinja/jinja_internal.h"
 #include "util/utf8.h"
 
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * token fusing, ignore_merges, subword prefix/suffix, merges applied lowest rank first,
  * leftmost on ties), WordPiece (greedy longest match) and WordLevel. BPE results for
  * words up to 256 bytes are cached; the cache never changes results. */
-#include "text/tok_internal.h"
+#include "text/tok/tok_internal.h"
 #include "util/error.h"
 #include "util/strmap.h"
 #include "util/utf8.h"

@@ -2,7 +2,7 @@
  * added tokens, and the normalizer / pre-tokenizer / post-processor / decoder trees.
  * Every id is checked against the vocabulary, every merge against the tokens it names,
  * and unknown component types are a clear "unsupported" error naming the field. */
-#include "text/tok_internal.h"
+#include "text/tok/tok_internal.h"
 #include "util/error.h"
 #include "util/json.h"
 #include "util/json_scan.h"

@@ -1,7 +1,7 @@
 /* jinja_value.c: the arena, errors, and Jinja values with Python's semantics: truthiness,
  * equality and ordering, str() and repr() (including repr(float)), iteration, len(), and
  * conversion from and to JSON (json.dumps as transformers' tojson calls it). */
-#include "text/jinja_internal.h"
+#include "text/jinja/jinja_internal.h"
 #include "util/error.h"
 #include "util/json_scan.h"
 #include "util/utf8.h"

@@ -17,7 +17,7 @@
 #ifndef SP_TEXT_JINJA_INTERNAL_H
 #define SP_TEXT_JINJA_INTERNAL_H
 
-#include "text/jinja.h"
+#include "text/jinja/jinja.h"
 
 #include <setjmp.h>
 #include <stdbool.h>

@@ -1,7 +1,7 @@
 /* jinja_filters.c: Jinja2's built-in filters and tests (jinja2/filters.py, tests.py) with
  * their Python semantics, plus transformers' tojson. select/reject/map/unique/reverse
  * return generators, as in Jinja2: |length on them fails, |list materializes them. */
-#include "text/jinja_internal.h"
+#include "text/jinja/jinja_internal.h"
 #include "util/utf8.h"
 
 #include <math.h>

@@ -1,8 +1,8 @@
 /* tok_added.c: matching added tokens in text before the model sees it, as tokenizers'
  * AddedVocabulary does: leftmost-longest over all token contents (a byte trie),
  * non-overlapping, then the single_word / lstrip / rstrip rules. */
-#include "text/tok_internal.h"
-#include "text/unicode.h"
+#include "text/tok/tok_internal.h"
+#include "text/tok/unicode.h"
 #include "util/error.h"
 #include "util/utf8.h"
 

@@ -3,7 +3,7 @@
  * methods (items, keys, values, get), non-mutating list methods (mutating ones are
  * refused, as ImmutableSandboxedEnvironment does), the globals range / namespace / dict /
  * raise_exception / strftime_now / cycler / joiner, and printf-style "%" formatting. */
-#include "text/jinja_internal.h"
+#include "text/jinja/jinja_internal.h"
 #include "util/utf8.h"
 
 #include <math.h>

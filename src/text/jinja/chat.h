@@ -10,7 +10,7 @@
 #ifndef SP_TEXT_CHAT_H
 #define SP_TEXT_CHAT_H
 
-#include "text/jinja.h"
+#include "text/jinja/jinja.h"
 
 typedef struct sp_chat sp_chat;
 

@@ -1,7 +1,7 @@
 /* tok_pattern.c: tokenizers' Pattern::find_matches and SplitDelimiterBehavior, plus the
  * text arena and piece lists (see tok_internal.h). */
-#include "text/tok_internal.h"
-#include "text/unicode.h"
+#include "text/tok/tok_internal.h"
+#include "text/tok/unicode.h"
 #include "util/error.h"
 #include "util/utf8.h"
 

@@ -1,8 +1,8 @@
 /* tok_decode.c: tokenizers' decoders (ByteLevel, Metaspace, ByteFallback, Fuse, Strip,
  * Replace, WordPiece, BPEDecoder, Sequence), each a transformation of a list of token
  * strings, as Decoder::decode_chain. */
-#include "text/tok_internal.h"
-#include "text/unicode.h"
+#include "text/tok/tok_internal.h"
+#include "text/tok/unicode.h"
 #include "util/error.h"
 #include "util/utf8.h"
 

@@ -1,8 +1,8 @@
 /* tok_normalize.c: tokenizers' normalizers (NFC/NFD/NFKC/NFKD through utf8proc,
  * Lowercase, Strip, StripAccents, Replace, Prepend, Append, BertNormalizer, ByteLevel,
  * Sequence). Each reads a range of the arena and appends its output. */
-#include "text/tok_internal.h"
-#include "text/unicode.h"
+#include "text/tok/tok_internal.h"
+#include "text/tok/unicode.h"
 #include "util/error.h"
 #include "util/utf8.h"
 

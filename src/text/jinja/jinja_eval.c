@@ -6,7 +6,7 @@
  * a macro call's frame sits on the frame the macro was defined in, so top-level macros see
  * the template's variables as they are when called. Namespace attributes are the way out
  * of a loop. */
-#include "text/jinja_internal.h"
+#include "text/jinja/jinja_internal.h"
 #include "util/error.h"
 
 #include <math.h>

@@ -1,6 +1,6 @@
 /* unicode.c: character classes and lossy UTF-8 (see unicode.h). Categories come from
  * utf8proc. */
-#include "text/unicode.h"
+#include "text/tok/unicode.h"
 #include "util/utf8.h"
 
 #include <string.h>

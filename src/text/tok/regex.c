@@ -1,6 +1,6 @@
 /* regex.c: PCRE2 with Oniguruma-compatible classes and resource limits (see regex.h). */
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include "text/regex.h"
+#include "text/tok/regex.h"
 #include "util/error.h"
 
 #include <pcre2.h>

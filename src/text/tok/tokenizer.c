@@ -1,7 +1,7 @@
 /* tokenizer.c: opening tokenizers (tokenizer.json + tokenizer_config.json), the encode
  * pipeline, decoding, and the streaming detokenizer (see tokenizer.h, specula.h). */
-#include "text/tokenizer.h"
-#include "text/tok_internal.h"
+#include "text/tok/tokenizer.h"
+#include "text/tok/tok_internal.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/json.h"

@@ -1,5 +1,5 @@
 /* chat.c: loading chat templates and rendering conversations (see chat.h). */
-#include "text/chat.h"
+#include "text/jinja/chat.h"
 #include "util/error.h"
 #include "util/fileio.h"
 #include "util/json.h"

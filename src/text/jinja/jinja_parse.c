@@ -10,7 +10,7 @@
  * Statements: if/elif/else, for (else, inline if, recursive), set (also block form and
  * namespace attributes), macro, call, filter, break, continue, generation. Unknown tags,
  * filters and tests are errors at compile time, as in Jinja2. */
-#include "text/jinja_internal.h"
+#include "text/jinja/jinja_internal.h"
 
 #include <stdio.h>
 #include <string.h>
