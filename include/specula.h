@@ -141,6 +141,36 @@ sp_status sp_generate(sp_session *session, const int32_t *prompt, size_t n_promp
                       const sp_generate_params *params, sp_token_fn on_token, void *ctx,
                       int32_t *out_tokens, sp_generate_stats *stats, sp_error *err);
 
+/* A sampler with its own random stream (xoshiro256** seeded from params.seed), drawing as
+ * transformers' generate does: temperature, top-k, top-p, min-p, in that order;
+ * temperature 0 is greedy (the first index among equal maxima). */
+typedef struct sp_sampler sp_sampler;
+sp_status sp_sampler_new(const sp_sampling_params *params, int64_t n_vocab, sp_sampler **out,
+                         sp_error *err);
+void sp_sampler_free(sp_sampler *sampler);
+/* The next token drawn from logits[n_vocab]. */
+int32_t sp_sampler_next(sp_sampler *sampler, const float *logits);
+
+/* Log-probabilities of raw logits (log_softmax in double, as OpenAI's logprobs report
+ * them): *token_lp receives token's; top_ids/top_lps (may be NULL when n_top is 0)
+ * receive the n_top most likely ids, most likely first, lower id first among ties. */
+void sp_logprobs(const float *logits, int64_t n_vocab, int32_t token, float *token_lp,
+                 int32_t n_top, int32_t *top_ids, float *top_lps);
+
+/* Several sessions of one model evaluated together in one forward pass: each item appends
+ * its tokens to its own session (its own KV cache and length), as sp_session_eval does.
+ * A session's logits are bit-identical to evaluating it alone. logits: [n_tokens, n_vocab]
+ * or NULL (then only the last row is kept: sp_session_last_logits). Sessions must be
+ * distinct and belong to `model`. */
+typedef struct sp_batch_item {
+    sp_session *session;
+    const int32_t *tokens;
+    size_t n_tokens;
+    float *logits;
+} sp_batch_item;
+sp_status sp_batch_eval(sp_model *model, const sp_batch_item *items, size_t n_items,
+                        sp_error *err);
+
 typedef struct sp_tokenizer sp_tokenizer;
 
 /* ---- speculative decoding ------------------------------------------------------------
@@ -241,6 +271,29 @@ sp_status sp_detokenizer_push(sp_detokenizer *d, int32_t id, const char **text, 
 sp_status sp_detokenizer_flush(sp_detokenizer *d, const char **text, size_t *len,
                                sp_error *err);
 void sp_detokenizer_free(sp_detokenizer *d);
+
+/* ---- chat templates ------------------------------------------------------------------
+ * apply_chat_template as transformers does it. A template set comes from a model directory
+ * (chat_template.jinja, else tokenizer_config.json's chat_template: a string, or named
+ * templates where "tool_use" is chosen when the context has tools, else "default"), a
+ * tokenizer_config.json, or a .jinja file. Rendering passes tokenizer_config.json's special
+ * tokens, tools=None, documents=None, add_generation_prompt=False, then the context's own
+ * keys on top. Hostile templates are stopped by step, recursion, memory, output and time
+ * budgets (SP_ERR_LIMIT); a template that raises is SP_ERR_TEMPLATE. */
+typedef struct sp_chat sp_chat;
+
+typedef struct sp_render_options {
+    const char *now;      /* ISO 8601 time for strftime_now ("2025-07-10T12:00:00"), NULL = now */
+    double time_limit_ms; /* 0 = 10 s */
+} sp_render_options;
+
+sp_status sp_chat_open(const char *path, sp_chat **out, sp_error *err);
+void sp_chat_close(sp_chat *chat);
+/* ctx_json: a JSON object (messages, tools, add_generation_prompt, enable_thinking, ...).
+ * *out is malloc'd and NUL-terminated. opt may be NULL. */
+sp_status sp_chat_render(sp_chat *chat, const char *ctx_json, size_t ctx_len,
+                         const sp_render_options *opt, char **out, size_t *out_len,
+                         sp_error *err);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,7 @@ struct sp_sampler {
     cand *order;   /* candidates sorted by descending logit */
     double *probs; /* candidate weights, parallel to order */
     double *dist;  /* [n_vocab] distribution for sp_sampler_sample */
+    sp_rng rng;    /* the public sp_sampler_next's own stream, seeded from p.seed */
 };
 
 static uint64_t splitmix64(uint64_t *x)
@@ -88,6 +89,7 @@ sp_status sp_sampler_new(const sp_sampling_params *p, int64_t n_vocab, sp_sample
         return sp_err(err, SP_ERR_NOMEM, "out of memory");
     s->p = *p;
     s->n_vocab = n_vocab;
+    sp_rng_seed(&s->rng, p->seed);
     s->order = malloc((size_t)n_vocab * sizeof *s->order);
     s->probs = malloc((size_t)n_vocab * sizeof *s->probs);
     s->dist = malloc((size_t)n_vocab * sizeof *s->dist);
@@ -206,4 +208,44 @@ int32_t sp_sampler_sample(sp_sampler *s, const float *logits, sp_rng *rng)
         return sp_argmax(logits, s->n_vocab);
     sp_sampler_dist(s, logits, s->dist);
     return sp_sample_probs(s->dist, s->n_vocab, sp_rng_uniform(rng));
+}
+
+int32_t sp_sampler_next(sp_sampler *s, const float *logits)
+{
+    return sp_sampler_sample(s, logits, &s->rng);
+}
+
+/* Whether (lp_a, a) ranks before (lp_b, b): higher log-probability, then lower id. */
+static bool ranks_before(float lp_a, int32_t a, float lp_b, int32_t b)
+{
+    return lp_a > lp_b || (lp_a == lp_b && a < b);
+}
+
+void sp_logprobs(const float *logits, int64_t n, int32_t token, float *token_lp, int32_t n_top,
+                 int32_t *top_ids, float *top_lps)
+{
+    double mx = -INFINITY, sum = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        mx = logits[i] > mx ? logits[i] : mx;
+    for (int64_t i = 0; i < n; i++)
+        sum += exp((double)logits[i] - mx);
+    double lse = mx + log(sum);
+    if (token_lp)
+        *token_lp = token >= 0 && token < n ? (float)((double)logits[token] - lse) : -INFINITY;
+    if (n_top > n)
+        n_top = (int32_t)n;
+    int32_t filled = 0; /* insertion into a sorted top list: O(n * n_top), n_top <= 20 */
+    for (int64_t i = 0; i < n && n_top > 0; i++) {
+        float lp = (float)((double)logits[i] - lse);
+        if (filled == n_top && !ranks_before(lp, (int32_t)i, top_lps[n_top - 1], top_ids[n_top - 1]))
+            continue;
+        int32_t j = filled < n_top ? filled++ : n_top - 1;
+        while (j > 0 && ranks_before(lp, (int32_t)i, top_lps[j - 1], top_ids[j - 1])) {
+            top_lps[j] = top_lps[j - 1];
+            top_ids[j] = top_ids[j - 1];
+            j--;
+        }
+        top_lps[j] = lp;
+        top_ids[j] = (int32_t)i;
+    }
 }

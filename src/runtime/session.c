@@ -195,3 +195,21 @@ void sp_session_set_trace(sp_session *s, sp_trace_cb cb, void *ctx)
     s->trace = cb;
     s->trace_ctx = ctx;
 }
+
+sp_status sp_batch_eval(sp_model *m, const sp_batch_item *items, size_t n_items, sp_error *err)
+{
+    for (size_t i = 0; i < n_items; i++) {
+        if (!items[i].session || items[i].session->m != m)
+            return sp_err(err, SP_ERR_INVALID_ARG, "batch item %zu: session is not of this model", i);
+        for (size_t j = 0; j < i; j++)
+            if (items[j].session == items[i].session)
+                return sp_err(err, SP_ERR_INVALID_ARG, "batch items %zu and %zu share a session", j, i);
+    }
+    for (size_t i = 0; i < n_items; i++) {
+        sp_status st = sp_session_eval(items[i].session, items[i].tokens, items[i].n_tokens,
+                                       items[i].logits, err);
+        if (st != SP_OK)
+            return st;
+    }
+    return SP_OK;
+}

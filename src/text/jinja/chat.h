@@ -12,19 +12,12 @@
 
 #include "text/jinja/jinja.h"
 
-typedef struct sp_chat sp_chat;
-
-sp_status sp_chat_open(const char *path, sp_chat **out, sp_error *err);
-void sp_chat_close(sp_chat *c);
+/* sp_chat_open, sp_chat_close and sp_chat_render are declared in specula.h. */
 
 /* For testing the engine against plain Jinja2: plain_syntax compiles without
  * trim_blocks/lstrip_blocks; no_defaults renders with the context's variables only (no
  * special tokens, tools, documents or add_generation_prompt). Call before rendering. */
 void sp_chat_set_plain(sp_chat *c, bool plain_syntax, bool no_defaults);
 
-/* ctx_json: a JSON object (messages, tools, add_generation_prompt, extra variables).
- * *out is malloc'd. Template errors are SP_ERR_TEMPLATE or SP_ERR_LIMIT. */
-sp_status sp_chat_render(sp_chat *c, const char *ctx_json, size_t ctx_len,
-                         const sp_jinja_options *opt, char **out, size_t *out_len, sp_error *err);
 
 #endif

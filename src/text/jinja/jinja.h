@@ -13,10 +13,7 @@
 
 typedef struct sp_jinja_template sp_jinja_template;
 
-typedef struct sp_jinja_options {
-    const char *now;      /* ISO 8601 time for strftime_now ("2025-07-10T12:00:00"), NULL = now */
-    double time_limit_ms; /* 0 = 10 s */
-} sp_jinja_options;
+typedef sp_render_options sp_jinja_options; /* public name: specula.h */
 
 typedef enum sp_jinja_var_type { SP_JVAR_STR, SP_JVAR_BOOL, SP_JVAR_NONE, SP_JVAR_JSON } sp_jinja_var_type;
 
