@@ -95,11 +95,11 @@ int cmd_trace(int argc, char **argv)
         rc = cli_fail(&err);
         goto done;
     }
+    if (op != SP_OP_COUNT)
+        sp_trace_writer_perturb(wt, layer, op, factor);
     sp_trace_writer_attach(wt, s);
     if (wd)
         sp_trace_writer_attach(wd, spec.draft_session);
-    if (op != SP_OP_COUNT)
-        sp_trace_writer_perturb(wt, layer, op, factor);
     sp_generate_params gp = {.n_predict = n_predict, .ignore_eos = true, .sampling = sp_sampling_default_params()};
     gp.sampling.temperature = (float)temp;
     gp.sampling.seed = seed;

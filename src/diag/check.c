@@ -209,7 +209,7 @@ typedef struct last_hidden {
 static void grab_hidden(void *vctx, const sp_trace_event *ev)
 {
     last_hidden *h = vctx;
-    float *row = ev->data + (ev->n_tok - 1) * ev->width;
+    const float *row = ev->data + (ev->n_tok - 1) * ev->width;
     if (ev->op == SP_OP_MLP_RESIDUAL && ev->layer == h->layer)
         memcpy(h->x, row, (size_t)ev->width * sizeof(float));
     if (ev->op == SP_OP_LOGITS)

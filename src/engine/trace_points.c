@@ -1,5 +1,5 @@
 /* trace_points.c: names of the trace points (see trace_points.h). */
-#include "model/trace_points.h"
+#include "engine/trace_points.h"
 
 #include <string.h>
 

@@ -1,8 +1,8 @@
 /* trace_points.h: the named points of the forward pass where activations can be
  * observed (divergence diagnostics) — one per op output. Names say which block an op
  * belongs to, so an MLP op is never mistaken for an attention op. */
-#ifndef SP_MODEL_TRACE_POINTS_H
-#define SP_MODEL_TRACE_POINTS_H
+#ifndef SP_ENGINE_TRACE_POINTS_H
+#define SP_ENGINE_TRACE_POINTS_H
 
 #include <stdint.h>
 
@@ -30,12 +30,12 @@ const char *sp_op_name(sp_op op);
 sp_op sp_op_from_name(const char *name);
 
 /* One observed op output: rows are consecutive positions pos0 .. pos0 + n_tok - 1.
- * Observers may read data; only fault-injection tests write to it. */
+ * Observers only read (fault injection is a separate hook: engine/forward.h). */
 typedef struct sp_trace_event {
     int layer; /* -1 for model-level ops */
     sp_op op;
     int64_t pos0, n_tok, width;
-    float *data;           /* [n_tok, width] */
+    const float *data;     /* [n_tok, width], host memory */
     const int32_t *tokens; /* [n_tok]: the input token at each of these positions */
 } sp_trace_event;
 
