@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void *g_stream;
 static int g_have_gpu = -1;
@@ -1018,6 +1019,56 @@ static void test_moe_ffn(void **state)
     run_moe(SP_WF_NVFP4, 1, 0);
 }
 
+/* ---- informational timing (not asserted) ----------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void test_matmul_bandwidth(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    if (getenv("SPC_TEST_NO_TIMING")) { /* e.g. under compute-sanitizer */
+        printf("timing skipped (SPC_TEST_NO_TIMING)\n");
+        skip();
+    }
+    const struct { sp_wformat f; int64_t rows, cols; } cases[] = {
+        {SP_WF_BF16, 8192, 2048}, {SP_WF_BF16, 2048, 8192}, {SP_WF_BF16, 32000, 2048},
+        {SP_WF_MXFP4, 5760, 2880}, {SP_WF_NVFP4, 8192, 8192}, {SP_WF_FP8_BLOCK, 7168, 7168}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        test_weight tw = make_weight(cases[i].f, cases[i].rows, cases[i].cols, 0);
+        int64_t nt_max = 16;
+        float *x = malloc((size_t)(nt_max * tw.h.cols) * 4);
+        fill(x, nt_max * tw.h.cols, 1.0f);
+        float *dx = dev_from(x, (size_t)(nt_max * tw.h.cols) * 4), *dy = dev_poison(nt_max * tw.h.rows);
+        double bytes = (double)tw.h.row_bytes * (double)tw.h.rows +
+                       (tw.h.scales ? (double)tw.h.scale_row_bytes * (double)tw.h.rows : 0);
+        const int64_t nts[] = {1, 4, 16};
+        for (int k = 0; k < 3; k++) {
+            int iters = 50;
+            for (int it = 0; it < 5; it++)
+                CK(spc_matmul(g_stream, &tw.d, dx, nts[k], dy, NULL));
+            CK(spc_stream_sync(g_stream));
+            double t0 = now_s();
+            for (int it = 0; it < iters; it++)
+                CK(spc_matmul(g_stream, &tw.d, dx, nts[k], dy, NULL));
+            CK(spc_stream_sync(g_stream));
+            double dt = (now_s() - t0) / iters;
+            printf("timing: matmul %-10s %6lld x %-6lld n_tok %2lld: %8.1f us, weights %.1f GB/s\n",
+                   sp_wformat_name(cases[i].f), (long long)tw.h.rows, (long long)tw.h.cols,
+                   (long long)nts[k], dt * 1e6, bytes / dt * 1e-9);
+        }
+        free(x);
+        spc_free(dx);
+        spc_free(dy);
+        free_weight(&tw);
+    }
+}
+
 /* ---- argmax, errors ---------------------------------------------------------------- */
 
 static void test_argmax(void **state)
@@ -1095,6 +1146,7 @@ int main(void)
         cmocka_unit_test(test_moe_route),
         cmocka_unit_test(test_moe_ffn),
         cmocka_unit_test(test_argmax),
+        cmocka_unit_test(test_matmul_bandwidth),
         cmocka_unit_test(test_errors),
     };
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);

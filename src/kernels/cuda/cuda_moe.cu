@@ -11,7 +11,7 @@
 
 #include <math.h>
 
-#define RT_THREADS 64
+#define RT_THREADS 32
 #define RT_MAX_E 1024
 #define RT_MAX_K 64
 #define RT_MAX_G 64
@@ -72,19 +72,25 @@ static __device__ void rt_renorm(float *w, int64_t k, float eps)
         w[j] = __fdiv_rn(w[j], sum);
 }
 
+/* One block per token; its first thread runs the sequential reference algorithm on
+ * shared-memory arrays (no large per-thread stack: local memory is reserved for every
+ * resident thread of the device). */
 __global__ void __launch_bounds__(RT_THREADS)
 k_moe_route(const rt_cfg c, const float *__restrict__ logits, int64_t n_tok, int32_t *ids_out,
             float *w_out)
 {
-    int64_t t = (int64_t)blockIdx.x * RT_THREADS + threadIdx.x;
-    if (t >= n_tok)
+    __shared__ float s[RT_MAX_E], choice[RT_MAX_E];
+    __shared__ bool taken[RT_MAX_E];
+    __shared__ int32_t ids[RT_MAX_K];
+    __shared__ float w[RT_MAX_K];
+    __shared__ float gscore[RT_MAX_G];
+    __shared__ int32_t keep[RT_MAX_G], two[2];
+    __shared__ bool kept[RT_MAX_G];
+    const int64_t t = blockIdx.x;
+    if (threadIdx.x != 0 || t >= n_tok)
         return;
     const int64_t E = c.E, k = c.k;
     const float *l = logits + t * E;
-    float s[RT_MAX_E], choice[RT_MAX_E];
-    bool taken[RT_MAX_E];
-    int32_t ids[RT_MAX_K];
-    float w[RT_MAX_K];
     if (c.kind == SP_MOE_SOFTMAX_TOPK) {
         for (int64_t i = 0; i < E; i++)
             s[i] = l[i];
@@ -107,15 +113,11 @@ k_moe_route(const rt_cfg c, const float *__restrict__ logits, int64_t n_tok, int
             s[i] = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-l[i])));
             choice[i] = __fadd_rn(s[i], c.bias ? c.bias[i] : 0.0f);
         }
-        float gscore[RT_MAX_G];
         for (int64_t g = 0; g < G; g++) {
-            int32_t two[2];
             rt_top_k(choice + g * per, per, 2, two, taken);
             gscore[g] = __fadd_rn(choice[g * per + two[0]], choice[g * per + two[1]]);
         }
-        int32_t keep[RT_MAX_G];
         rt_top_k(gscore, G, c.topk_group, keep, taken);
-        bool kept[RT_MAX_G];
         for (int64_t g = 0; g < G; g++)
             kept[g] = false;
         for (int64_t j = 0; j < c.topk_group; j++)
@@ -154,8 +156,9 @@ extern "C" int spc_moe_route(void *stream, const sp_route_cfg *cfg, const float 
         return 0;
     rt_cfg c = {(int)cfg->kind, cfg->n_experts, cfg->top_k, cfg->norm, cfg->n_group,
                 cfg->topk_group, cfg->scaling, cfg->score_bias};
-    k_moe_route<<<(unsigned)((n_tok + RT_THREADS - 1) / RT_THREADS), RT_THREADS, 0,
-                  (cudaStream_t)stream>>>(c, logits, n_tok, ids, w);
+    if (n_tok > 0x7fffffff)
+        return (int)cudaErrorInvalidValue;
+    k_moe_route<<<(unsigned)n_tok, RT_THREADS, 0, (cudaStream_t)stream>>>(c, logits, n_tok, ids, w);
     return spc_launch_status();
 }
 
