@@ -105,7 +105,7 @@ typedef struct sp_backend_ops {
 
 struct sp_backend {
     const sp_backend_ops *ops;
-    char device_name[128]; /* "cpu (2 threads)", "cuda:0 NVIDIA H100 80GB HBM3" */
+    char device_name[320]; /* "cpu (2 threads)", "cuda:0 NVIDIA H100 80GB HBM3" */
     uint64_t total_bytes;  /* the device's memory (0 when it is the host's) */
     bool host_memory;      /* backend memory is host memory (weights need no copy) */
 };

@@ -93,6 +93,9 @@ static sp_status copy_status(sp_backend *be, int rc, const char *what, size_t by
 
 static sp_status cuda_upload(sp_backend *be, void *dst, const void *src, size_t bytes, sp_error *err)
 {
+    /* every pass starts with an upload: make this thread use our device (a session may be
+     * evaluated from another thread than the one that opened the model) */
+    spc_device_open(cu(be)->index, NULL, NULL);
     if (!bytes)
         return SP_OK;
     return copy_status(be, spc_memcpy_h2d_sync(cu(be)->stream, dst, src, bytes), "upload", bytes, err);

@@ -325,6 +325,9 @@ sp_status sp_check_run(const sp_check_inputs *in, sp_check_report *rep, sp_error
         check_finite(in->draft, " (draft)", rep);
         check_scales(in->draft, " (draft)", rep);
     }
+    sp_check_device_decode(in->model, "", rep);
+    if (in->draft)
+        sp_check_device_decode(in->draft, " (draft)", rep);
     check_final_norm(in->model, in->prompt, in->n_prompt, rep);
     sp_check_chat_template(in, rep);
     sp_check_speculative(in, rep);

@@ -213,3 +213,15 @@ uint64_t sp_exec_weights_device_bytes(const sp_model *m)
         b += (uint64_t)m->layers[l].n_experts * sizeof(sp_expert);
     return b;
 }
+
+sp_weight sp_exec_weight_of(const sp_model *m, const sp_weight *host)
+{
+    sp_weight w = *host;
+    if (m->exec_store) {
+        sp_exec_store *s = m->exec_store;
+        const char *bad = s->bad;
+        rebase_weight(s, &w);
+        s->bad = bad; /* a miss here is reported by the caller through a NULL data */
+    }
+    return w;
+}
