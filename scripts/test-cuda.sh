@@ -26,7 +26,7 @@ if [ "$SANITIZE" = 1 ]; then
     for tool in memcheck racecheck; do
         echo "== compute-sanitizer --tool $tool"
         set +e
-        SPC_TEST_NO_TIMING=1 "$CS" --tool "$tool" --error-exitcode 3 "$T"
+        SPC_TEST_SANITIZER=1 "$CS" --tool "$tool" --error-exitcode 3 "$T"
         rc=$?
         set -e
         # 77: no GPU (skipped); anything else but 0 is a failure

@@ -90,13 +90,15 @@ static sp_status check_memory(const sp_model *m, int64_t n_ctx, uint64_t reserve
         return SP_OK;
     if (own == UINT64_MAX || sp_ckd_add_u64(&need, own, reserved) || need > have) {
         long long ctx = n_ctx > 0 ? n_ctx : sp_model_default_ctx(m);
+        char extra[128] = "";
+        if (reserved)
+            snprintf(extra, sizeof extra, " on top of %.1f MiB already budgeted (the target model)",
+                     reserved / 1048576.0);
         return sp_err(err, SP_ERR_NOMEM,
                       "%s: needs about %.1f MiB on %s (weights %.1f MiB + KV cache and buffers for "
-                      "%lld tokens)%s%.1f%s, but only %.1f MiB is available",
+                      "%lld tokens)%s, but only %.1f MiB is available",
                       m->dir, own / 1048576.0, m->be->device_name, m->weight_bytes / 1048576.0,
-                      ctx, reserved ? " on top of " : "", reserved ? reserved / 1048576.0 : 0.0,
-                      reserved ? " MiB already budgeted (the target model)" : "",
-                      have / 1048576.0);
+                      ctx, extra, have / 1048576.0);
     }
     return SP_OK;
 }

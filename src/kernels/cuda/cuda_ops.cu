@@ -354,3 +354,13 @@ extern "C" int spc_logits_argmax(void *stream, const float *logits, int64_t rows
                                                                       stride ? stride : n_vocab, ids);
     return spc_launch_status();
 }
+
+/* ---- testing error paths ----------------------------------------------------------- */
+
+__global__ void k_trap(void) { __trap(); }
+
+extern "C" int spc_debug_trap(void *stream)
+{
+    k_trap<<<1, 1, 0, (cudaStream_t)stream>>>();
+    return spc_launch_status();
+}

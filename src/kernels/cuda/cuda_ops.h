@@ -7,7 +7,9 @@
  *
  * Every function enqueues its work on the stream, checks the launch (cudaGetLastError)
  * and returns 0 or a cudaError_t value (spc_error_string names it). Argument errors (a
- * shape a kernel does not support) return cudaErrorInvalidValue (1).
+ * shape a kernel does not support) return cudaErrorInvalidValue (1). Batch limits (grid
+ * dimensions): spc_attention and spc_rope n_tok <= 65535, spc_matmul / spc_matmul_t
+ * n_tok <= 524280; callers chunk larger batches (results do not depend on chunking).
  *
  * Numerics contract (as the CPU's): every output element is one fixed-order reduction
  * that depends only on that element's own inputs and the matrix shape, never on n_tok,
@@ -122,7 +124,7 @@ int spc_attention(void *stream, const sp_attn_args *a);
 
 /* Per token: logits [n_tok, E] -> ids [n_tok, k] (best first) and weights [n_tok, k],
  * as sp_moe_route (ties to the lower index); cfg->score_bias is a device pointer.
- * n_experts <= 1024, top_k <= 64, n_group <= 64. */
+ * n_experts <= 1024, top_k <= 64, n_group <= 64, n_experts / n_group >= 2. */
 int spc_moe_route(void *stream, const sp_route_cfg *cfg, const float *logits, int64_t n_tok,
                   int32_t *ids, float *w);
 
@@ -157,7 +159,8 @@ typedef struct spc_moe_args {
 
 /* out[t] = sum over the token's k experts, in ascending expert id, of w * expert(x[t])
  * (p = y * w; out += p, unfused, as the CPU). Each (token, slot) runs its expert alone,
- * with the matmul's per-row order: batch-invariant. */
+ * with the matmul's per-row order: batch-invariant. n_tok * k <= 65535 per call; an id
+ * outside [0, n_experts) gives NaN outputs, not a fault. */
 int spc_moe_ffn(void *stream, const spc_moe_args *a);
 
 /* ---- sampling helpers -------------------------------------------------------------- */
@@ -166,6 +169,14 @@ int spc_moe_ffn(void *stream, const spc_moe_args *a);
  * wins), for r < rows. */
 int spc_logits_argmax(void *stream, const float *logits, int64_t rows, int64_t n_vocab,
                       int64_t stride, int32_t *ids);
+
+/* ---- testing error paths ----------------------------------------------------------- */
+
+/* Launches a kernel that traps (a device-side fault), for testing how a failed kernel is
+ * reported: the launch itself returns 0, the next synchronizing call returns the error
+ * (cudaErrorLaunchFailure or similar), and the CUDA context of the process stays unusable
+ * afterwards (a sticky error): run it in a child process. */
+int spc_debug_trap(void *stream);
 
 #ifdef __cplusplus
 }
