@@ -194,8 +194,12 @@ static jv do_slice(jinterp *I, jv obj, jv start, jv stop, jv step)
         hi = hi < -1 ? -1 : hi > n - 1 ? n - 1 : hi;
     }
     jv out = jv_list(I, 0, is_str ? 0 : (obj.u.l->flags & JL_TUPLE));
-    for (int64_t i = lo; st > 0 ? i < hi : i > hi; i += st)
-        jl_push(I, out.u.l, src->v[i]);
+    /* lo and hi lie in [-1, n]: count the items first, so a huge step cannot overflow i */
+    uint64_t span = st > 0 ? (hi > lo ? (uint64_t)(hi - lo) : 0) : (lo > hi ? (uint64_t)(lo - hi) : 0);
+    uint64_t ast = st > 0 ? (uint64_t)st : (uint64_t)0 - (uint64_t)st;
+    uint64_t count = span / ast + (span % ast != 0);
+    for (uint64_t k = 0; k < count; k++)
+        jl_push(I, out.u.l, src->v[st > 0 ? lo + (int64_t)(k * ast) : lo - (int64_t)(k * ast)]);
     if (!is_str)
         return out;
     jbuf b = {0};
@@ -218,7 +222,8 @@ static jv repeat(jinterp *I, jv seq, int64_t times)
             jbuf_put(I, &b, seq.u.s->s, seq.u.s->len);
         return jv_str(I, b.p ? b.p : "", b.n);
     }
-    if ((uint64_t)times * (seq.u.l->n + 1) > 10000000u)
+    uint64_t total;
+    if (__builtin_mul_overflow((uint64_t)times, (uint64_t)seq.u.l->n + 1, &total) || total > 10000000u)
         jfail(I, SP_ERR_LIMIT, "template built a list that is too long");
     jv out = jv_list(I, 0, seq.u.l->flags & JL_TUPLE);
     for (int64_t i = 0; i < times; i++)
@@ -237,11 +242,11 @@ static int64_t ipow(jinterp *I, int64_t b, int64_t e)
 {
     int64_t r = 1;
     while (e > 0) {
-        if (e & 1 && __builtin_mul_overflow(r, b, &r))
-            jfail(I, SP_ERR_LIMIT, "integer overflow in **");
+        if (e & 1)
+            r = jj_int_mul(I, r, b, "**");
         e >>= 1;
-        if (e && __builtin_mul_overflow(b, b, &b))
-            jfail(I, SP_ERR_LIMIT, "integer overflow in **");
+        if (e)
+            b = jj_int_mul(I, b, b, "**");
     }
     return r;
 }
@@ -250,24 +255,17 @@ static jv num_binop(jinterp *I, int op, jv a, jv b)
 {
     bool flt = a.k == JK_FLOAT || b.k == JK_FLOAT;
     if (!flt && op != OP_DIV) {
-        int64_t x = a.k == JK_INT ? a.u.i : a.u.b, y = b.k == JK_INT ? b.u.i : b.u.b, r;
+        int64_t x = a.k == JK_INT ? a.u.i : a.u.b, y = b.k == JK_INT ? b.u.i : b.u.b;
         switch (op) {
-        case OP_ADD:
-            if (__builtin_add_overflow(x, y, &r))
-                jfail(I, SP_ERR_LIMIT, "integer overflow");
-            return jv_int(r);
-        case OP_SUB:
-            if (__builtin_sub_overflow(x, y, &r))
-                jfail(I, SP_ERR_LIMIT, "integer overflow");
-            return jv_int(r);
-        case OP_MUL:
-            if (__builtin_mul_overflow(x, y, &r))
-                jfail(I, SP_ERR_LIMIT, "integer overflow");
-            return jv_int(r);
+        case OP_ADD: return jv_int(jj_int_add(I, x, y, "+"));
+        case OP_SUB: return jv_int(jj_int_sub(I, x, y, "-"));
+        case OP_MUL: return jv_int(jj_int_mul(I, x, y, "*"));
         case OP_FLOORDIV:
         case OP_MOD: {
             if (y == 0)
                 jfail(I, SP_ERR_TEMPLATE, "integer division or modulo by zero");
+            if (y == -1) /* x / -1 traps for INT64_MIN: x // -1 is -x, x % -1 is 0 */
+                return jv_int(op == OP_MOD ? 0 : jj_int_neg(I, x, "//"));
             int64_t q = x / y, m = x % y;
             if (m != 0 && ((m < 0) != (y < 0))) {
                 q -= 1;
@@ -365,9 +363,11 @@ bool jcontains(jinterp *I, jv needle, jv hay)
                   jv_type_name(needle));
         if (!needle.u.s->len)
             return true;
-        for (size_t i = 0; i + needle.u.s->len <= hay.u.s->len; i++)
+        for (size_t i = 0; i + needle.u.s->len <= hay.u.s->len; i++) {
+            jj_work(I, needle.u.s->len);
             if (!memcmp(hay.u.s->s + i, needle.u.s->s, needle.u.s->len))
                 return true;
+        }
         return false;
     case JK_DICT: return jd_get(I, hay.u.d, needle) != NULL;
     case JK_UNDEF: return false;
@@ -376,9 +376,11 @@ bool jcontains(jinterp *I, jv needle, jv hay)
         jlist *l = jv_iterate(I, hay, &ok);
         if (!ok)
             jfail(I, SP_ERR_TEMPLATE, "argument of type '%s' is not iterable", jv_type_name(hay));
-        for (size_t i = 0; i < l->n; i++)
+        for (size_t i = 0; i < l->n; i++) {
+            jtick(I);
             if (jv_equal(I, l->v[i], needle))
                 return true;
+        }
         return false;
     }
     }
@@ -631,7 +633,7 @@ jv jeval(jinterp *I, const jnode *n, jframe *f)
                   jv_type_name(v));
         if (n->kind == E_POS)
             return v.k == JK_BOOL ? jv_int(v.u.b) : v;
-        return v.k == JK_FLOAT ? jv_float(-v.u.f) : jv_int(-(v.k == JK_INT ? v.u.i : v.u.b));
+        return v.k == JK_FLOAT ? jv_float(-v.u.f) : jv_int(jj_int_neg(I, v.k == JK_INT ? v.u.i : v.u.b, "unary -"));
     }
     case E_NOT: return jv_bool(!jv_truthy(I, jeval(I, n->a, f)));
     case E_AND: {

@@ -4,6 +4,7 @@
 #include "text/jinja/jinja_internal.h"
 #include "util/utf8.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,7 +188,7 @@ jv jv_html_escape(jinterp *I, jv s, bool force)
 
 /* ---- numbers ------------------------------------------------------------------------------ */
 
-static bool parse_py_int(const char *s, size_t n, int64_t base, int64_t *out)
+static bool parse_py_int(jinterp *I, const char *s, size_t n, int64_t base, int64_t *out)
 {
     char buf[128];
     size_t o = 0;
@@ -208,10 +209,15 @@ static bool parse_py_int(const char *s, size_t n, int64_t base, int64_t *out)
         buf[o++] = s[i];
     }
     buf[o] = '\0';
+    if (base != 0 && (base < 2 || base > 36))
+        return false;
     char *end;
+    errno = 0;
     long long v = strtoll(buf, &end, (int)base);
     if (*end || end == buf)
         return false;
+    if (errno == ERANGE)
+        jj_int_overflow(I, "int");
     *out = v;
     return true;
 }
@@ -251,14 +257,14 @@ static jv f_int(jinterp *I, jv v, const jargs *A)
     case JK_FLOAT:
         if (!isfinite(v.u.f))
             return def;
-        return jv_int((int64_t)v.u.f);
+        return jv_int(jj_int_from_double(I, v.u.f, "int"));
     case JK_STR: {
         int64_t i;
         double d;
-        if (parse_py_int(v.u.s->s, v.u.s->len, base, &i))
+        if (parse_py_int(I, v.u.s->s, v.u.s->len, base, &i))
             return jv_int(i);
         if (parse_py_float(v.u.s->s, v.u.s->len, &d) && isfinite(d))
-            return jv_int((int64_t)d);
+            return jv_int(jj_int_from_double(I, d, "int"));
         return def;
     }
     default: return def;
@@ -312,46 +318,6 @@ static jv lower_if_str(jinterp *I, jv v, bool case_sensitive)
     return !case_sensitive && v.k == JK_STR ? jstr_case(I, v, 0) : v;
 }
 
-/* Jinja2 sorts by a list of keys ([key] < [key']): equal keys never reach '<', so
- * [None, None]|sort works while [None, 1]|sort raises. */
-static int sort_key_cmp(jinterp *I, jv a, jv b)
-{
-    return jv_equal(I, a, b) ? 0 : jv_compare(I, a, b);
-}
-
-/* Stable merge sort of items by keys (parallel arrays). */
-static void sort_by(jinterp *I, jv *items, jv *keys, size_t n, bool reverse)
-{
-    if (n < 2)
-        return;
-    size_t h = n / 2;
-    sort_by(I, items, keys, h, reverse);
-    sort_by(I, items + h, keys + h, n - h, reverse);
-    jv *ti = ja_alloc(I, n * sizeof *ti), *tk = ja_alloc(I, n * sizeof *tk);
-    size_t a = 0, b = h, o = 0;
-    while (a < h && b < n) {
-        int c = sort_key_cmp(I, keys[b], keys[a]);
-        bool take_b = reverse ? c > 0 : c < 0;
-        if (take_b) {
-            ti[o] = items[b];
-            tk[o++] = keys[b++];
-        } else {
-            ti[o] = items[a];
-            tk[o++] = keys[a++];
-        }
-    }
-    while (a < h) {
-        ti[o] = items[a];
-        tk[o++] = keys[a++];
-    }
-    while (b < n) {
-        ti[o] = items[b];
-        tk[o++] = keys[b++];
-    }
-    memcpy(items, ti, n * sizeof *ti);
-    memcpy(keys, tk, n * sizeof *tk);
-}
-
 static jv f_sort(jinterp *I, jv v, const jargs *A)
 {
     bool reverse = arg_bool(I, A, 0, "reverse", false), cs = arg_bool(I, A, 1, "case_sensitive", false);
@@ -365,7 +331,7 @@ static jv f_sort(jinterp *I, jv v, const jargs *A)
         keys[i] = lower_if_str(I, k, cs);
     }
     out.u.l->n = src->n;
-    sort_by(I, out.u.l->v, keys, src->n, reverse);
+    jj_sort_by(I, out.u.l->v, keys, src->n, reverse);
     return out;
 }
 
@@ -390,7 +356,7 @@ static jv f_dictsort(jinterp *I, jv v, const jargs *A)
         keys[i] = lower_if_str(I, pos ? v.u.d->vals[i] : v.u.d->keys[i], cs);
     }
     out.u.l->n = n;
-    sort_by(I, out.u.l->v, keys, n, reverse);
+    jj_sort_by(I, out.u.l->v, keys, n, reverse);
     return out;
 }
 
@@ -613,7 +579,7 @@ static jv f_groupby(jinterp *I, jv v, const jargs *A)
             k = def;
         keys[i] = lower_if_str(I, k, cs);
     }
-    sort_by(I, items, keys, n, false);
+    jj_sort_by(I, items, keys, n, false);
     jv out = jv_list(I, 0, 0);
     for (size_t i = 0; i < n;) {
         size_t j = i + 1;
@@ -663,8 +629,9 @@ static jv f_truncate(jinterp *I, jv v, const jargs *A)
               (long long)n_end, (long long)len.u.i);
     if (lee.u.i < 0)
         jfail(I, SP_ERR_TEMPLATE, "AssertionError: expected leeway >= 0, got %lld", (long long)lee.u.i);
-    if ((int64_t)ju_len(s.u.s->s, s.u.s->len) <= len.u.i + lee.u.i)
-        return s;
+    int64_t limit;
+    if (__builtin_add_overflow(len.u.i, lee.u.i, &limit) || (int64_t)ju_len(s.u.s->s, s.u.s->len) <= limit)
+        return s; /* both are >= 0 here: an overflow means a limit no string reaches */
     size_t cut = cp_offset(s, (size_t)(len.u.i - n_end));
     if (!kill) /* s[:cut].rsplit(" ", 1)[0] */
         for (size_t i = cut; i-- > 0;)
@@ -888,7 +855,7 @@ jv jfilter_apply(jinterp *I, const char *name, jv v, jv *args, size_t n_args,
         if (v.k == JK_UNDEF)
             jfail(I, SP_ERR_TEMPLATE, "'%s' is undefined", v.u.undef ? v.u.undef : "value");
         if (v.k == JK_INT)
-            return jv_int(v.u.i < 0 ? -v.u.i : v.u.i);
+            return jv_int(v.u.i < 0 ? jj_int_neg(I, v.u.i, "abs") : v.u.i);
         if (v.k == JK_FLOAT)
             return jv_float(fabs(v.u.f));
         if (v.k == JK_BOOL)

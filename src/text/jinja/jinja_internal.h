@@ -188,6 +188,7 @@ typedef struct jinterp {
     jframe *root;
     int depth;               /* macro / recursion depth */
     uint64_t steps;
+    uint64_t work;           /* bytes charged by jj_work since the last clock check */
     bool brk, cont;
     int loop_depth;
     double deadline_ms;
@@ -199,6 +200,7 @@ typedef struct jinterp {
 
 #define JINJA_MAX_DEPTH 200          /* macro calls, recursive loops, nested renders */
 #define JINJA_MAX_PARSE_DEPTH 200    /* nesting of expressions and blocks */
+#define JINJA_MAX_VALUE_DEPTH 500    /* nesting of values compared, printed or serialized */
 #define JINJA_MAX_RANGE 100000       /* as Jinja2's sandbox */
 #define JINJA_MAX_STEPS 50000000ull
 #define JINJA_MAX_OUTPUT (64u << 20)
@@ -213,6 +215,46 @@ _Noreturn void jfail(jinterp *I, sp_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Called often: enforces the step and time budgets. */
 void jtick(jinterp *I);
+/* Charges `bytes` of work done by a loop over data (substring searches): enforces the
+ * time budget without counting steps. */
+void jj_work(jinterp *I, size_t bytes);
+
+/* ---- integers ------------------------------------------------------------------------------ */
+
+/* Python's integers are unbounded; specula's are int64. A result that does not fit is a
+ * template error (SP_ERR_TEMPLATE, "integer overflow"), never a wrong number. `what` names
+ * the operation in the message. */
+_Noreturn void jj_int_overflow(jinterp *I, const char *what);
+static inline int64_t jj_int_add(jinterp *I, int64_t a, int64_t b, const char *what)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r))
+        jj_int_overflow(I, what);
+    return r;
+}
+static inline int64_t jj_int_sub(jinterp *I, int64_t a, int64_t b, const char *what)
+{
+    int64_t r;
+    if (__builtin_sub_overflow(a, b, &r))
+        jj_int_overflow(I, what);
+    return r;
+}
+static inline int64_t jj_int_mul(jinterp *I, int64_t a, int64_t b, const char *what)
+{
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r))
+        jj_int_overflow(I, what);
+    return r;
+}
+static inline int64_t jj_int_neg(jinterp *I, int64_t a, const char *what)
+{
+    if (a == INT64_MIN)
+        jj_int_overflow(I, what);
+    return -a;
+}
+/* A float converted to an int as Python's int(x) does (truncation); NaN and infinities
+ * are the caller's business. */
+int64_t jj_int_from_double(jinterp *I, double x, const char *what);
 
 /* ---- values (jinja_value.c) ---------------------------------------------------------------- */
 
@@ -238,6 +280,9 @@ double jv_num(jv v);
 bool jv_equal(jinterp *I, jv a, jv b);
 /* Python ordering: <0, 0, >0; fails with TypeError for incomparable types. */
 int jv_compare(jinterp *I, jv a, jv b);
+/* Stable merge sort of items by keys (parallel arrays), as Jinja2's sort: equal keys are
+ * never ordered with '<'. */
+void jj_sort_by(jinterp *I, jv *items, jv *keys, size_t n, bool reverse);
 const char *jv_type_name(jv v);
 
 /* str() and repr() into a buffer. */

@@ -5,6 +5,7 @@
 #include "text/jinja/jinja_internal.h"
 #include "util/utf8.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,7 +153,8 @@ static void lex_number(lexer *L)
                 int d = hexv(L->s[i]);
                 if (d >= base)
                     break;
-                v = v * base + d;
+                if (__builtin_mul_overflow(v, base, &v) || __builtin_add_overflow(v, d, &v))
+                    lex_error(L, "integer literal does not fit in 64 bits (specula's integers are int64)");
             }
             i++;
         }
@@ -184,12 +186,19 @@ static void lex_number(lexer *L)
             break;
         }
     }
+    if (o + 2 >= sizeof buf)
+        lex_error(L, "number literal too long");
     buf[o] = '\0';
     L->pos = i;
-    if (is_float)
+    if (is_float) {
         emit(L, (jtoken){.type = T_FLOAT, .f = strtod(buf, NULL)});
-    else
-        emit(L, (jtoken){.type = T_INT, .i = strtoll(buf, NULL, 10)});
+        return;
+    }
+    errno = 0;
+    long long v = strtoll(buf, NULL, 10);
+    if (errno == ERANGE)
+        lex_error(L, "integer literal does not fit in 64 bits (specula's integers are int64)");
+    emit(L, (jtoken){.type = T_INT, .i = v});
 }
 
 static const char *const OPS[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%",

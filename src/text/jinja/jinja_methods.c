@@ -166,8 +166,11 @@ jv jstr_strip(jinterp *I, jv s, jv chars, bool left, bool right)
     return sub(I, s, a, b);
 }
 
-static bool find_at(jv s, jv n, size_t i)
+/* Substring searches are naive (quadratic on hostile input such as 'a'*N searched for
+ * 'a'*M + 'b'), so each probe is charged to the time budget. */
+static bool find_at(jinterp *I, jv s, jv n, size_t i)
 {
+    jj_work(I, L(n));
     return i + L(n) <= L(s) && !memcmp(S(s) + i, S(n), L(n));
 }
 
@@ -191,7 +194,7 @@ jv jstr_replace(jinterp *I, jv s, jv old, jv new_, int64_t count)
         return jv_str(I, b.p ? b.p : "", b.n);
     }
     for (size_t i = 0; i < L(s);) {
-        if ((count < 0 || done < count) && find_at(s, old, i)) {
+        if ((count < 0 || done < count) && find_at(I, s, old, i)) {
             jbuf_put(I, &b, S(new_), L(new_));
             i += L(old);
             done++;
@@ -286,7 +289,7 @@ static jv split(jinterp *I, jv s, jv sep, int64_t maxsplit, bool from_right)
     /* find all separator positions left to right */
     jv pos = jv_list(I, 0, 0);
     for (size_t i = 0; i + L(sep) <= L(s);) {
-        if (find_at(s, sep, i)) {
+        if (find_at(I, s, sep, i)) {
             jl_push(I, pos.u.l, jv_int((int64_t)i));
             i += L(sep);
         } else {
@@ -303,7 +306,7 @@ static jv split(jinterp *I, jv s, jv sep, int64_t maxsplit, bool from_right)
         size_t found = 0;
         jv rpos = jv_list(I, 0, 0);
         while (i >= L(sep) && (maxsplit < 0 || found < (size_t)maxsplit)) {
-            if (find_at(s, sep, i - L(sep))) {
+            if (find_at(I, s, sep, i - L(sep))) {
                 jl_push(I, rpos.u.l, jv_int((int64_t)(i - L(sep))));
                 i -= L(sep);
                 found++;
@@ -337,7 +340,7 @@ static int64_t find(jinterp *I, jv s, jv n, const jargs *A, bool from_right)
     /* byte offsets == code point offsets only for ASCII; convert the result */
     int64_t hit = -1;
     for (int64_t i = a; i + (int64_t)L(n) <= b; i++)
-        if (find_at(s, n, (size_t)i)) {
+        if (find_at(I, s, n, (size_t)i)) {
             hit = i;
             if (!from_right)
                 break;
@@ -740,7 +743,7 @@ static jv str_method(jinterp *I, jv s, const char *m, const jargs *A)
             return jv_int((int64_t)ju_len(S(s), L(s)) + 1);
         int64_t c = 0;
         for (size_t i = 0; i + L(n) <= L(s);)
-            if (find_at(s, n, i)) {
+            if (find_at(I, s, n, i)) {
                 c++;
                 i += L(n);
             } else {
@@ -793,7 +796,7 @@ static jv str_method(jinterp *I, jv s, const char *m, const jargs *A)
             sp_utf8_decode((const unsigned char *)S(fv), L(fv), &fill);
         if (IS("zfill")) {
             bool sign = L(s) && (S(s)[0] == '-' || S(s)[0] == '+');
-            jv body = jstr_pad(I, sign ? sub(I, s, 1, L(s)) : s, w.u.i - (sign ? 1 : 0), '0', 1);
+            jv body = jstr_pad(I, sign ? sub(I, s, 1, L(s)) : s, w.u.i > 0 ? w.u.i - sign : 0, '0', 1);
             if (!sign)
                 return body;
             jbuf b = {0};
@@ -807,7 +810,7 @@ static jv str_method(jinterp *I, jv s, const char *m, const jargs *A)
         jv sep = want_str(I, jarg(A, 0, NULL, jv_undef(NULL)), m);
         int64_t hit = -1;
         for (size_t i = 0; i + L(sep) <= L(s); i++)
-            if (find_at(s, sep, i)) {
+            if (find_at(I, s, sep, i)) {
                 hit = (int64_t)i;
                 if (IS("partition"))
                     break;
@@ -932,14 +935,17 @@ static jv g_range(jinterp *I, jv *a, size_t n)
     }
     if (step == 0)
         jfail(I, SP_ERR_TEMPLATE, "range() arg 3 must not be zero");
-    int64_t count = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
-                             : (start > stop ? (start - stop - step - 1) / -step : 0);
+    /* spans and steps as uint64: range(-2**63, 2**63-1) must not overflow */
+    uint64_t span = step > 0 ? (stop > start ? (uint64_t)stop - (uint64_t)start : 0)
+                             : (start > stop ? (uint64_t)start - (uint64_t)stop : 0);
+    uint64_t ast = step > 0 ? (uint64_t)step : (uint64_t)0 - (uint64_t)step;
+    uint64_t count = span / ast + (span % ast != 0);
     if (count > JINJA_MAX_RANGE)
         jfail(I, SP_ERR_LIMIT, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (%d).",
               JINJA_MAX_RANGE);
     jv out = jv_list(I, (size_t)count, 0);
-    for (int64_t i = 0; i < count; i++)
-        jl_push(I, out.u.l, jv_int(start + i * step));
+    for (int64_t i = 0; i < (int64_t)count; i++)
+        jl_push(I, out.u.l, jv_int(start + i * step)); /* within [start, stop): no overflow */
     return out;
 }
 

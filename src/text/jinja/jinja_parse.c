@@ -111,6 +111,18 @@ static void enter(parser *P)
         jfail(P->I, SP_ERR_LIMIT, "template nested more than %d levels deep", JINJA_MAX_PARSE_DEPTH);
 }
 
+/* A flat chain (a + b + c, x | f | g, a.b.c[0]) parses in a loop but builds a left-deep
+ * tree that evaluation walks recursively, one frame per link: every link counts as a
+ * level, so the tree height, and with it the evaluator's stack, stays bounded. The caller
+ * restores P->depth when the chain ends. */
+static void chain_link(parser *P)
+{
+    if (++P->depth > JINJA_MAX_PARSE_DEPTH)
+        jfail(P->I, SP_ERR_LIMIT,
+              "template expression nested or chained more than %d levels deep (line %d)",
+              JINJA_MAX_PARSE_DEPTH, cur(P)->line);
+}
+
 static jnode *parse_expr(parser *P);
 static jnode *parse_or(parser *P);
 static jnode *parse_unary(parser *P, bool with_filter);
@@ -343,7 +355,7 @@ static jnode *parse_subscript(parser *P, jnode *obj)
 
 static jnode *parse_postfix(parser *P, jnode *n)
 {
-    for (;;) {
+    for (int d0 = P->depth;; chain_link(P)) {
         if (skip_op(P, ".")) {
             jnode *a;
             if (cur(P)->type == T_INT) { /* x.0 is x[0] */
@@ -365,6 +377,7 @@ static jnode *parse_postfix(parser *P, jnode *n)
             parse_call_args(P, c);
             n = c;
         } else {
+            P->depth = d0;
             return n;
         }
     }
@@ -372,7 +385,7 @@ static jnode *parse_postfix(parser *P, jnode *n)
 
 static jnode *parse_filters(parser *P, jnode *n)
 {
-    for (;;) {
+    for (int d0 = P->depth;; chain_link(P)) {
         if (skip_op(P, "|"))
             n = parse_filter(P, n);
         else if (skip_name(P, "is"))
@@ -382,8 +395,10 @@ static jnode *parse_filters(parser *P, jnode *n)
             c->a = n;
             parse_call_args(P, c);
             n = c;
-        } else
+        } else {
+            P->depth = d0;
             return n;
+        }
     }
 }
 
@@ -419,19 +434,25 @@ static jnode *binop(parser *P, int op, jnode *a, jnode *b)
 static jnode *parse_pow(parser *P)
 {
     jnode *l = parse_unary(P, true);
-    while (skip_op(P, "**"))
+    int d0 = P->depth;
+    while (skip_op(P, "**")) {
+        chain_link(P);
         l = binop(P, OP_POW, l, parse_unary(P, true));
+    }
+    P->depth = d0;
     return l;
 }
 
 static jnode *parse_math2(parser *P)
 {
     jnode *l = parse_pow(P);
-    for (;;) {
+    for (int d0 = P->depth;; chain_link(P)) {
         int op = is_op(P, "*") ? OP_MUL : is_op(P, "/") ? OP_DIV : is_op(P, "//") ? OP_FLOORDIV
                  : is_op(P, "%") ? OP_MOD : -1;
-        if (op < 0)
+        if (op < 0) {
+            P->depth = d0;
             return l;
+        }
         P->pos++;
         l = binop(P, op, l, parse_pow(P));
     }
@@ -455,10 +476,12 @@ static jnode *parse_concat(parser *P)
 static jnode *parse_math1(parser *P)
 {
     jnode *l = parse_concat(P);
-    for (;;) {
+    for (int d0 = P->depth;; chain_link(P)) {
         int op = is_op(P, "+") ? OP_ADD : is_op(P, "-") ? OP_SUB : -1;
-        if (op < 0)
+        if (op < 0) {
+            P->depth = d0;
             return l;
+        }
         P->pos++;
         l = binop(P, op, l, parse_concat(P));
     }
@@ -467,7 +490,7 @@ static jnode *parse_math1(parser *P)
 static jnode *parse_compare(parser *P)
 {
     jnode *l = parse_math1(P);
-    for (;;) {
+    for (int d0 = P->depth;; chain_link(P)) {
         int op = is_op(P, "==") ? OP_EQ : is_op(P, "!=") ? OP_NE : is_op(P, "<") ? OP_LT
                  : is_op(P, "<=") ? OP_LE : is_op(P, ">") ? OP_GT : is_op(P, ">=") ? OP_GE
                  : is_name(P, "in") ? OP_IN : -1;
@@ -475,8 +498,10 @@ static jnode *parse_compare(parser *P)
             P->pos++;
             op = OP_NOTIN;
         }
-        if (op < 0)
+        if (op < 0) {
+            P->depth = d0;
             return l;
+        }
         P->pos++;
         jnode *c = node(P, E_COMPARE);
         c->op = op;
@@ -501,32 +526,40 @@ static jnode *parse_not(parser *P)
 static jnode *parse_and(parser *P)
 {
     jnode *l = parse_not(P);
+    int d0 = P->depth;
     while (skip_name(P, "and")) {
+        chain_link(P);
         jnode *n = node(P, E_AND);
         n->a = l;
         n->b = parse_not(P);
         l = n;
     }
+    P->depth = d0;
     return l;
 }
 
 static jnode *parse_or(parser *P)
 {
     jnode *l = parse_and(P);
+    int d0 = P->depth;
     while (skip_name(P, "or")) {
+        chain_link(P);
         jnode *n = node(P, E_OR);
         n->a = l;
         n->b = parse_and(P);
         l = n;
     }
+    P->depth = d0;
     return l;
 }
 
 static jnode *parse_expr(parser *P)
 {
+    int d0 = P->depth;
     enter(P);
     jnode *e = parse_or(P);
     while (skip_name(P, "if")) {
+        chain_link(P);
         jnode *c = node(P, E_COND);
         c->b = e;
         c->a = parse_or(P);
@@ -534,7 +567,7 @@ static jnode *parse_expr(parser *P)
             c->c = parse_expr(P);
         e = c;
     }
-    P->depth--;
+    P->depth = d0;
     return e;
 }
 

@@ -6,6 +6,7 @@
 #include "util/json_scan.h"
 #include "util/utf8.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -76,6 +77,31 @@ void jtick(jinterp *I)
               (unsigned long long)JINJA_MAX_STEPS);
     if ((I->steps & 4095) == 0 && I->deadline_ms > 0 && now_ms() > I->deadline_ms)
         jfail(I, SP_ERR_LIMIT, "template rendering exceeded its time limit");
+}
+
+void jj_work(jinterp *I, size_t bytes)
+{
+    I->work += bytes + 1;
+    if (I->work >= (1u << 22)) {
+        I->work = 0;
+        if (I->deadline_ms > 0 && now_ms() > I->deadline_ms)
+            jfail(I, SP_ERR_LIMIT, "template rendering exceeded its time limit");
+    }
+}
+
+_Noreturn void jj_int_overflow(jinterp *I, const char *what)
+{
+    jfail(I, SP_ERR_TEMPLATE,
+          "integer overflow in %s: the result does not fit in 64 bits (specula's integers are int64)",
+          what);
+}
+
+int64_t jj_int_from_double(jinterp *I, double x, const char *what)
+{
+    /* -2^63 is exact as a double; 2^63 is the first value that does not fit */
+    if (!(x >= -9223372036854775808.0 && x < 9223372036854775808.0))
+        jj_int_overflow(I, what);
+    return (int64_t)x;
 }
 
 /* ---- constructors ----------------------------------------------------------------------- */
@@ -233,7 +259,28 @@ static int64_t jv_intval(jv v)
     return v.k == JK_INT ? v.u.i : (int64_t)v.u.b;
 }
 
-bool jv_equal(jinterp *I, jv a, jv b)
+/* Containers can share items (`ns.l = [ns.l, ns.l]` doubles the tree each time), so
+ * comparing, printing or serializing them can take exponential time: every recursive step
+ * ticks the step and time budget, and nesting deeper than JINJA_MAX_VALUE_DEPTH is an
+ * error (Python raises RecursionError). */
+static void value_step(jinterp *I, int depth)
+{
+    jtick(I);
+    if (depth > JINJA_MAX_VALUE_DEPTH)
+        jfail(I, SP_ERR_LIMIT, "value nested deeper than %d (RecursionError)", JINJA_MAX_VALUE_DEPTH);
+}
+
+static bool equal_rec(jinterp *I, jv a, jv b, int depth);
+
+/* Python compares container items with identity first (PyObject_RichCompareBool). */
+static bool item_equal(jinterp *I, jv a, jv b, int depth)
+{
+    if (a.k == b.k && (a.k == JK_LIST || a.k == JK_DICT || a.k == JK_NS) && a.u.l == b.u.l)
+        return true;
+    return equal_rec(I, a, b, depth + 1);
+}
+
+static bool equal_rec(jinterp *I, jv a, jv b, int depth)
 {
     if (jv_is_num(a) && jv_is_num(b)) {
         if (a.k != JK_FLOAT && b.k != JK_FLOAT)
@@ -252,8 +299,9 @@ bool jv_equal(jinterp *I, jv a, jv b)
             return x == y;
         if ((x->flags & JL_TUPLE) != (y->flags & JL_TUPLE) || x->n != y->n)
             return false;
+        value_step(I, depth);
         for (size_t i = 0; i < x->n; i++)
-            if (!jv_equal(I, x->v[i], y->v[i]))
+            if (!item_equal(I, x->v[i], y->v[i], depth))
                 return false;
         return true;
     }
@@ -261,9 +309,10 @@ bool jv_equal(jinterp *I, jv a, jv b)
         jdict *x = a.u.d, *y = b.u.d;
         if (x->n != y->n)
             return false;
+        value_step(I, depth);
         for (size_t i = 0; i < x->n; i++) {
             jv *o = jd_get(I, y, x->keys[i]);
-            if (!o || !jv_equal(I, x->vals[i], *o))
+            if (!o || !item_equal(I, x->vals[i], *o, depth))
                 return false;
         }
         return true;
@@ -272,7 +321,12 @@ bool jv_equal(jinterp *I, jv a, jv b)
     }
 }
 
-int jv_compare(jinterp *I, jv a, jv b)
+bool jv_equal(jinterp *I, jv a, jv b)
+{
+    return equal_rec(I, a, b, 0);
+}
+
+static int compare_rec(jinterp *I, jv a, jv b, int depth)
 {
     if (a.k == JK_UNDEF || b.k == JK_UNDEF)
         jfail(I, SP_ERR_TEMPLATE, "'%s' is undefined",
@@ -296,15 +350,61 @@ int jv_compare(jinterp *I, jv a, jv b)
     if (a.k == JK_LIST && b.k == JK_LIST && !((a.u.l->flags | b.u.l->flags) & JL_GEN) &&
         (a.u.l->flags & JL_TUPLE) == (b.u.l->flags & JL_TUPLE)) {
         jlist *x = a.u.l, *y = b.u.l;
+        value_step(I, depth);
         for (size_t i = 0; i < x->n && i < y->n; i++) {
-            if (jv_equal(I, x->v[i], y->v[i]))
+            if (item_equal(I, x->v[i], y->v[i], depth))
                 continue;
-            return jv_compare(I, x->v[i], y->v[i]);
+            return compare_rec(I, x->v[i], y->v[i], depth + 1);
         }
         return x->n < y->n ? -1 : x->n > y->n;
     }
     jfail(I, SP_ERR_TEMPLATE, "'<' not supported between instances of '%s' and '%s'",
           jv_type_name(a), jv_type_name(b));
+}
+
+int jv_compare(jinterp *I, jv a, jv b)
+{
+    return compare_rec(I, a, b, 0);
+}
+
+/* Jinja2 sorts by a list of keys ([key] < [key']): equal keys never reach '<', so
+ * [None, None]|sort works while [None, 1]|sort raises. */
+static int sort_key_cmp(jinterp *I, jv a, jv b)
+{
+    return jv_equal(I, a, b) ? 0 : jv_compare(I, a, b);
+}
+
+void jj_sort_by(jinterp *I, jv *items, jv *keys, size_t n, bool reverse)
+{
+    if (n < 2)
+        return;
+    size_t h = n / 2;
+    jj_sort_by(I, items, keys, h, reverse);
+    jj_sort_by(I, items + h, keys + h, n - h, reverse);
+    jv *ti = ja_alloc(I, n * sizeof *ti), *tk = ja_alloc(I, n * sizeof *tk);
+    size_t a = 0, b = h, o = 0;
+    while (a < h && b < n) {
+        jtick(I);
+        int c = sort_key_cmp(I, keys[b], keys[a]);
+        bool take_b = reverse ? c > 0 : c < 0;
+        if (take_b) {
+            ti[o] = items[b];
+            tk[o++] = keys[b++];
+        } else {
+            ti[o] = items[a];
+            tk[o++] = keys[a++];
+        }
+    }
+    while (a < h) {
+        ti[o] = items[a];
+        tk[o++] = keys[a++];
+    }
+    while (b < n) {
+        ti[o] = items[b];
+        tk[o++] = keys[b++];
+    }
+    memcpy(items, ti, n * sizeof *ti);
+    memcpy(keys, tk, n * sizeof *tk);
 }
 
 /* ---- strings ------------------------------------------------------------------------------ */
@@ -478,33 +578,37 @@ static void write_str_repr(jinterp *I, jbuf *b, const char *s, size_t n)
     jbuf_put(I, b, &q, 1);
 }
 
-static void write_seq(jinterp *I, jbuf *b, const jv *v, size_t n, bool tuple)
+static void repr_rec(jinterp *I, jbuf *b, jv v, int depth);
+
+static void write_seq(jinterp *I, jbuf *b, const jv *v, size_t n, bool tuple, int depth)
 {
+    value_step(I, depth);
     jbuf_puts(I, b, tuple ? "(" : "[");
     for (size_t i = 0; i < n; i++) {
         if (i)
             jbuf_puts(I, b, ", ");
-        jv_write_repr(I, b, v[i]);
+        repr_rec(I, b, v[i], depth + 1);
     }
     if (tuple && n == 1)
         jbuf_puts(I, b, ",");
     jbuf_puts(I, b, tuple ? ")" : "]");
 }
 
-static void write_dict(jinterp *I, jbuf *b, const jdict *d)
+static void write_dict(jinterp *I, jbuf *b, const jdict *d, int depth)
 {
+    value_step(I, depth);
     jbuf_puts(I, b, "{");
     for (size_t i = 0; i < d->n; i++) {
         if (i)
             jbuf_puts(I, b, ", ");
-        jv_write_repr(I, b, d->keys[i]);
+        repr_rec(I, b, d->keys[i], depth + 1);
         jbuf_puts(I, b, ": ");
-        jv_write_repr(I, b, d->vals[i]);
+        repr_rec(I, b, d->vals[i], depth + 1);
     }
     jbuf_puts(I, b, "}");
 }
 
-void jv_write_repr(jinterp *I, jbuf *b, jv v)
+static void repr_rec(jinterp *I, jbuf *b, jv v, int depth)
 {
     char tmp[64];
     switch ((jk)v.k) {
@@ -521,12 +625,12 @@ void jv_write_repr(jinterp *I, jbuf *b, jv v)
         if (v.u.l->flags & JL_GEN)
             jbuf_puts(I, b, "<generator object>");
         else
-            write_seq(I, b, v.u.l->v, v.u.l->n, v.u.l->flags & JL_TUPLE);
+            write_seq(I, b, v.u.l->v, v.u.l->n, v.u.l->flags & JL_TUPLE, depth);
         return;
-    case JK_DICT: write_dict(I, b, v.u.d); return;
+    case JK_DICT: write_dict(I, b, v.u.d, depth); return;
     case JK_NS:
         jbuf_puts(I, b, "<Namespace ");
-        write_dict(I, b, v.u.d);
+        write_dict(I, b, v.u.d, depth);
         jbuf_puts(I, b, ">");
         return;
     case JK_VIEW: {
@@ -534,16 +638,17 @@ void jv_write_repr(jinterp *I, jbuf *b, jv v)
         static const char *const names[] = {"dict_keys(", "dict_values(", "dict_items("};
         jbuf_puts(I, b, names[d->which]);
         jbuf_puts(I, b, "[");
+        value_step(I, depth);
         for (size_t i = 0; i < d->n; i++) {
             if (i)
                 jbuf_puts(I, b, ", ");
             if (d->which == 0)
-                jv_write_repr(I, b, d->keys[i]);
+                repr_rec(I, b, d->keys[i], depth + 1);
             else if (d->which == 1)
-                jv_write_repr(I, b, d->vals[i]);
+                repr_rec(I, b, d->vals[i], depth + 1);
             else {
                 jv pair[2] = {d->keys[i], d->vals[i]};
-                write_seq(I, b, pair, 2, true);
+                write_seq(I, b, pair, 2, true, depth + 1);
             }
         }
         jbuf_puts(I, b, "])");
@@ -555,6 +660,11 @@ void jv_write_repr(jinterp *I, jbuf *b, jv v)
     case JK_CYCLER: jbuf_puts(I, b, "<Cycler>"); return;
     case JK_JOINER: jbuf_puts(I, b, "<Joiner>"); return;
     }
+}
+
+void jv_write_repr(jinterp *I, jbuf *b, jv v)
+{
+    repr_rec(I, b, v, 0);
 }
 
 void jv_write_str(jinterp *I, jbuf *b, jv v)
@@ -648,19 +758,32 @@ typedef struct jparse_ctx {
     sp_jscan *j;
     char *buf;
     size_t cap;
+    sp_error scan_err; /* the scanner's message, copied into the render's error */
 } jparse_ctx;
+
+_Noreturn static void json_fail(jparse_ctx *c)
+{
+    jfail(c->I, SP_ERR_FORMAT, "%s", c->scan_err.msg[0] ? c->scan_err.msg : "malformed JSON");
+}
+
+_Noreturn static void json_fail_at(jparse_ctx *c, size_t pos, const char *msg, const char *arg)
+{
+    char where[96];
+    sp_jscan_where(c->j, pos, where, sizeof where);
+    jfail(c->I, SP_ERR_FORMAT, "%s: %s%s at %s", c->j->what, msg, arg, where);
+}
 
 static jv json_value(jparse_ctx *c, int depth)
 {
     jinterp *I = c->I;
     sp_jscan *j = c->j;
     if (depth > 256)
-        jfail(I, SP_ERR_FORMAT, "%s: JSON nested too deeply", j->what);
+        json_fail_at(c, j->pos, "JSON nested more than 256 levels deep", "");
     char ch = sp_jscan_peek(j);
     size_t len;
     if (ch == '"') {
         if (!sp_jscan_string(j, &c->buf, &c->cap, &len))
-            jfail(I, SP_ERR_FORMAT, "%s", I->err ? I->err->msg : "malformed JSON");
+            json_fail(c);
         return jv_str(I, c->buf, len);
     }
     if (ch == '{') {
@@ -674,7 +797,7 @@ static jv json_value(jparse_ctx *c, int depth)
             jd_set(I, d.u.d, k, json_value(c, depth + 1));
         }
         if (j->failed)
-            jfail(I, SP_ERR_FORMAT, "%s", I->err ? I->err->msg : "malformed JSON");
+            json_fail(c);
         return d;
     }
     if (ch == '[') {
@@ -684,7 +807,7 @@ static jv json_value(jparse_ctx *c, int depth)
         while (sp_jscan_next(j, ']', &first))
             jl_push(I, l.u.l, json_value(c, depth + 1));
         if (j->failed)
-            jfail(I, SP_ERR_FORMAT, "%s", I->err ? I->err->msg : "malformed JSON");
+            json_fail(c);
         return l;
     }
     if (ch == 't' && j->pos + 4 <= j->n && !memcmp(j->s + j->pos, "true", 4)) {
@@ -708,29 +831,32 @@ static jv json_value(jparse_ctx *c, int depth)
         }
         char num[64];
         if (e - s >= sizeof num)
-            jfail(I, SP_ERR_FORMAT, "%s: number too long at byte %zu", j->what, s);
+            json_fail_at(c, s, "number too long", "");
         memcpy(num, j->s + s, e - s);
         num[e - s] = '\0';
         j->pos = e;
         char *end;
         if (!is_float) {
+            errno = 0;
             long long v = strtoll(num, &end, 10);
-            if (*end == '\0' && !(v == LLONG_MAX || v == LLONG_MIN))
+            if (*end == '\0' && errno == ERANGE) /* Python's json gives a big int */
+                json_fail_at(c, s, "integer does not fit in 64 bits: ", num);
+            if (*end == '\0')
                 return jv_int(v);
         }
         double f = strtod(num, &end);
         if (*end)
-            jfail(I, SP_ERR_FORMAT, "%s: bad number '%s'", j->what, num);
+            json_fail_at(c, s, "bad number ", num);
         return jv_float(f);
     }
-    jfail(I, SP_ERR_FORMAT, "%s: malformed JSON near byte %zu", j->what, j->pos);
+    json_fail_at(c, j->pos, "malformed JSON: unexpected character", "");
 }
 
 jv jv_from_json_text(jinterp *I, const char *text, size_t n, const char *what)
 {
     sp_jscan j;
-    sp_jscan_init(&j, text, n, what, I->err);
-    jparse_ctx c = {I, &j, NULL, 0};
+    jparse_ctx c = {I, &j, NULL, 0, {0}};
+    sp_jscan_init(&j, text, n, what, &c.scan_err);
     /* the scanner's string buffer is malloc'd: keep it on the arena's free path */
     jv v;
     jmp_buf saved;
@@ -744,7 +870,7 @@ jv jv_from_json_text(jinterp *I, const char *text, size_t n, const char *what)
     if (sp_jscan_peek(&j) != 0) {
         free(c.buf);
         memcpy(I->fail, saved, sizeof saved);
-        jfail(I, SP_ERR_FORMAT, "%s: trailing data after the JSON value at byte %zu", what, j.pos);
+        json_fail_at(&c, j.pos, "trailing data after the JSON value", "");
     }
     free(c.buf);
     memcpy(I->fail, saved, sizeof saved);
@@ -842,19 +968,11 @@ static void json_key(jinterp *I, jbuf *b, jv k, bool ascii)
 static jdict *sorted_dict(jinterp *I, const jdict *d)
 {
     jdict *s = jv_dict(I, d->n).u.d;
-    size_t *idx = ja_alloc(I, (d->n ? d->n : 1) * sizeof *idx);
-    for (size_t i = 0; i < d->n; i++)
-        idx[i] = i;
-    for (size_t i = 1; i < d->n; i++) /* insertion sort: stable, dicts are small */
-        for (size_t k = i; k > 0 && jv_compare(I, d->keys[idx[k]], d->keys[idx[k - 1]]) < 0; k--) {
-            size_t t = idx[k];
-            idx[k] = idx[k - 1];
-            idx[k - 1] = t;
-        }
-    for (size_t i = 0; i < d->n; i++) {
-        s->keys[i] = d->keys[idx[i]];
-        s->vals[i] = d->vals[idx[i]];
+    if (d->n) {
+        memcpy(s->keys, d->keys, d->n * sizeof *s->keys);
+        memcpy(s->vals, d->vals, d->n * sizeof *s->vals);
     }
+    jj_sort_by(I, s->vals, s->keys, d->n, false); /* sorted(d.items()): keys are unique */
     s->n = d->n;
     return s;
 }
@@ -864,7 +982,7 @@ void jv_tojson(jinterp *I, jbuf *b, jv v, const char *indent, const char *item_s
 {
     char tmp[64];
     jtick(I);
-    if (level > 500)
+    if (level > JINJA_MAX_VALUE_DEPTH)
         jfail(I, SP_ERR_TEMPLATE, "tojson: value nested too deeply");
     switch ((jk)v.k) {
     case JK_NONE: jbuf_puts(I, b, "null"); return;
