@@ -127,11 +127,13 @@ static sp_status parse_norm_children(loader *L, const cJSON *arr, int depth, sp_
     n->children = calloc(k ? k : 1, sizeof *n->children);
     if (!n->children)
         return nomem(L);
+    /* a child that fails half-built is still counted, so the parent's free releases it */
     for (const cJSON *c = arr->child; c; c = c->next) {
         sp_status st = parse_normalizer(L, c, depth + 1, &n->children[n->n_children]);
+        if (n->children[n->n_children])
+            n->n_children++;
         if (st != SP_OK)
             return st;
-        n->n_children++;
     }
     return SP_OK;
 }
@@ -281,9 +283,11 @@ static sp_status parse_pretok(loader *L, const cJSON *o, int depth, sp_pretok **
         size_t k = (size_t)cJSON_GetArraySize(arr);
         if (!(p->children = calloc(k ? k : 1, sizeof *p->children)))
             return nomem(L);
-        for (const cJSON *c = arr->child; c && st == SP_OK; c = c->next)
-            if ((st = parse_pretok(L, c, depth + 1, &p->children[p->n_children])) == SP_OK)
+        for (const cJSON *c = arr->child; c && st == SP_OK; c = c->next) {
+            st = parse_pretok(L, c, depth + 1, &p->children[p->n_children]);
+            if (p->children[p->n_children]) /* counted even half-built: freed with p */
                 p->n_children++;
+        }
     } else {
         return sp_err(L->err, SP_ERR_UNSUPPORTED, "%s: pre_tokenizer type '%s' is not supported",
                       L->what, ty);
@@ -355,9 +359,11 @@ static sp_status parse_decoder(loader *L, const cJSON *o, int depth, sp_decoder 
         size_t k = (size_t)cJSON_GetArraySize(arr);
         if (!(d->children = calloc(k ? k : 1, sizeof *d->children)))
             return nomem(L);
-        for (const cJSON *c = arr->child; c && st == SP_OK; c = c->next)
-            if ((st = parse_decoder(L, c, depth + 1, &d->children[d->n_children])) == SP_OK)
+        for (const cJSON *c = arr->child; c && st == SP_OK; c = c->next) {
+            st = parse_decoder(L, c, depth + 1, &d->children[d->n_children]);
+            if (d->children[d->n_children]) /* counted even half-built: freed with d */
                 d->n_children++;
+        }
     } else {
         return sp_err(L->err, SP_ERR_UNSUPPORTED, "%s: decoder type '%s' is not supported",
                       L->what, ty);
@@ -477,9 +483,11 @@ static sp_status parse_post(loader *L, const cJSON *o, int depth, sp_post **out)
         size_t k = (size_t)cJSON_GetArraySize(arr);
         if (!(p->children = calloc(k ? k : 1, sizeof *p->children)))
             return nomem(L);
-        for (const cJSON *c = arr->child; c && st == SP_OK; c = c->next)
-            if ((st = parse_post(L, c, depth + 1, &p->children[p->n_children])) == SP_OK)
+        for (const cJSON *c = arr->child; c && st == SP_OK; c = c->next) {
+            st = parse_post(L, c, depth + 1, &p->children[p->n_children]);
+            if (p->children[p->n_children]) /* counted even half-built: freed with p */
                 p->n_children++;
+        }
     } else {
         return sp_err(L->err, SP_ERR_UNSUPPORTED, "%s: post_processor type '%s' is not supported",
                       L->what, ty);
