@@ -3,6 +3,7 @@
  * Every id is checked against the vocabulary, every merge against the tokens it names,
  * and unknown component types are a clear "unsupported" error naming the field. */
 #include "text/tok/tok_internal.h"
+#include "util/ckd.h"
 #include "util/error.h"
 #include "util/json.h"
 #include "util/json_scan.h"
@@ -375,7 +376,10 @@ static sp_status parse_decoder(loader *L, const cJSON *o, int depth, sp_decoder 
 
 static sp_status post_item(loader *L, sp_post *p, bool seq, const int32_t *ids, size_t n)
 {
-    struct sp_post_item *g = realloc(p->items, (p->n_items + 1) * sizeof *g);
+    size_t bytes;
+    if (sp_ckd_mul_size(&bytes, p->n_items + 1, sizeof *p->items))
+        return nomem(L);
+    struct sp_post_item *g = realloc(p->items, bytes);
     if (!g)
         return nomem(L);
     p->items = g;
@@ -383,7 +387,7 @@ static sp_status post_item(loader *L, sp_post *p, bool seq, const int32_t *ids, 
     memset(it, 0, sizeof *it);
     it->is_sequence = seq;
     if (n) {
-        if (!(it->ids = malloc(n * sizeof *it->ids)))
+        if (sp_ckd_mul_size(&bytes, n, sizeof *it->ids) || !(it->ids = malloc(bytes)))
             return nomem(L);
         memcpy(it->ids, ids, n * sizeof *ids);
         it->n_ids = n;
@@ -613,10 +617,14 @@ typedef struct merge_batch {
 
 static bool batch_put(merge_batch *mb, const char *s, size_t n, size_t *off)
 {
-    if (mb->len + n > mb->cap) {
-        size_t cap = mb->cap ? 2 * mb->cap : 65536;
-        while (cap < mb->len + n)
-            cap *= 2;
+    size_t need;
+    if (sp_ckd_add_size(&need, mb->len, n))
+        return false;
+    if (need > mb->cap) {
+        size_t cap = mb->cap ? mb->cap : 65536;
+        while (cap < need)
+            if (sp_ckd_mul_size(&cap, cap, 2))
+                return false;
         char *p = realloc(mb->text, cap);
         if (!p)
             return false;
@@ -846,7 +854,10 @@ static bool trie_add(sp_trie *tr, const char *s, size_t n, int32_t token)
             ch = tr->nodes[ch].sibling;
         if (ch < 0) {
             if (tr->n == tr->cap) {
-                sp_trie_node *g = realloc(tr->nodes, tr->cap * 2 * sizeof *g);
+                size_t bytes; /* node indices are int32 */
+                if (tr->cap >= INT32_MAX / 2 || sp_ckd_mul3_size(&bytes, tr->cap, 2, sizeof *tr->nodes))
+                    return false;
+                sp_trie_node *g = realloc(tr->nodes, bytes);
                 if (!g)
                     return false;
                 tr->nodes = g;
