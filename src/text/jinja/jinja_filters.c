@@ -69,7 +69,7 @@ static jv lower_if_str(jinterp *I, jv v, bool case_sensitive);
 /* ---- strings ------------------------------------------------------------------------------- */
 
 
-static jv f_title(jinterp *I, jv s)
+static jv f_title(jinterp *I, jv s, const jargs *A, jframe *f)
 {
     /* jinja's title: split at runs of [-\s({\[<], then item[0].upper() + item[1:].lower() */
     s = need_str(I, s, "title");
@@ -133,7 +133,7 @@ static jlist *splitlines(jinterp *I, jv s)
     return l;
 }
 
-static jv f_indent(jinterp *I, jv s, const jargs *A)
+static jv f_indent(jinterp *I, jv s, const jargs *A, jframe *f)
 {
     s = need_str(I, s, "indent");
     jv width = jarg(A, 0, "width", jv_int(4));
@@ -244,7 +244,7 @@ static bool parse_py_float(const char *s, size_t n, double *out)
     return true;
 }
 
-static jv f_int(jinterp *I, jv v, const jargs *A)
+static jv f_int(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     jv def = jarg(A, 0, "default", jv_int(0));
     int64_t base = 10;
@@ -271,7 +271,7 @@ static jv f_int(jinterp *I, jv v, const jargs *A)
     }
 }
 
-static jv f_float(jinterp *I, jv v, const jargs *A)
+static jv f_float(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     jv def = jarg(A, 0, "default", jv_float(0.0));
     (void)I;
@@ -287,7 +287,7 @@ static jv f_float(jinterp *I, jv v, const jargs *A)
     }
 }
 
-static jv f_round(jinterp *I, jv v, const jargs *A)
+static jv f_round(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     jv p = jarg(A, 0, "precision", jv_int(0));
     jv m = jarg(A, 1, "method", jv_cstr(I, "common"));
@@ -318,7 +318,7 @@ static jv lower_if_str(jinterp *I, jv v, bool case_sensitive)
     return !case_sensitive && v.k == JK_STR ? jstr_case(I, v, 0) : v;
 }
 
-static jv f_sort(jinterp *I, jv v, const jargs *A)
+static jv f_sort(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     bool reverse = arg_bool(I, A, 0, "reverse", false), cs = arg_bool(I, A, 1, "case_sensitive", false);
     jv attr = jarg(A, 2, "attribute", jv_none());
@@ -335,7 +335,7 @@ static jv f_sort(jinterp *I, jv v, const jargs *A)
     return out;
 }
 
-static jv f_dictsort(jinterp *I, jv v, const jargs *A)
+static jv f_dictsort(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     bool cs = arg_bool(I, A, 0, "case_sensitive", false);
     jv by = jarg(A, 1, "by", jv_cstr(I, "key"));
@@ -360,7 +360,7 @@ static jv f_dictsort(jinterp *I, jv v, const jargs *A)
     return out;
 }
 
-static jv f_unique(jinterp *I, jv v, const jargs *A)
+static jv f_unique(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     bool cs = arg_bool(I, A, 0, "case_sensitive", false);
     jv attr = jarg(A, 1, "attribute", jv_none());
@@ -466,7 +466,7 @@ static jv f_map(jinterp *I, jv v, const jargs *A, jframe *f)
     return out;
 }
 
-static jv f_join(jinterp *I, jv v, const jargs *A)
+static jv f_join(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     jv d = jarg(A, 0, "d", jv_cstr(I, ""));
     jv attr = jarg(A, 1, "attribute", jv_none());
@@ -480,7 +480,7 @@ static jv f_join(jinterp *I, jv v, const jargs *A)
     return jv_str(I, b.p ? b.p : "", b.n);
 }
 
-static jv f_items(jinterp *I, jv v)
+static jv f_items(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     if (v.k == JK_UNDEF)
         return gen(I);
@@ -498,7 +498,7 @@ static jv f_items(jinterp *I, jv v)
     return g;
 }
 
-static jv f_reverse(jinterp *I, jv v)
+static jv f_reverse(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     if (v.k == JK_STR) {
         bool ok;
@@ -515,7 +515,7 @@ static jv f_reverse(jinterp *I, jv v)
     return out;
 }
 
-static jv f_batch(jinterp *I, jv v, const jargs *A)
+static jv f_batch(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     jv lc = jarg(A, 0, "linecount", jv_int(1));
     jv fill = jarg(A, 1, "fill_with", jv_none());
@@ -537,7 +537,7 @@ static jv f_batch(jinterp *I, jv v, const jargs *A)
 }
 
 /* slice(n, fill_with): n columns, the first len % n one longer (Jinja's do_slice). */
-static jv f_slice(jinterp *I, jv v, const jargs *A)
+static jv f_slice(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     jv ns = jarg(A, 0, "slices", jv_undef("slices"));
     jv fill = jarg(A, 1, "fill_with", jv_none());
@@ -564,7 +564,7 @@ static jv f_slice(jinterp *I, jv v, const jargs *A)
 
 /* groupby(attribute, default, case_sensitive): sorted by the key, consecutive equal keys
  * grouped; each group is a (grouper, list) tuple whose grouper is the first item's key. */
-static jv f_groupby(jinterp *I, jv v, const jargs *A)
+static jv f_groupby(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     jv attr = jarg(A, 0, "attribute", jv_undef("attribute"));
     jv def = jarg(A, 1, "default", jv_none());
@@ -614,7 +614,7 @@ static size_t cp_offset(jv s, size_t cp)
 }
 
 /* truncate(length=255, killwords=False, end='...', leeway=5) as Jinja's do_truncate. */
-static jv f_truncate(jinterp *I, jv v, const jargs *A)
+static jv f_truncate(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     jv s = need_str(I, v, "truncate");
     jv len = jarg(A, 0, "length", jv_int(255));
@@ -666,7 +666,7 @@ static void url_quote(jinterp *I, jbuf *b, jv v, bool for_qs)
     }
 }
 
-static jv f_urlencode(jinterp *I, jv v)
+static jv f_urlencode(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     jbuf b = {0};
     if (v.k == JK_DICT || (v.k == JK_LIST && !(v.u.l->flags & JL_GEN))) {
@@ -697,7 +697,7 @@ static jv f_urlencode(jinterp *I, jv v)
 }
 
 /* xmlattr(autospace=True): key="value" pairs, None/undefined values skipped, escaped. */
-static jv f_xmlattr(jinterp *I, jv v, const jargs *A)
+static jv f_xmlattr(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     bool autospace = arg_bool(I, A, 0, "autospace", true);
     if (v.k != JK_DICT)
@@ -722,7 +722,7 @@ static jv f_xmlattr(jinterp *I, jv v, const jargs *A)
     return jv_str(I, b.p ? b.p : "", b.n);
 }
 
-static jv f_tojson(jinterp *I, jv v, const jargs *A)
+static jv f_tojson(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     bool ascii = arg_bool(I, A, 0, "ensure_ascii", false);
     jv indent = jarg(A, 1, "indent", jv_none());
@@ -751,7 +751,7 @@ static jv f_tojson(jinterp *I, jv v, const jargs *A)
     return jv_str(I, b.p ? b.p : "", b.n);
 }
 
-static jv f_sum(jinterp *I, jv v, const jargs *A)
+static jv f_sum(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     jv attr = jarg(A, 0, "attribute", jv_none());
     jv total = jarg(A, 1, "start", jv_int(0));
@@ -761,13 +761,13 @@ static jv f_sum(jinterp *I, jv v, const jargs *A)
     return total;
 }
 
-static jv f_center(jinterp *I, jv s, const jargs *A)
+static jv f_center(jinterp *I, jv s, const jargs *A, jframe *f)
 {
     jv w = jarg(A, 0, "width", jv_int(80));
     return jstr_pad(I, need_str(I, s, "center"), w.k == JK_INT ? w.u.i : 80, ' ', 0);
 }
 
-static jv f_wordcount(jinterp *I, jv s)
+static jv f_wordcount(jinterp *I, jv s, const jargs *A, jframe *f)
 {
     s = need_str(I, s, "wordcount");
     int64_t n = 0;
@@ -787,22 +787,180 @@ static jv f_wordcount(jinterp *I, jv s)
     return jv_int(n);
 }
 
-/* ---- dispatch ----------------------------------------------------------------------------- */
+/* ---- the filter table ------------------------------------------------------------------- */
 
-static const char *const FILTERS[] = {
-    "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e",
-    "escape", "first", "float", "forceescape", "format", "indent", "int", "items", "join", "last",
-    "length", "list", "lower", "map", "max", "min", "pprint", "reject", "rejectattr", "replace",
-    "reverse", "round", "safe", "select", "selectattr", "sort", "string", "sum", "title", "tojson",
-    "trim", "unique", "upper", "wordcount", "slice", "groupby", "truncate", "urlencode",
-    "xmlattr", NULL};
+static jv f_default(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    jv def = jarg(A, 0, "default_value", jv_cstr(I, ""));
+    bool boolean = arg_bool(I, A, 1, "boolean", false);
+    return v.k == JK_UNDEF || (boolean && !jv_truthy(I, v)) ? def : v;
+}
+
+static jv f_length(jinterp *I, jv v, const jargs *A, jframe *f) { return jv_int(jv_len(I, v)); }
+static jv f_string(jinterp *I, jv v, const jargs *A, jframe *f) { return jv_to_str(I, v); }
+
+static jv f_safe(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    v = need_str(I, v, "safe");
+    v.safe = 1;
+    return v;
+}
+
+/* soft_str(v).method(): Markup stays Markup */
+static jv keep_markup(jv v, jv r)
+{
+    r.safe = v.safe;
+    return r;
+}
+
+static jv f_trim(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    jv s = need_str(I, v, "trim");
+    return keep_markup(s, jstr_strip(I, s, jarg(A, 0, "chars", jv_none()), true, true));
+}
+
+static jv f_upper(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    jv s = need_str(I, v, "upper");
+    return keep_markup(s, jstr_case(I, s, 1));
+}
+
+static jv f_lower(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    jv s = need_str(I, v, "lower");
+    return keep_markup(s, jstr_case(I, s, 0));
+}
+
+static jv f_capitalize(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    return jstr_case(I, need_str(I, v, "capitalize"), 2);
+}
+
+static jv f_replace(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    jv c = jarg(A, 2, "count", jv_none());
+    return jstr_replace(I, need_str(I, v, "replace"), jarg(A, 0, "old", jv_cstr(I, "")),
+                        jarg(A, 1, "new", jv_cstr(I, "")), c.k == JK_INT ? c.u.i : -1);
+}
+
+static jv f_escape(jinterp *I, jv v, const jargs *A, jframe *f) { return jv_html_escape(I, v, false); }
+static jv f_forceescape(jinterp *I, jv v, const jargs *A, jframe *f) { return jv_html_escape(I, v, true); }
+
+static jv f_abs(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    if (v.k == JK_UNDEF)
+        jfail(I, SP_ERR_TEMPLATE, "'%s' is undefined", v.u.undef ? v.u.undef : "value");
+    if (v.k == JK_INT)
+        return jv_int(v.u.i < 0 ? jj_int_neg(I, v.u.i, "abs") : v.u.i);
+    if (v.k == JK_FLOAT)
+        return jv_float(fabs(v.u.f));
+    if (v.k == JK_BOOL)
+        return jv_int(v.u.b);
+    jfail(I, SP_ERR_TEMPLATE, "bad operand type for abs(): '%s'", jv_type_name(v));
+}
+
+static jv f_list(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    jlist *src = need_iter(I, v, "list");
+    jv out = jv_list(I, src->n, 0);
+    for (size_t i = 0; i < src->n; i++)
+        jl_push(I, out.u.l, src->v[i]);
+    return out;
+}
+
+static jv f_first(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    jlist *src = need_iter(I, v, "first");
+    return src->n ? src->v[0] : jv_undef("No first item, sequence was empty.");
+}
+
+static jv f_last(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    if (v.k == JK_LIST && (v.u.l->flags & JL_GEN))
+        jfail(I, SP_ERR_TEMPLATE, "'generator' object is not reversible");
+    jlist *src = need_iter(I, v, "last");
+    return src->n ? src->v[src->n - 1] : jv_undef("No last item, sequence was empty.");
+}
+
+static jv f_min(jinterp *I, jv v, const jargs *A, jframe *f) { return f_minmax(I, v, A, false); }
+static jv f_max(jinterp *I, jv v, const jargs *A, jframe *f) { return f_minmax(I, v, A, true); }
+static jv f_select_(jinterp *I, jv v, const jargs *A, jframe *f) { return f_select(I, v, A, true, false, f); }
+static jv f_reject(jinterp *I, jv v, const jargs *A, jframe *f) { return f_select(I, v, A, false, false, f); }
+static jv f_selectattr(jinterp *I, jv v, const jargs *A, jframe *f) { return f_select(I, v, A, true, true, f); }
+static jv f_rejectattr(jinterp *I, jv v, const jargs *A, jframe *f) { return f_select(I, v, A, false, true, f); }
+
+static jv f_attr(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    jv nm = jarg(A, 0, "name", jv_none());
+    if (nm.k != JK_STR)
+        jfail(I, SP_ERR_TEMPLATE, "attr: the name must be a string");
+    if (v.k == JK_DICT || v.k == JK_STR || v.k == JK_LIST) { /* attributes only: no item lookup */
+        bool found;
+        jv m = jmethod_get(I, v, nm.u.s->s, &found);
+        return found ? m : jv_undef(nm.u.s->s);
+    }
+    return jgetattr(I, v, nm.u.s->s);
+}
+
+static jv f_format(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    if (A->nk) {
+        jv d = jv_dict(I, A->nk);
+        for (size_t k = 0; k < A->nk; k++)
+            jd_set(I, d.u.d, jv_cstr(I, A->kn[k]), A->kv[k]);
+        return jformat_percent(I, need_str(I, v, "format"), d);
+    }
+    jv t = jv_list(I, A->n, JL_TUPLE);
+    for (size_t i = 0; i < A->n; i++)
+        jl_push(I, t.u.l, A->a[i]);
+    return jformat_percent(I, need_str(I, v, "format"), t);
+}
+
+static jv f_pprint(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    jbuf b = {0};
+    jv_write_repr(I, &b, v);
+    return jv_str(I, b.p ? b.p : "", b.n);
+}
+
+typedef jv (*jfilter_fn)(jinterp *I, jv v, const jargs *A, jframe *f);
+
+/* Every filter specula implements, by name (Jinja2's builtin filters less the ones that
+ * need Python objects: filesizeformat, random, striptags, wordwrap, urlize). */
+static const struct {
+    const char *name;
+    jfilter_fn fn;
+} FILTERS[] = {
+    {"abs", f_abs},           {"attr", f_attr},           {"batch", f_batch},
+    {"capitalize", f_capitalize}, {"center", f_center},   {"count", f_length},
+    {"d", f_default},         {"default", f_default},     {"dictsort", f_dictsort},
+    {"e", f_escape},          {"escape", f_escape},       {"first", f_first},
+    {"float", f_float},       {"forceescape", f_forceescape}, {"format", f_format},
+    {"groupby", f_groupby},   {"indent", f_indent},       {"int", f_int},
+    {"items", f_items},       {"join", f_join},           {"last", f_last},
+    {"length", f_length},     {"list", f_list},           {"lower", f_lower},
+    {"map", f_map},           {"max", f_max},             {"min", f_min},
+    {"pprint", f_pprint},     {"reject", f_reject},       {"rejectattr", f_rejectattr},
+    {"replace", f_replace},   {"reverse", f_reverse},     {"round", f_round},
+    {"safe", f_safe},         {"select", f_select_},      {"selectattr", f_selectattr},
+    {"slice", f_slice},       {"sort", f_sort},           {"string", f_string},
+    {"sum", f_sum},           {"title", f_title},         {"tojson", f_tojson},
+    {"trim", f_trim},         {"truncate", f_truncate},   {"unique", f_unique},
+    {"upper", f_upper},       {"urlencode", f_urlencode}, {"wordcount", f_wordcount},
+    {"xmlattr", f_xmlattr},
+};
+
+static jfilter_fn find_filter(const char *name)
+{
+    for (size_t i = 0; i < sizeof FILTERS / sizeof FILTERS[0]; i++)
+        if (!strcmp(FILTERS[i].name, name))
+            return FILTERS[i].fn;
+    return NULL;
+}
 
 bool jfilter_exists(const char *name)
 {
-    for (const char *const *f = FILTERS; *f; f++)
-        if (!strcmp(*f, name))
-            return true;
-    return false;
+    return find_filter(name) != NULL;
 }
 
 jv jfilter_apply(jinterp *I, const char *name, jv v, jv *args, size_t n_args,
@@ -810,162 +968,13 @@ jv jfilter_apply(jinterp *I, const char *name, jv v, jv *args, size_t n_args,
 {
     jargs A = {args, n_args, kw_names, kw_vals, n_kw};
     jtick(I);
-#define IS(s) (!strcmp(name, s))
-    if (IS("default") || IS("d")) {
-        jv def = jarg(&A, 0, "default_value", jv_cstr(I, ""));
-        bool boolean = arg_bool(I, &A, 1, "boolean", false);
-        return v.k == JK_UNDEF || (boolean && !jv_truthy(I, v)) ? def : v;
-    }
-    if (IS("length") || IS("count"))
-        return jv_int(jv_len(I, v));
-    if (IS("string"))
-        return jv_to_str(I, v);
-    if (IS("safe")) {
-        v = need_str(I, v, "safe");
-        v.safe = 1;
-        return v;
-    }
-    if (IS("tojson"))
-        return f_tojson(I, v, &A);
-    if (IS("trim") || IS("upper") || IS("lower")) { /* soft_str(v).method(): Markup stays Markup */
-        jv s = need_str(I, v, name);
-        jv r = IS("trim") ? jstr_strip(I, s, jarg(&A, 0, "chars", jv_none()), true, true)
-                          : jstr_case(I, s, IS("upper"));
-        r.safe = s.safe;
-        return r;
-    }
-    if (IS("capitalize"))
-        return jstr_case(I, need_str(I, v, "capitalize"), 2);
-    if (IS("title"))
-        return f_title(I, v);
-    if (IS("replace")) {
-        jv c = jarg(&A, 2, "count", jv_none());
-        return jstr_replace(I, need_str(I, v, "replace"), jarg(&A, 0, "old", jv_cstr(I, "")),
-                            jarg(&A, 1, "new", jv_cstr(I, "")), c.k == JK_INT ? c.u.i : -1);
-    }
-    if (IS("indent"))
-        return f_indent(I, v, &A);
-    if (IS("escape") || IS("e") || IS("forceescape"))
-        return jv_html_escape(I, v, IS("forceescape"));
-    if (IS("int"))
-        return f_int(I, v, &A);
-    if (IS("float"))
-        return f_float(I, v, &A);
-    if (IS("abs")) {
-        if (v.k == JK_UNDEF)
-            jfail(I, SP_ERR_TEMPLATE, "'%s' is undefined", v.u.undef ? v.u.undef : "value");
-        if (v.k == JK_INT)
-            return jv_int(v.u.i < 0 ? jj_int_neg(I, v.u.i, "abs") : v.u.i);
-        if (v.k == JK_FLOAT)
-            return jv_float(fabs(v.u.f));
-        if (v.k == JK_BOOL)
-            return jv_int(v.u.b);
-        jfail(I, SP_ERR_TEMPLATE, "bad operand type for abs(): '%s'", jv_type_name(v));
-    }
-    if (IS("round"))
-        return f_round(I, v, &A);
-    if (IS("list")) {
-        jlist *src = need_iter(I, v, "list");
-        jv out = jv_list(I, src->n, 0);
-        for (size_t i = 0; i < src->n; i++)
-            jl_push(I, out.u.l, src->v[i]);
-        return out;
-    }
-    if (IS("first")) {
-        jlist *src = need_iter(I, v, "first");
-        return src->n ? src->v[0] : jv_undef("No first item, sequence was empty.");
-    }
-    if (IS("last")) {
-        if (v.k == JK_LIST && (v.u.l->flags & JL_GEN))
-            jfail(I, SP_ERR_TEMPLATE, "'generator' object is not reversible");
-        jlist *src = need_iter(I, v, "last");
-        return src->n ? src->v[src->n - 1] : jv_undef("No last item, sequence was empty.");
-    }
-    if (IS("join"))
-        return f_join(I, v, &A);
-    if (IS("items"))
-        return f_items(I, v);
-    if (IS("dictsort"))
-        return f_dictsort(I, v, &A);
-    if (IS("sort"))
-        return f_sort(I, v, &A);
-    if (IS("unique"))
-        return f_unique(I, v, &A);
-    if (IS("reverse"))
-        return f_reverse(I, v);
-    if (IS("min") || IS("max"))
-        return f_minmax(I, v, &A, IS("max"));
-    if (IS("select") || IS("reject"))
-        return f_select(I, v, &A, IS("select"), false, f);
-    if (IS("selectattr") || IS("rejectattr"))
-        return f_select(I, v, &A, IS("selectattr"), true, f);
-    if (IS("map"))
-        return f_map(I, v, &A, f);
-    if (IS("slice"))
-        return f_slice(I, v, &A);
-    if (IS("groupby"))
-        return f_groupby(I, v, &A);
-    if (IS("truncate"))
-        return f_truncate(I, v, &A);
-    if (IS("urlencode"))
-        return f_urlencode(I, v);
-    if (IS("xmlattr"))
-        return f_xmlattr(I, v, &A);
-    if (IS("batch"))
-        return f_batch(I, v, &A);
-    if (IS("sum"))
-        return f_sum(I, v, &A);
-    if (IS("center"))
-        return f_center(I, v, &A);
-    if (IS("wordcount"))
-        return f_wordcount(I, v);
-    if (IS("attr")) {
-        jv nm = jarg(&A, 0, "name", jv_none());
-        if (nm.k != JK_STR)
-            jfail(I, SP_ERR_TEMPLATE, "attr: the name must be a string");
-        if (v.k == JK_DICT || v.k == JK_STR || v.k == JK_LIST) { /* attributes only: no item lookup */
-            bool found;
-            jv m = jmethod_get(I, v, nm.u.s->s, &found);
-            return found ? m : jv_undef(nm.u.s->s);
-        }
-        return jgetattr(I, v, nm.u.s->s);
-    }
-    if (IS("format")) {
-        if (n_kw) {
-            jv d = jv_dict(I, n_kw);
-            for (size_t k = 0; k < n_kw; k++)
-                jd_set(I, d.u.d, jv_cstr(I, kw_names[k]), kw_vals[k]);
-            return jformat_percent(I, need_str(I, v, "format"), d);
-        }
-        jv t = jv_list(I, n_args, JL_TUPLE);
-        for (size_t i = 0; i < n_args; i++)
-            jl_push(I, t.u.l, args[i]);
-        return jformat_percent(I, need_str(I, v, "format"), t);
-    }
-    if (IS("pprint")) {
-        jbuf b = {0};
-        jv_write_repr(I, &b, v);
-        return jv_str(I, b.p ? b.p : "", b.n);
-    }
-#undef IS
-    jfail(I, SP_ERR_TEMPLATE, "No filter named '%s'.", name);
+    jfilter_fn fn = find_filter(name);
+    if (!fn)
+        jfail(I, SP_ERR_TEMPLATE, "No filter named '%s'.", name);
+    return fn(I, v, &A, f);
 }
 
-/* ---- tests --------------------------------------------------------------------------------- */
-
-static const char *const TESTS[] = {
-    "defined", "undefined", "none", "boolean", "false", "true", "integer", "float", "number",
-    "string", "mapping", "iterable", "sequence", "callable", "sameas", "escaped", "in", "eq",
-    "equalto", "==", "ne", "!=", "lt", "lessthan", "<", "le", "<=", "gt", "greaterthan", ">",
-    "ge", ">=", "divisibleby", "even", "odd", "lower", "upper", "filter", "test", NULL};
-
-bool jtest_exists(const char *name)
-{
-    for (const char *const *t = TESTS; *t; t++)
-        if (!strcmp(*t, name))
-            return true;
-    return false;
-}
+/* ---- tests ---------------------------------------------------------------------------------- */
 
 static bool str_all_case(jinterp *I, jv v, bool upper)
 {
@@ -976,87 +985,118 @@ static bool str_all_case(jinterp *I, jv v, bool upper)
     return jv_equal(I, v, same) && !jv_equal(I, v, other);
 }
 
+/* ---- the test table ------------------------------------------------------------------- */
+
+typedef bool (*jtest_fn)(jinterp *I, jv v, jv arg);
+
+static bool t_defined(jinterp *I, jv v, jv a) { return v.k != JK_UNDEF; }
+static bool t_undefined(jinterp *I, jv v, jv a) { return v.k == JK_UNDEF; }
+static bool t_none(jinterp *I, jv v, jv a) { return v.k == JK_NONE; }
+static bool t_boolean(jinterp *I, jv v, jv a) { return v.k == JK_BOOL; }
+static bool t_false(jinterp *I, jv v, jv a) { return v.k == JK_BOOL && !v.u.b; }
+static bool t_true(jinterp *I, jv v, jv a) { return v.k == JK_BOOL && v.u.b; }
+static bool t_integer(jinterp *I, jv v, jv a) { return v.k == JK_INT; }
+static bool t_float(jinterp *I, jv v, jv a) { return v.k == JK_FLOAT; }
+static bool t_number(jinterp *I, jv v, jv a) { return jv_is_num(v); }
+static bool t_string(jinterp *I, jv v, jv a) { return v.k == JK_STR; }
+static bool t_mapping(jinterp *I, jv v, jv a) { return v.k == JK_DICT; }
+static bool t_escaped(jinterp *I, jv v, jv a) { return false; }
+
+static bool t_iterable(jinterp *I, jv v, jv a)
+{
+    return v.k == JK_UNDEF || v.k == JK_STR || v.k == JK_LIST || v.k == JK_DICT || v.k == JK_VIEW;
+}
+
+static bool t_sequence(jinterp *I, jv v, jv a)
+{
+    return v.k == JK_UNDEF || v.k == JK_STR || (v.k == JK_LIST && !(v.u.l->flags & JL_GEN)) ||
+           v.k == JK_DICT;
+}
+
+static bool t_callable(jinterp *I, jv v, jv a)
+{
+    return v.k == JK_FUNC || v.k == JK_MACRO || v.k == JK_CYCLER || v.k == JK_JOINER;
+}
+
+static bool t_filter(jinterp *I, jv v, jv a) { return v.k == JK_STR && jfilter_exists(v.u.s->s); }
+static bool t_test(jinterp *I, jv v, jv a) { return v.k == JK_STR && jtest_exists(v.u.s->s); }
+
+static bool t_sameas(jinterp *I, jv v, jv a)
+{
+    if (v.k != a.k)
+        return false;
+    if (v.k == JK_NONE || v.k == JK_UNDEF)
+        return true;
+    if (v.k == JK_BOOL)
+        return v.u.b == a.u.b;
+    if (v.k == JK_INT)
+        return v.u.i == a.u.i && v.u.i >= -5 && v.u.i <= 256; /* CPython small ints */
+    return v.u.d == a.u.d;
+}
+
+static bool t_in(jinterp *I, jv v, jv a) { return jcontains(I, v, a); }
+static bool t_eq(jinterp *I, jv v, jv a) { return jv_equal(I, v, a); }
+static bool t_ne(jinterp *I, jv v, jv a) { return !jv_equal(I, v, a); }
+static bool t_lt(jinterp *I, jv v, jv a) { return jv_compare(I, v, a) < 0; }
+static bool t_le(jinterp *I, jv v, jv a) { return jv_compare(I, v, a) <= 0; }
+static bool t_gt(jinterp *I, jv v, jv a) { return jv_compare(I, v, a) > 0; }
+static bool t_ge(jinterp *I, jv v, jv a) { return jv_compare(I, v, a) >= 0; }
+
+static bool t_divisibleby(jinterp *I, jv v, jv a)
+{
+    if (!jv_is_num(v) || !jv_is_num(a))
+        jfail(I, SP_ERR_TEMPLATE, "divisibleby needs numbers");
+    return jv_num(jbinop(I, OP_MOD, v, a)) == 0;
+}
+
+static int64_t need_int(jinterp *I, jv v, const char *name)
+{
+    if (v.k != JK_INT && v.k != JK_BOOL)
+        jfail(I, SP_ERR_TEMPLATE, "%s needs an integer", name);
+    return v.k == JK_INT ? v.u.i : v.u.b;
+}
+
+static bool t_even(jinterp *I, jv v, jv a) { return need_int(I, v, "even") % 2 == 0; }
+static bool t_odd(jinterp *I, jv v, jv a) { return need_int(I, v, "odd") % 2 != 0; }
+static bool t_lower(jinterp *I, jv v, jv a) { return str_all_case(I, v, false); }
+static bool t_upper(jinterp *I, jv v, jv a) { return str_all_case(I, v, true); }
+
+static const struct {
+    const char *name;
+    jtest_fn fn;
+} TESTS[] = {
+    {"defined", t_defined},   {"undefined", t_undefined}, {"none", t_none},
+    {"boolean", t_boolean},   {"false", t_false},         {"true", t_true},
+    {"integer", t_integer},   {"float", t_float},         {"number", t_number},
+    {"string", t_string},     {"mapping", t_mapping},     {"iterable", t_iterable},
+    {"sequence", t_sequence}, {"callable", t_callable},   {"sameas", t_sameas},
+    {"escaped", t_escaped},   {"in", t_in},               {"eq", t_eq},
+    {"equalto", t_eq},        {"==", t_eq},               {"ne", t_ne},
+    {"!=", t_ne},             {"lt", t_lt},               {"lessthan", t_lt},
+    {"<", t_lt},              {"le", t_le},               {"<=", t_le},
+    {"gt", t_gt},             {"greaterthan", t_gt},      {">", t_gt},
+    {"ge", t_ge},             {">=", t_ge},               {"divisibleby", t_divisibleby},
+    {"even", t_even},         {"odd", t_odd},             {"lower", t_lower},
+    {"upper", t_upper},       {"filter", t_filter},       {"test", t_test},
+};
+
+static jtest_fn find_test(const char *name)
+{
+    for (size_t i = 0; i < sizeof TESTS / sizeof TESTS[0]; i++)
+        if (!strcmp(TESTS[i].name, name))
+            return TESTS[i].fn;
+    return NULL;
+}
+
+bool jtest_exists(const char *name)
+{
+    return find_test(name) != NULL;
+}
+
 bool jtest_apply(jinterp *I, const char *name, jv v, jv *args, size_t n_args, jframe *f)
 {
-    (void)f;
-#define IS(s) (!strcmp(name, s))
-    jv a0 = n_args ? args[0] : jv_undef("missing test argument");
-    if (IS("defined"))
-        return v.k != JK_UNDEF;
-    if (IS("undefined"))
-        return v.k == JK_UNDEF;
-    if (IS("none"))
-        return v.k == JK_NONE;
-    if (IS("boolean"))
-        return v.k == JK_BOOL;
-    if (IS("false"))
-        return v.k == JK_BOOL && !v.u.b;
-    if (IS("true"))
-        return v.k == JK_BOOL && v.u.b;
-    if (IS("integer"))
-        return v.k == JK_INT;
-    if (IS("float"))
-        return v.k == JK_FLOAT;
-    if (IS("number"))
-        return jv_is_num(v);
-    if (IS("string"))
-        return v.k == JK_STR;
-    if (IS("mapping"))
-        return v.k == JK_DICT;
-    if (IS("iterable"))
-        return v.k == JK_UNDEF || v.k == JK_STR || v.k == JK_LIST || v.k == JK_DICT || v.k == JK_VIEW;
-    if (IS("sequence"))
-        return v.k == JK_UNDEF || v.k == JK_STR || (v.k == JK_LIST && !(v.u.l->flags & JL_GEN)) ||
-               v.k == JK_DICT;
-    if (IS("callable"))
-        return v.k == JK_FUNC || v.k == JK_MACRO || v.k == JK_CYCLER || v.k == JK_JOINER;
-    if (IS("escaped"))
-        return false;
-    if (IS("filter"))
-        return v.k == JK_STR && jfilter_exists(v.u.s->s);
-    if (IS("test"))
-        return v.k == JK_STR && jtest_exists(v.u.s->s);
-    if (IS("sameas")) {
-        if (v.k != a0.k)
-            return false;
-        if (v.k == JK_NONE || v.k == JK_UNDEF)
-            return true;
-        if (v.k == JK_BOOL)
-            return v.u.b == a0.u.b;
-        if (v.k == JK_INT)
-            return v.u.i == a0.u.i && v.u.i >= -5 && v.u.i <= 256; /* CPython small ints */
-        return v.u.d == a0.u.d;
-    }
-    if (IS("in"))
-        return jcontains(I, v, a0);
-    if (IS("eq") || IS("equalto") || IS("=="))
-        return jv_equal(I, v, a0);
-    if (IS("ne") || IS("!="))
-        return !jv_equal(I, v, a0);
-    if (IS("lt") || IS("lessthan") || IS("<"))
-        return jv_compare(I, v, a0) < 0;
-    if (IS("le") || IS("<="))
-        return jv_compare(I, v, a0) <= 0;
-    if (IS("gt") || IS("greaterthan") || IS(">"))
-        return jv_compare(I, v, a0) > 0;
-    if (IS("ge") || IS(">="))
-        return jv_compare(I, v, a0) >= 0;
-    if (IS("divisibleby")) {
-        if (!jv_is_num(v) || !jv_is_num(a0))
-            jfail(I, SP_ERR_TEMPLATE, "divisibleby needs numbers");
-        jv m = jbinop(I, OP_MOD, v, a0);
-        return jv_num(m) == 0;
-    }
-    if (IS("even") || IS("odd")) {
-        if (v.k != JK_INT && v.k != JK_BOOL)
-            jfail(I, SP_ERR_TEMPLATE, "%s needs an integer", name);
-        int64_t x = v.k == JK_INT ? v.u.i : v.u.b;
-        return IS("even") ? x % 2 == 0 : x % 2 != 0;
-    }
-    if (IS("lower"))
-        return str_all_case(I, v, false);
-    if (IS("upper"))
-        return str_all_case(I, v, true);
-#undef IS
-    jfail(I, SP_ERR_TEMPLATE, "No test named '%s'.", name);
+    jtest_fn fn = find_test(name);
+    if (!fn)
+        jfail(I, SP_ERR_TEMPLATE, "No test named '%s'.", name);
+    return fn(I, v, n_args ? args[0] : jv_undef("missing test argument"));
 }

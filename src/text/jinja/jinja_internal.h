@@ -5,7 +5,8 @@
  *   jinja_parse.c    tokens -> AST
  *   jinja_eval.c     AST -> output (scopes, loops, macros, calls)
  *   jinja_filters.c  filters and tests
- *   jinja_methods.c  str / dict / list methods, globals, tojson
+ *   jinja_str.c      Python str semantics: case, strip, split, find, format, str methods
+ *   jinja_methods.c  method lookup, dict / list methods, globals
  *
  * Memory: everything a template or a render allocates comes from an arena freed at once,
  * so values need no reference counts. Errors (template errors, limits) longjmp back to
@@ -348,6 +349,11 @@ jv jstr_replace(jinterp *I, jv s, jv old, jv new_, int64_t count);
 jv jstr_pad(jinterp *I, jv s, int64_t width, uint32_t fill, int where);
 /* Python's printf-style "fmt % args". */
 jv jformat_percent(jinterp *I, jv fmt, jv args);
+/* A str method (jinja_str.c), called on s with the method name m. */
+struct jargs;
+jv jstr_method(jinterp *I, jv s, const char *m, const struct jargs *A);
+/* Fails with TypeError when a method that takes none is given keyword arguments. */
+void jj_no_kwargs(jinterp *I, const struct jargs *A, const char *m);
 
 /* A call's evaluated arguments (*args and **kwargs spread in): positional a[0..n),
  * keyword kn[i] = kv[i]. Filters, tests, methods and globals read them with jarg. */
