@@ -33,7 +33,7 @@ static bool in_list(const char *const *l, const char *s)
     return false;
 }
 
-jv jmethod_get(jinterp *I, jv self, const char *name, bool *found)
+jv jj_method_get(jinterp *I, jv self, const char *name, bool *found)
 {
     *found = false;
     const char *const *ok = NULL, *const *unsafe = NULL;
@@ -50,9 +50,9 @@ jv jmethod_get(jinterp *I, jv self, const char *name, bool *found)
             return self.u.l->v[self.u.l->v[0].u.i + 1];
         }
         if (strcmp(name, "next") && strcmp(name, "reset"))
-            return jv_undef(name);
+            return jj_undef(name);
         *found = true;
-        struct jfunc *fn = ja_alloc(I, sizeof *fn);
+        struct jfunc *fn = jj_alloc(I, sizeof *fn);
         fn->id = !strcmp(name, "next") ? F_CYCLER_NEXT : F_CYCLER_RESET;
         fn->name = name;
         fn->self = self;
@@ -60,12 +60,12 @@ jv jmethod_get(jinterp *I, jv self, const char *name, bool *found)
         return v;
     }
     if (unsafe && in_list(unsafe, name))
-        jfail(I, SP_ERR_TEMPLATE, "access to attribute '%s' of '%s' object is unsafe.", name,
-              jv_type_name(self));
+        jj_fail(I, SP_ERR_TEMPLATE, "access to attribute '%s' of '%s' object is unsafe.", name,
+              jj_type_name(self));
     if (!ok || !in_list(ok, name))
-        return jv_undef(name);
+        return jj_undef(name);
     *found = true;
-    struct jfunc *fn = ja_alloc(I, sizeof *fn);
+    struct jfunc *fn = jj_alloc(I, sizeof *fn);
     fn->id = F_METHOD;
     fn->name = name;
     fn->self = self;
@@ -75,7 +75,7 @@ jv jmethod_get(jinterp *I, jv self, const char *name, bool *found)
 
 static jv view(jinterp *I, jv d, int which)
 {
-    jdict *v = ja_alloc(I, sizeof *v);
+    jdict *v = jj_alloc(I, sizeof *v);
     *v = *d.u.d;
     v->which = which;
     jv out = {.k = JK_VIEW, .u = {.d = v}};
@@ -92,16 +92,16 @@ static jv dict_method(jinterp *I, jv self, const char *m, const jargs *A)
     if (!strcmp(m, "values"))
         return view(I, self, 1);
     if (!strcmp(m, "copy")) {
-        jv c = jv_dict(I, self.u.d->n);
+        jv c = jj_dict(I, self.u.d->n);
         for (size_t i = 0; i < self.u.d->n; i++)
-            jd_set(I, c.u.d, self.u.d->keys[i], self.u.d->vals[i]);
+            jj_dict_set(I, c.u.d, self.u.d->keys[i], self.u.d->vals[i]);
         return c;
     }
     /* get */
     if (A->n < 1 || A->n > 2)
-        jfail(I, SP_ERR_TEMPLATE, "get expected 1 or 2 arguments, got %zu", A->n);
-    jv *v = jd_get(I, self.u.d, A->a[0]);
-    return v ? *v : (A->n > 1 ? A->a[1] : jv_none());
+        jj_fail(I, SP_ERR_TEMPLATE, "get expected 1 or 2 arguments, got %zu", A->n);
+    jv *v = jj_dict_get(I, self.u.d, A->a[0]);
+    return v ? *v : (A->n > 1 ? A->a[1] : jj_none());
 }
 
 static jv list_method(jinterp *I, jv self, const char *m, const jargs *A)
@@ -109,23 +109,23 @@ static jv list_method(jinterp *I, jv self, const char *m, const jargs *A)
     jj_no_kwargs(I, A, m);
     jlist *l = self.u.l;
     if (!strcmp(m, "copy")) {
-        jv c = jv_list(I, l->n, 0);
+        jv c = jj_list(I, l->n, 0);
         for (size_t i = 0; i < l->n; i++)
-            jl_push(I, c.u.l, l->v[i]);
+            jj_list_push(I, c.u.l, l->v[i]);
         return c;
     }
     if (A->n < 1)
-        jfail(I, SP_ERR_TEMPLATE, "%s() takes exactly one argument", m);
+        jj_fail(I, SP_ERR_TEMPLATE, "%s() takes exactly one argument", m);
     int64_t count = 0;
     for (size_t i = 0; i < l->n; i++)
-        if (jv_equal(I, l->v[i], A->a[0])) {
+        if (jj_equal(I, l->v[i], A->a[0])) {
             if (!strcmp(m, "index"))
-                return jv_int((int64_t)i);
+                return jj_int((int64_t)i);
             count++;
         }
     if (!strcmp(m, "index"))
-        jfail(I, SP_ERR_TEMPLATE, "ValueError: value is not in list");
-    return jv_int(count);
+        jj_fail(I, SP_ERR_TEMPLATE, "ValueError: value is not in list");
+    return jj_int(count);
 }
 
 /* markupsafe.Markup wraps these str methods: on a Markup string they return Markup. */
@@ -140,12 +140,12 @@ static bool markup_keeps(const char *m)
     return false;
 }
 
-jv jmethod_call(jinterp *I, jv self, const char *name, jv *args, size_t n_args,
+jv jj_method_call(jinterp *I, jv self, const char *name, jv *args, size_t n_args,
                 const char **kw_names, jv *kw_vals, size_t n_kw)
 {
     jargs A = {args, n_args, kw_names, kw_vals, n_kw};
     if (self.k == JK_STR) {
-        jv r = jstr_method(I, self, name, &A);
+        jv r = jj_str_method(I, self, name, &A);
         if (self.safe && r.k == JK_STR && markup_keeps(name))
             r.safe = 1;
         return r;
@@ -154,7 +154,7 @@ jv jmethod_call(jinterp *I, jv self, const char *name, jv *args, size_t n_args,
         return dict_method(I, self, name, &A);
     if (self.k == JK_LIST)
         return list_method(I, self, name, &A);
-    jfail(I, SP_ERR_TEMPLATE, "'%s' object has no method '%s'", jv_type_name(self), name);
+    jj_fail(I, SP_ERR_TEMPLATE, "'%s' object has no method '%s'", jj_type_name(self), name);
 }
 
 /* ---- globals ------------------------------------------------------------------------------- */
@@ -166,7 +166,7 @@ static struct jfunc GLOBAL_FNS[] = {
     {.id = F_JOINER, .name = "joiner"},
 };
 
-jv jglobal(const char *name, bool *found)
+jv jj_global(const char *name, bool *found)
 {
     for (size_t i = 0; i < sizeof GLOBAL_FNS / sizeof GLOBAL_FNS[0]; i++)
         if (!strcmp(GLOBAL_FNS[i].name, name)) {
@@ -175,7 +175,7 @@ jv jglobal(const char *name, bool *found)
             return v;
         }
     *found = false;
-    return jv_undef(name);
+    return jj_undef(name);
 }
 
 static int64_t int_arg(jinterp *I, jv v, const char *what)
@@ -184,14 +184,14 @@ static int64_t int_arg(jinterp *I, jv v, const char *what)
         return v.u.i;
     if (v.k == JK_BOOL)
         return v.u.b;
-    jfail(I, SP_ERR_TEMPLATE, "%s: '%s' object cannot be interpreted as an integer", what,
-          jv_type_name(v));
+    jj_fail(I, SP_ERR_TEMPLATE, "%s: '%s' object cannot be interpreted as an integer", what,
+          jj_type_name(v));
 }
 
 static jv g_range(jinterp *I, jv *a, size_t n)
 {
     if (n < 1 || n > 3)
-        jfail(I, SP_ERR_TEMPLATE, "range expected 1 to 3 arguments, got %zu", n);
+        jj_fail(I, SP_ERR_TEMPLATE, "range expected 1 to 3 arguments, got %zu", n);
     int64_t start = 0, stop, step = 1;
     if (n == 1)
         stop = int_arg(I, a[0], "range");
@@ -202,25 +202,25 @@ static jv g_range(jinterp *I, jv *a, size_t n)
             step = int_arg(I, a[2], "range");
     }
     if (step == 0)
-        jfail(I, SP_ERR_TEMPLATE, "range() arg 3 must not be zero");
+        jj_fail(I, SP_ERR_TEMPLATE, "range() arg 3 must not be zero");
     /* spans and steps as uint64: range(-2**63, 2**63-1) must not overflow */
     uint64_t span = step > 0 ? (stop > start ? (uint64_t)stop - (uint64_t)start : 0)
                              : (start > stop ? (uint64_t)start - (uint64_t)stop : 0);
     uint64_t ast = step > 0 ? (uint64_t)step : (uint64_t)0 - (uint64_t)step;
     uint64_t count = span / ast + (span % ast != 0);
     if (count > JINJA_MAX_RANGE)
-        jfail(I, SP_ERR_LIMIT, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (%d).",
+        jj_fail(I, SP_ERR_LIMIT, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (%d).",
               JINJA_MAX_RANGE);
-    jv out = jv_list(I, (size_t)count, 0);
+    jv out = jj_list(I, (size_t)count, 0);
     for (int64_t i = 0; i < (int64_t)count; i++)
-        jl_push(I, out.u.l, jv_int(start + i * step)); /* within [start, stop): no overflow */
+        jj_list_push(I, out.u.l, jj_int(start + i * step)); /* within [start, stop): no overflow */
     return out;
 }
 
 static jv g_strftime(jinterp *I, jv *a, size_t n)
 {
     if (n != 1 || a[0].k != JK_STR)
-        jfail(I, SP_ERR_TEMPLATE, "strftime_now(format) needs one string");
+        jj_fail(I, SP_ERR_TEMPLATE, "strftime_now(format) needs one string");
     struct tm tm;
     memset(&tm, 0, sizeof tm);
     const char *now = I->opt ? I->opt->now : NULL;
@@ -228,7 +228,7 @@ static jv g_strftime(jinterp *I, jv *a, size_t n)
         int y, mo, d, h = 0, mi = 0, s = 0;
         if (sscanf(now, "%d-%d-%dT%d:%d:%d", &y, &mo, &d, &h, &mi, &s) < 3 &&
             sscanf(now, "%d-%d-%d %d:%d:%d", &y, &mo, &d, &h, &mi, &s) < 3)
-            jfail(I, SP_ERR_INVALID_ARG, "--now '%s' is not an ISO 8601 date-time", now);
+            jj_fail(I, SP_ERR_INVALID_ARG, "--now '%s' is not an ISO 8601 date-time", now);
         tm.tm_year = y - 1900;
         tm.tm_mon = mo - 1;
         tm.tm_mday = d;
@@ -246,25 +246,25 @@ static jv g_strftime(jinterp *I, jv *a, size_t n)
     size_t len = strftime(out, sizeof out, a[0].u.s->s, &tm);
     if (!len && a[0].u.s->len)
         out[0] = '\0';
-    return jv_cstr(I, out);
+    return jj_cstr(I, out);
 }
 
 static jv g_namespace(jinterp *I, jv *a, size_t n, const char **kn, jv *kv, size_t nk)
 {
-    jv ns = jv_dict(I, nk);
+    jv ns = jj_dict(I, nk);
     ns.k = JK_NS;
     for (size_t i = 0; i < n; i++) {
         if (a[i].k != JK_DICT)
-            jfail(I, SP_ERR_TEMPLATE, "namespace() positional arguments must be mappings");
+            jj_fail(I, SP_ERR_TEMPLATE, "namespace() positional arguments must be mappings");
         for (size_t k = 0; k < a[i].u.d->n; k++)
-            jd_set(I, ns.u.d, a[i].u.d->keys[k], a[i].u.d->vals[k]);
+            jj_dict_set(I, ns.u.d, a[i].u.d->keys[k], a[i].u.d->vals[k]);
     }
     for (size_t k = 0; k < nk; k++)
-        jd_set(I, ns.u.d, jv_cstr(I, kn[k]), kv[k]);
+        jj_dict_set(I, ns.u.d, jj_cstr(I, kn[k]), kv[k]);
     return ns;
 }
 
-jv jglobal_call(jinterp *I, jfid id, jv *args, size_t n_args, const char **kw_names,
+jv jj_global_call(jinterp *I, jfid id, jv *args, size_t n_args, const char **kw_names,
                 jv *kw_vals, size_t n_kw)
 {
     switch (id) {
@@ -278,17 +278,17 @@ jv jglobal_call(jinterp *I, jfid id, jv *args, size_t n_args, const char **kw_na
     case F_RAISE: {
         jbuf b = {0};
         if (n_args)
-            jv_write_str(I, &b, args[0]);
-        jfail(I, SP_ERR_TEMPLATE, "%s", b.p ? b.p : "");
+            jj_write_str(I, &b, args[0]);
+        jj_fail(I, SP_ERR_TEMPLATE, "%s", b.p ? b.p : "");
     }
     case F_STRFTIME: return g_strftime(I, args, n_args);
     case F_CYCLER: {
         if (!n_args)
-            jfail(I, SP_ERR_TEMPLATE, "at least one item has to be provided");
-        jv c = jv_list(I, n_args + 1, 0);
-        jl_push(I, c.u.l, jv_int(0));
+            jj_fail(I, SP_ERR_TEMPLATE, "at least one item has to be provided");
+        jv c = jj_list(I, n_args + 1, 0);
+        jj_list_push(I, c.u.l, jj_int(0));
         for (size_t i = 0; i < n_args; i++)
-            jl_push(I, c.u.l, args[i]);
+            jj_list_push(I, c.u.l, args[i]);
         c.k = JK_CYCLER;
         return c;
     }
@@ -301,15 +301,15 @@ jv jglobal_call(jinterp *I, jfid id, jv *args, size_t n_args, const char **kw_na
     }
     case F_CYCLER_RESET:
         args[0].u.l->v[0].u.i = 0;
-        return jv_none();
+        return jj_none();
     case F_JOINER: {
-        jv sep = n_args ? args[0] : jv_cstr(I, ", ");
+        jv sep = n_args ? args[0] : jj_cstr(I, ", ");
         for (size_t k = 0; k < n_kw; k++)
             if (!strcmp(kw_names[k], "sep"))
                 sep = kw_vals[k];
-        jv j = jv_list(I, 2, 0);
-        jl_push(I, j.u.l, jv_bool(false));
-        jl_push(I, j.u.l, sep);
+        jv j = jj_list(I, 2, 0);
+        jj_list_push(I, j.u.l, jj_bool(false));
+        jj_list_push(I, j.u.l, sep);
         j.k = JK_JOINER;
         return j;
     }
@@ -317,11 +317,11 @@ jv jglobal_call(jinterp *I, jfid id, jv *args, size_t n_args, const char **kw_na
         jlist *j = args[0].u.l;
         if (!j->v[0].u.b) {
             j->v[0].u.b = true;
-            return jv_cstr(I, "");
+            return jj_cstr(I, "");
         }
         return j->v[1];
     }
     default: break;
     }
-    jfail(I, SP_ERR_TEMPLATE, "this function cannot be called");
+    jj_fail(I, SP_ERR_TEMPLATE, "this function cannot be called");
 }
