@@ -14,7 +14,20 @@
  *
  * Semantics follow Python Jinja2 3.1 in the environment transformers uses for chat
  * templates: ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, a
- * passthrough {% generation %} tag, transformers' tojson, raise_exception, strftime_now. */
+ * passthrough {% generation %} tag, transformers' tojson, raise_exception, strftime_now.
+ *
+ * Where specula differs from Python on purpose:
+ *   - Integers are int64 (Python's are unbounded). Any result that does not fit (+ - * **
+ *     // % and unary minus, abs, sum, int(), integer literals, JSON context integers) is a
+ *     template error, SP_ERR_TEMPLATE "integer overflow ..." (exit 3); never a wrong number
+ *     and never a trap (INT64_MIN // -1).
+ *   - Everything is bounded (jinja.h): steps, time, output, strings, memory, macro
+ *     recursion, nesting of the source (flat chains such as a + b + ... or x | f | g count
+ *     one level per link, since evaluation recurses once per link), and nesting of values
+ *     (comparing, printing or serializing a list nested deeper than 500 is an error, where
+ *     Python raises RecursionError). Comparisons, sorts, membership tests, repr, tojson and
+ *     substring searches charge the budgets as they go, so shared values
+ *     (`ns.l = [ns.l, ns.l]`) cannot escape the time limit. */
 #ifndef SP_TEXT_JINJA_INTERNAL_H
 #define SP_TEXT_JINJA_INTERNAL_H
 
