@@ -136,7 +136,10 @@ typedef bool (*sp_token_fn)(void *ctx, int32_t token);
 
 /* Appends the prompt to the session, then samples up to n_predict tokens. The
  * end-of-sequence token, when produced, is included (as transformers does) and ends
- * generation. out_tokens (optional) receives the generated ids ([n_predict]). */
+ * generation. out_tokens (optional) receives the generated ids: at most
+ * min(n_predict, n_ctx - n_past - n_prompt + 1) of them, since generation stops when the
+ * context is full (n_past counted before the call; the last token is not evaluated), so a
+ * huge n_predict needs no huge buffer. */
 sp_status sp_generate(sp_session *session, const int32_t *prompt, size_t n_prompt,
                       const sp_generate_params *params, sp_token_fn on_token, void *ctx,
                       int32_t *out_tokens, sp_generate_stats *stats, sp_error *err);

@@ -153,10 +153,12 @@ int cli_failf(const char *fmt, ...)
 
 int cli_threads(int64_t threads)
 {
+    /* the pool caps at 512 threads: saturate before narrowing to int */
     if (threads > 0)
-        return (int)threads;
+        return threads > 512 ? 512 : (int)threads;
     const char *e = getenv("SPECULA_THREADS");
-    return e ? atoi(e) : 0;
+    long v = e ? strtol(e, NULL, 10) : 0;
+    return v > 512 ? 512 : v < 0 ? 0 : (int)v;
 }
 
 bool cli_has_tokenizer(const char *dir)

@@ -141,7 +141,10 @@ int cmd_generate(int argc, char **argv)
         rc = cli_failf("--tokens: the prompt is empty");
         goto done;
     }
-    int64_t want_ctx = n_ctx > 0 ? n_ctx : (int64_t)n + n_predict;
+    /* n_predict may be anything up to INT64_MAX: saturate, then cap to the model */
+    int64_t want_ctx = n_ctx;
+    if (n_ctx <= 0 && __builtin_add_overflow((int64_t)n, n_predict, &want_ctx))
+        want_ctx = INT64_MAX;
     sp_model_params mp = sp_model_default_params();
     mp.n_threads = cli_threads(threads);
     if (sp_model_open(model_dir, &mp, &m, &err) != SP_OK) {
@@ -178,7 +181,11 @@ int cmd_generate(int argc, char **argv)
             gp.sampling.min_p = (float)min_p;
     }
     gp.sampling.seed = seed;
-    out = malloc((size_t)(n_predict > 0 ? n_predict : 1) * sizeof *out);
+    /* at most the tokens the context can hold (see sp_generate), never n_predict blindly */
+    int64_t n_out = want_ctx - (int64_t)n + 1;
+    if (n_out > n_predict)
+        n_out = n_predict;
+    out = malloc((size_t)(n_out > 0 ? n_out : 1) * sizeof *out);
     if (!out) {
         rc = cli_failf("out of memory");
         goto done;

@@ -8,6 +8,7 @@
 #include "model/model_walk.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "util/ckd.h"
 #include "util/dtype.h"
 #include "util/error.h"
 
@@ -91,30 +92,39 @@ static void finite_vector(void *vctx, const char *name, const float *v, int64_t 
     c->n_values += n;
 }
 
-/* the widest matrix row any model here can have */
-static int64_t widest(const sp_model *m)
+/* The widest matrix the walk will visit: a first walk measures, so the row buffer holds
+ * exactly the longest row a later walk decodes (no guess from the config). */
+static void widest_matrix(void *vctx, const char *name, const sp_weight *w)
 {
-    int64_t w = m->n_embd;
-    int64_t c[] = {m->q_dim, m->n_heads * m->v_dim, m->cfg->intermediate_size,
-                   m->cfg->moe_intermediate_size * (m->cfg->n_shared_experts + 2),
-                   2 * m->cfg->intermediate_size, m->mla_kv_lora, m->mla_q_lora,
-                   m->n_heads * (m->mla_nope + m->mla_rope)};
-    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
-        w = c[i] > w ? c[i] : w;
-    return w;
+    int64_t *cols = vctx;
+    if (w->cols > *cols)
+        *cols = w->cols;
+}
+
+static float *row_buffer(const sp_model *m)
+{
+    int64_t cols = 1;
+    sp_walk_fns f = {widest_matrix, NULL};
+    sp_model_walk(m, &f, &cols);
+    size_t bytes;
+    if (sp_ckd_mul_size(&bytes, (size_t)cols, sizeof(float)))
+        return NULL;
+    return malloc(bytes);
 }
 
 static void check_finite(const sp_model *m, const char *label, sp_check_report *rep)
 {
     finite_ctx c = {0};
-    c.row = malloc((size_t)widest(m) * 4 * sizeof(float));
-    if (!c.row)
+    char name[64];
+    snprintf(name, sizeof name, "weights finite%s", label);
+    c.row = row_buffer(m);
+    if (!c.row) {
+        sp_check_add(rep, name, SP_CHECK_FAIL, "out of memory for a row buffer");
         return;
+    }
     sp_walk_fns f = {finite_matrix, finite_vector};
     sp_model_walk(m, &f, &c);
     free(c.row);
-    char name[64];
-    snprintf(name, sizeof name, "weights finite%s", label);
     if (c.bad[0] && c.bad_row >= 0)
         sp_check_add(rep, name, SP_CHECK_FAIL, "tensor '%s' holds %g at row %lld, column %lld", c.bad,
                      (double)c.bad_value, (long long)c.bad_row, (long long)c.bad_col);
@@ -169,7 +179,7 @@ static void scale_matrix(void *vctx, const char *name, const sp_weight *w)
 static void check_scales(const sp_model *m, const char *label, sp_check_report *rep)
 {
     scale_ctx c = {0};
-    c.row = malloc((size_t)widest(m) * 4 * sizeof(float));
+    c.row = row_buffer(m);
     sp_walk_fns f = {scale_matrix, NULL};
     sp_model_walk(m, &f, &c);
     free(c.row);

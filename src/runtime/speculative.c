@@ -17,6 +17,7 @@
 #include "runtime/session.h"
 #include "runtime/spec_draft.h"
 #include "runtime/spec_verify.h"
+#include "util/ckd.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -253,8 +254,20 @@ static sp_status run_init(spec_run *r, const sp_spec_params *sp, size_t n_prompt
     sp_status st = sp_sampler_new(&gp->sampling, V, &r->smp, err);
     if (st != SP_OK)
         return st;
-    r->seq = malloc((n_prompt + (size_t)gp->n_predict + 1) * sizeof *r->seq);
-    r->rows = malloc((size_t)(r->k_max + 1) * (size_t)V * sizeof *r->rows);
+    /* seq never holds more than the context can: n_predict is clamped to what fits
+     * (the last generated token is sampled but not evaluated, hence + 1) */
+    int64_t fit = r->t->n_ctx - r->t->n_past - (int64_t)n_prompt + 1;
+    int64_t n_gen = gp->n_predict < fit ? gp->n_predict : fit;
+    if (n_gen < 0)
+        n_gen = 0;
+    size_t seq_n, rows_n, seq_bytes, rows_bytes;
+    if (sp_ckd_add_size(&seq_n, n_prompt, (size_t)n_gen + 1) ||
+        sp_ckd_mul_size(&seq_bytes, seq_n, sizeof *r->seq) ||
+        sp_ckd_mul3_size(&rows_n, (size_t)r->k_max + 1, (size_t)V, 1) ||
+        sp_ckd_mul_size(&rows_bytes, rows_n, sizeof *r->rows))
+        return sp_err(err, SP_ERR_INVALID_ARG, "a prompt of %zu tokens is too long", n_prompt);
+    r->seq = malloc(seq_bytes);
+    r->rows = malloc(rows_bytes);
     r->p = malloc((size_t)V * sizeof *r->p);
     if (!r->seq || !r->rows || !r->p)
         return sp_err(err, SP_ERR_NOMEM, "out of memory for speculative decoding");
