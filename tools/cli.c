@@ -3,6 +3,7 @@
 #include "util/fileio.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,8 +42,9 @@ static int set_value(cli_opt *o, const char *v)
         return 0;
     }
     case CLI_FLOAT: {
+        /* every float option ends up a float: refuse what does not fit one */
         double x = strtod(v, &end);
-        if (errno || end == v || *end || !isfinite(x))
+        if (errno || end == v || *end || !isfinite(x) || fabs(x) > FLT_MAX)
             return -1;
         *(double *)o->dst = x;
         return 0;

@@ -174,7 +174,7 @@ int cmd_generate(int argc, char **argv)
         if (o->dst == &temp)
             gp.sampling.temperature = (float)temp;
         else if (o->dst == &top_k)
-            gp.sampling.top_k = (int32_t)top_k;
+            gp.sampling.top_k = top_k > INT32_MAX ? INT32_MAX : top_k < INT32_MIN ? INT32_MIN : (int32_t)top_k;
         else if (o->dst == &top_p)
             gp.sampling.top_p = (float)top_p;
         else if (o->dst == &min_p)
