@@ -190,7 +190,7 @@ static sp_status parse_header(sp_safetensors *st, const unsigned char *data, siz
     /* the format: the header is a JSON object, so it begins with '{' (no BOM, no leading
      * space), and a name holding an escaped NUL would be cut short by every C API */
     if (n == 0 || hdr[0] != '{')
-        return sp_err(err, SP_ERR_FORMAT, "%s: header does not begin with '{'", what);
+        return sp_err(err, SP_ERR_FORMAT, "%s: header is not a JSON object (it must begin with '{')", what);
     size_t nul_at = find_escaped_nul(hdr, (size_t)n);
     if (nul_at != SIZE_MAX)
         return sp_err(err, SP_ERR_FORMAT, "%s: header holds an escaped NUL (\\u0000) at byte %zu", what,

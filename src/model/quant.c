@@ -221,12 +221,17 @@ static sp_status bad_shape(const char *file, const sp_st_tensor *t, int n, const
 }
 
 /* A tensor that must exist with one of two dtypes. */
-static sp_status need(sp_tensor_lookup find, void *ctx, const char *name, sp_dtype dt, sp_dtype dt2,
-                      const char *why, const sp_st_tensor **t, const char **file, sp_error *err)
+/* `near` names the file of the tensor this one belongs with (NULL when there is none). */
+static sp_status need(sp_tensor_lookup find, void *ctx, const char *near, const char *name, sp_dtype dt,
+                      sp_dtype dt2, const char *why, const sp_st_tensor **t, const char **file, sp_error *err)
 {
     *t = find(ctx, name, file);
+    if (!*t && near)
+        return sp_err(err, SP_ERR_FORMAT, "%s: required tensor '%s' (%s) is missing from the checkpoint",
+                      near, name, why);
     if (!*t)
-        return sp_err(err, SP_ERR_FORMAT, "required tensor '%s' (%s) is missing", name, why);
+        return sp_err(err, SP_ERR_FORMAT, "required tensor '%s' (%s) is missing from the checkpoint",
+                      name, why);
     if ((*t)->dtype != dt && (*t)->dtype != dt2)
         return sp_err(err, SP_ERR_FORMAT, "%s: tensor '%s' has dtype %s; expected %s (%s)", *file,
                       name, sp_dtype_name((*t)->dtype), sp_dtype_name(dt), why);
@@ -266,7 +271,7 @@ static sp_status bind_nvfp4(sp_quant *q, sp_tensor_lookup find, void *ctx, const
     const sp_st_tensor *s, *g;
     const char *sf, *gf;
     snprintf(n, sizeof n, "%s.weight_scale", base);
-    sp_status st = need(find, ctx, n, SP_DTYPE_F8_E4M3, SP_DTYPE_F8_E4M3, "NVFP4 block scales", &s, &sf, err);
+    sp_status st = need(find, ctx, file, n, SP_DTYPE_F8_E4M3, SP_DTYPE_F8_E4M3, "NVFP4 block scales", &s, &sf, err);
     if (st != SP_OK)
         return st;
     int64_t sdims[2] = {rows, cols / 16};
@@ -275,7 +280,8 @@ static sp_status bind_nvfp4(sp_quant *q, sp_tensor_lookup find, void *ctx, const
     snprintf(n, sizeof n, "%s.%s", base, ct ? "weight_global_scale" : "weight_scale_2");
     g = find(ctx, n, &gf);
     if (!g)
-        return sp_err(err, SP_ERR_FORMAT, "required tensor '%s' (NVFP4 per-tensor scale) is missing", n);
+        return sp_err(err, SP_ERR_FORMAT, "%s: required tensor '%s' (NVFP4 per-tensor scale) is missing "
+                      "from the checkpoint", file, n);
     float gv;
     if ((st = scalar(g, gf, &gv, err)))
         return st;
@@ -316,7 +322,7 @@ static sp_status bind_fp8(sp_quant *q, sp_tensor_lookup find, void *ctx, const c
     snprintf(n, sizeof n, "%s.weight_scale_inv", base);
     const sp_st_tensor *s;
     const char *sf;
-    sp_status st = need(find, ctx, n, SP_DTYPE_F32, SP_DTYPE_F32, "FP8 128x128 block scales", &s, &sf, err);
+    sp_status st = need(find, ctx, file, n, SP_DTYPE_F32, SP_DTYPE_F32, "FP8 128x128 block scales", &s, &sf, err);
     if (st != SP_OK)
         return st;
     int64_t sdims[2] = {(rows + 127) / 128, (cols + 127) / 128};
@@ -379,14 +385,14 @@ sp_status sp_quant_bind_mxfp4_expert(sp_quant *q, sp_tensor_lookup find, void *c
         return sp_err(err, SP_ERR_FORMAT, "tensor '%s_blocks': MXFP4 needs an input width divisible "
                       "by 32, config.json implies %lld", base, (long long)cols);
     snprintf(n, sizeof n, "%s_blocks", base);
-    sp_status st = need(find, ctx, n, SP_DTYPE_U8, SP_DTYPE_U8, "MXFP4 blocks", &b, &bf, err);
+    sp_status st = need(find, ctx, NULL, n, SP_DTYPE_U8, SP_DTYPE_U8, "MXFP4 blocks", &b, &bf, err);
     if (st != SP_OK)
         return st;
     int64_t bd[4] = {n_experts, rows, cols / 32, 16};
     if (!shape_is(b, 4, bd))
         return bad_shape(bf, b, 4, bd, "[experts, rows, blocks of 32, 16 bytes]", err);
     snprintf(n, sizeof n, "%s_scales", base);
-    if ((st = need(find, ctx, n, SP_DTYPE_U8, SP_DTYPE_F8_E8M0, "MXFP4 UE8M0 scales", &s, &sf, err)))
+    if ((st = need(find, ctx, bf, n, SP_DTYPE_U8, SP_DTYPE_F8_E8M0, "MXFP4 UE8M0 scales", &s, &sf, err)))
         return st;
     int64_t sd[3] = {n_experts, rows, cols / 32};
     if (!shape_is(s, 3, sd))

@@ -161,8 +161,7 @@ for name, n in [("len_2^63", 1 << 63), ("len_2^64-1", (1 << 64) - 1), ("len_0", 
 
 def hdr_case(name, mutate, needles=("model.safetensors",), exit_codes=(1,), data=None):
     h = json.loads(json.dumps(H0))
-    r = mutate(h)
-    h = h if r is None else r
+    mutate(h)  # in place: a mutation's return value means nothing
     st_case(f"st/{name}", st_bytes(h, D0 if data is None else data), exit_codes, needles)
 
 
@@ -228,7 +227,7 @@ hdr_case("metadata_not_object", lambda h: h.update(__metadata__=[1]))
 hdr_case("metadata_nested", lambda h: h.update(__metadata__={"a": {"b": "c"}}))
 hdr_case("entry_not_object", lambda h: h.update({t_first: [1, 2]}))
 hdr_case("tensor_missing", lambda h: h.pop(t_last), data=D0[:b_last[0]] + D0[b_last[1]:]
-         if b_last[1] == len(D0) else None)
+         if b_last[1] == len(D0) else None, needles=("{C}", "is missing"))
 hdr_case("tensor_renamed", lambda h: h.update({"model.unknown.weight": h.pop(t_first)}),
          needles=("{C}", "is missing"))
 hdr_case("name_nul", lambda h: h.update({t_first + "\0x": h.pop(t_first)}))
@@ -300,8 +299,8 @@ def index_case(name, mutate, needles=("index.json",), raw=None):
     d = case_dir(cid)
     link_model(SH, d, skip=("model.safetensors.index.json",))
     idx = json.loads(json.dumps(IDX))
-    r = mutate(idx) if mutate else None
-    idx = idx if r is None else r
+    if mutate:
+        mutate(idx)
     write(os.path.join(d, "model.safetensors.index.json"), raw if raw is not None else json.dumps(idx))
     add(cid, logits_argv(), (1,), needles)
 
@@ -358,9 +357,11 @@ def cfg_case(arch, name, mutate, exit_codes=(1,), needles=("config.json",), raw=
     if over:
         c.update(over)
     if mutate:
-        r = mutate(c)
-        c = c if r is None else r
-    text = raw if raw is not None else json.dumps(c, allow_nan=True)
+        mutate(c)
+    # NaN stays the (invalid) JSON literal; infinities become 1e400, a valid number that
+    # overflows a double
+    text = raw if raw is not None else \
+        json.dumps(c, allow_nan=True).replace("-Infinity", "-1e400").replace("Infinity", "1e400")
     write(os.path.join(d, "config.json"), text)
     add(cid, argv or logits_argv(), exit_codes, needles, xfail)
 
@@ -406,7 +407,10 @@ for arch in ARCHS:
     cfg_case(arch, "rope_params_string", setf("rope_parameters", "default"))
     cfg_case(arch, "rope_params_list", setf("rope_parameters", [1, 2]))
     cfg_case(arch, "rope_type_unknown", lambda c: rope(c).update(rope_type="warp"))
-    cfg_case(arch, "rope_yarn_no_factor", lambda c: (rope(c).update(rope_type="yarn"), rope(c).pop("factor", None)))
+    # yarn without a factor derives it as max_position_embeddings / original (rope.c, as
+    # transformers does for DeepSeek): valid
+    cfg_case(arch, "rope_yarn_no_factor", lambda c: (rope(c).update(rope_type="yarn"), rope(c).pop("factor", None)),
+             exit_codes=(0,))
     cfg_case(arch, "rope_factor_nan", lambda c: rope(c).update(rope_type="linear", factor=NAN))
     cfg_case(arch, "rope_partial_2", setf("partial_rotary_factor", 2.0))
     cfg_case(arch, "arch_empty", setf("architectures", []))
@@ -457,7 +461,7 @@ for name, text in [("not_json", "{"), ("array", "[]"), ("temp_negative", '{"do_s
     d = case_dir(cid)
     link_model(BASE, d, skip=("generation_config.json",))
     write(os.path.join(d, "generation_config.json"), text)
-    add(cid, GEN_ARGV, (1,), ("generation_config.json",))
+    add(cid, GEN_ARGV, (1,), ("{C}/generation_config.json",))
 
 # ---- quantized tensors whose blocks and scales disagree -----------------------------------
 
@@ -518,20 +522,20 @@ quant_case("gptoss_mxfp4", "scales_long", reshape("gate_up_proj_scales", lambda 
 quant_case("gptoss_mxfp4", "scales_fewer_experts", reshape("down_proj_scales", lambda s: [s[0] - 1] + s[1:]), ("down_proj",))
 quant_case("gptoss_mxfp4", "blocks_short", reshape("down_proj_blocks", lambda s: s[:-1] + [s[-1] - 1]), ("down_proj",))
 quant_case("gptoss_mxfp4", "blocks_rank2", reshape("down_proj_blocks", lambda s: [s[0], s[1] * s[2] * s[3]]), ("down_proj",))
-quant_case("gptoss_mxfp4", "scales_missing", drop("down_proj_scales"), ("down_proj",))
+quant_case("gptoss_mxfp4", "scales_missing", drop("down_proj_scales"), ("down_proj", "model.safetensors", "missing"))
 quant_case("gptoss_mxfp4", "scales_bf16", retype("down_proj_scales", "BF16"), ("down_proj",))
 quant_case("gptoss_mxfp4", "scales_all_nan", reshape("down_proj_scales", lambda s: s, fill=b"\xff"), exit_codes=(0, 1))
 quant_case("qwen3moe_nvfp4_modelopt", "weight_scale_short", reshape("down_proj.weight_scale", lambda s: s[:-1] + [s[-1] - 1]), ("down_proj",))
 quant_case("qwen3moe_nvfp4_modelopt", "weight_scale_rows", reshape("down_proj.weight_scale", lambda s: [s[0] + 1] + s[1:]), ("down_proj",))
-quant_case("qwen3moe_nvfp4_modelopt", "weight_scale_2_missing", drop("down_proj.weight_scale_2"), ("down_proj",))
+quant_case("qwen3moe_nvfp4_modelopt", "weight_scale_2_missing", drop("down_proj.weight_scale_2"), ("down_proj", "model.safetensors", "missing"))
 quant_case("qwen3moe_nvfp4_modelopt", "weight_scale_f32", retype("down_proj.weight_scale", "F32"), ("down_proj",))
 quant_case("qwen3moe_nvfp4_modelopt", "packed_odd_cols", reshape("down_proj.weight", lambda s: s[:-1] + [s[-1] - 1]), ("down_proj",))
 quant_case("qwen3moe_nvfp4_compressed_tensors", "weight_scale_short", reshape("down_proj.weight_scale", lambda s: s[:-1] + [s[-1] - 1]), ("down_proj",))
-quant_case("qwen3moe_nvfp4_compressed_tensors", "global_scale_missing", drop("down_proj.weight_global_scale"), ("down_proj",))
+quant_case("qwen3moe_nvfp4_compressed_tensors", "global_scale_missing", drop("down_proj.weight_global_scale"), ("down_proj", "model.safetensors", "missing"))
 quant_case("deepseekv3_fp8_block", "scale_inv_short", reshape("o_proj.weight_scale_inv", lambda s: s[:-1] + [s[-1] + 1]), ("o_proj",))
 quant_case("deepseekv3_fp8_block", "scale_inv_rank1", reshape("o_proj.weight_scale_inv", lambda s: [s[0] * s[1]]), ("o_proj",))
 quant_case("deepseekv3_fp8_block", "scale_inv_bf16", retype("o_proj.weight_scale_inv", "BF16"), ("o_proj",))
-quant_case("deepseekv3_fp8_block", "scale_inv_missing", drop("o_proj.weight_scale_inv"), ("o_proj",))
+quant_case("deepseekv3_fp8_block", "scale_inv_missing", drop("o_proj.weight_scale_inv"), ("o_proj", "model.safetensors", "missing"))
 quant_case("deepseekv3_fp8_block", "weight_e5m2", retype("o_proj.weight", "F8_E5M2") if "F8_E5M2" in DTYPE_BYTES else retype("o_proj.weight", "I8"), ("o_proj",))
 
 # ---- tokenizer.json (src/text: owned by the text helper; failures are recorded) ----------
@@ -546,8 +550,7 @@ def tok_case(name, mutate, raw=None, exit_codes=(1,), needles=("tokenizer.json",
     d = case_dir(cid)
     t = json.loads(json.dumps(TOK))
     if mutate:
-        r = mutate(t)
-        t = t if r is None else r
+        mutate(t)
     write(os.path.join(d, "tokenizer.json"), raw if raw is not None else json.dumps(t))
     argv = list(TOK_ARGV)
     if text is not None:
