@@ -377,17 +377,18 @@ sp_status sp_quant_bind_mxfp4_expert(sp_quant *q, sp_tensor_lookup find, void *c
     char n[512];
     const sp_st_tensor *b, *s;
     const char *bf, *sf;
-    if (q->method != SP_QUANT_MXFP4)
-        return sp_err(err, SP_ERR_FORMAT, "tensor '%s_blocks' holds MXFP4 blocks but config.json "
-                      "declares %s; expected quantization_config.quant_method \"mxfp4\"", base,
-                      q->method ? q->algo : "no quantization_config");
-    if (cols % 32)
-        return sp_err(err, SP_ERR_FORMAT, "tensor '%s_blocks': MXFP4 needs an input width divisible "
-                      "by 32, config.json implies %lld", base, (long long)cols);
+    /* the blocks first: their file names every later message */
     snprintf(n, sizeof n, "%s_blocks", base);
     sp_status st = need(find, ctx, NULL, n, SP_DTYPE_U8, SP_DTYPE_U8, "MXFP4 blocks", &b, &bf, err);
     if (st != SP_OK)
         return st;
+    if (q->method != SP_QUANT_MXFP4)
+        return sp_err(err, SP_ERR_FORMAT, "%s: tensor '%s' holds MXFP4 blocks but config.json "
+                      "declares %s; expected quantization_config.quant_method \"mxfp4\"", bf, n,
+                      q->method ? q->algo : "no quantization_config");
+    if (cols % 32)
+        return sp_err(err, SP_ERR_FORMAT, "%s: tensor '%s': MXFP4 needs an input width divisible "
+                      "by 32, config.json implies %lld", bf, n, (long long)cols);
     int64_t bd[4] = {n_experts, rows, cols / 32, 16};
     if (!shape_is(b, 4, bd))
         return bad_shape(bf, b, 4, bd, "[experts, rows, blocks of 32, 16 bytes]", err);
