@@ -8,6 +8,7 @@
 #include "model/model_walk.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "util/assert.h"
 #include "util/ckd.h"
 #include "util/dtype.h"
 #include "util/error.h"
@@ -56,6 +57,7 @@ typedef struct finite_ctx {
     float bad_value;
     int64_t n_tensors, n_values;
     float *row;
+    int64_t row_cap; /* floats in row: the widest matrix walked */
 } finite_ctx;
 
 static void finite_matrix(void *vctx, const char *name, const sp_weight *w)
@@ -64,6 +66,7 @@ static void finite_matrix(void *vctx, const char *name, const sp_weight *w)
     c->n_tensors++;
     if (c->bad[0])
         return;
+    SP_ASSERT(w->cols <= c->row_cap);
     for (int64_t r = 0; r < w->rows; r++) {
         sp_weight_row_f32(w, r, c->row);
         for (int64_t k = 0; k < w->cols; k++)
@@ -101,12 +104,13 @@ static void widest_matrix(void *vctx, const char *name, const sp_weight *w)
         *cols = w->cols;
 }
 
-static float *row_buffer(const sp_model *m)
+static float *row_buffer(const sp_model *m, int64_t *cap)
 {
     int64_t cols = 1;
     sp_walk_fns f = {widest_matrix, NULL};
     sp_model_walk(m, &f, &cols);
     size_t bytes;
+    *cap = cols;
     if (sp_ckd_mul_size(&bytes, (size_t)cols, sizeof(float)))
         return NULL;
     return malloc(bytes);
@@ -117,7 +121,7 @@ static void check_finite(const sp_model *m, const char *label, sp_check_report *
     finite_ctx c = {0};
     char name[64];
     snprintf(name, sizeof name, "weights finite%s", label);
-    c.row = row_buffer(m);
+    c.row = row_buffer(m, &c.row_cap);
     if (!c.row) {
         sp_check_add(rep, name, SP_CHECK_FAIL, "out of memory for a row buffer");
         return;
@@ -144,6 +148,7 @@ typedef struct scale_ctx {
     double amax;        /* largest decoded |w| */
     char amax_name[256];
     float *row;
+    int64_t row_cap; /* floats in row: the widest matrix walked */
 } scale_ctx;
 
 static void scale_matrix(void *vctx, const char *name, const sp_weight *w)
@@ -166,6 +171,7 @@ static void scale_matrix(void *vctx, const char *name, const sp_weight *w)
                 snprintf(c->nan_name, sizeof c->nan_name, "%s", name);
         }
     c->nv_matrices += !mx;
+    SP_ASSERT(!c->row || w->cols <= c->row_cap);
     for (int64_t r = 0; c->row && r < w->rows; r++) {
         sp_weight_row_f32(w, r, c->row);
         for (int64_t k = 0; k < w->cols; k++)
@@ -179,7 +185,7 @@ static void scale_matrix(void *vctx, const char *name, const sp_weight *w)
 static void check_scales(const sp_model *m, const char *label, sp_check_report *rep)
 {
     scale_ctx c = {0};
-    c.row = row_buffer(m);
+    c.row = row_buffer(m, &c.row_cap);
     sp_walk_fns f = {scale_matrix, NULL};
     sp_model_walk(m, &f, &c);
     free(c.row);

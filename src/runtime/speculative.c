@@ -17,6 +17,7 @@
 #include "runtime/session.h"
 #include "runtime/spec_draft.h"
 #include "runtime/spec_verify.h"
+#include "util/assert.h"
 #include "util/ckd.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -46,6 +47,7 @@ typedef struct spec_run {
     sp_drafter *drafter;
     int32_t *seq;      /* prompt + generated; seq[i] sits at position n_prompt_total - n_prompt + i */
     int64_t n_seq, n_prompt, n_prompt_total;
+    int64_t seq_cap;   /* entries allocated in seq (prompt + what the context can hold) */
     float *rows;       /* [k_max + 1, n_vocab] verify logits */
     double *p;         /* [n_vocab] target distribution */
     bool done;
@@ -64,6 +66,7 @@ static bool emit(spec_run *r, int32_t tok)
     if (r->out_tokens)
         r->out_tokens[st->n_generated] = tok;
     st->n_generated++;
+    SP_ASSERT(r->n_seq < r->seq_cap);
     r->seq[r->n_seq++] = tok;
     if (r->on_token && !r->on_token(r->ctx, tok)) {
         st->stop_reason = "callback";
@@ -267,6 +270,7 @@ static sp_status run_init(spec_run *r, const sp_spec_params *sp, size_t n_prompt
         sp_ckd_mul_size(&rows_bytes, rows_n, sizeof *r->rows))
         return sp_err(err, SP_ERR_INVALID_ARG, "a prompt of %zu tokens is too long", n_prompt);
     r->seq = malloc(seq_bytes);
+    r->seq_cap = (int64_t)seq_n;
     r->rows = malloc(rows_bytes);
     r->p = malloc((size_t)V * sizeof *r->p);
     if (!r->seq || !r->rows || !r->p)

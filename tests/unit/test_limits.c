@@ -1,9 +1,15 @@
 /* test_limits.c: lengths and sizes taken from callers and files stay within what the
  * context and memory can hold (issue 15's reproductions, each a regression test):
  * n_predict up to INT64_MAX with a buffer sized to the context, plain and speculative;
- * `specula diff` refusing directories, empty traces and out-of-range numbers. */
+ * `specula diff` refusing directories, empty traces and out-of-range numbers; SP_ASSERT
+ * staying on and naming the line. */
 #include "test_util.h"
 #include "diag/trace_diff.h"
+#include "util/assert.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,11 +90,43 @@ static void test_trace_reader_rejects(void **state)
     free(dir);
 }
 
+/* SP_ASSERT is on in every build type and reports file:line before aborting (a child
+ * process takes the abort). */
+static void test_assert_reports_and_aborts(void **state)
+{
+    (void)state;
+    char *dir = make_temp_dir();
+    char log[1200];
+    snprintf(log, sizeof log, "%s/stderr", dir);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (!freopen(log, "w", stderr))
+            _exit(99);
+        int two = 2;
+        SP_ASSERT(two == 2);
+        SP_ASSERT(two + two == 5);
+        _exit(0);
+    }
+    int ws;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGABRT);
+    size_t n;
+    char *text = read_all(log, &n);
+    assert_non_null(strstr(text, "two + two == 5"));
+    assert_non_null(strstr(text, "test_limits.c:"));
+    free(text);
+    remove_tree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_generate_huge_n_predict),
         cmocka_unit_test(test_trace_reader_rejects),
+        cmocka_unit_test(test_assert_reports_and_aborts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
