@@ -436,6 +436,15 @@ for arch in ARCHS:
         n_exp = base.get("num_local_experts") or base.get("num_experts") or base.get("n_routed_experts")
         for v in (0, -1, n_exp + 1, 1 << 40):
             cfg_case(arch, f"experts_per_tok_{v}", setf("num_experts_per_tok", v))
+    # every count and size the family reads, at 0, -1 and 2^40 (allocations sized from them)
+    SIZES = {"qwen3moe": ["num_experts", "moe_intermediate_size", "decoder_sparse_step"],
+             "mixtral": ["num_local_experts"], "gptoss": ["num_local_experts", "sliding_window"],
+             "deepseekv3": ["n_routed_experts", "n_shared_experts", "moe_intermediate_size", "kv_lora_rank",
+                            "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "n_group",
+                            "topk_group", "first_k_dense_replace"]}.get(arch, []) + ["intermediate_size"]
+    for k in SIZES:
+        for v in (0, -1, 1 << 40):
+            cfg_case(arch, f"size_{k}_{v}", setf(k, v), needles=(), exit_codes=(0, 1))
     if arch == "deepseekv3":
         cfg_case(arch, "n_group_not_dividing", setf("n_group", 3))
         cfg_case(arch, "topk_group_gt_n_group", setf("topk_group", 5))
