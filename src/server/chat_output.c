@@ -80,11 +80,7 @@ sp_chat_format sp_chat_format_detect(const sp_tokenizer *tok, const char *prompt
     }
     if (has_token(tok, "<think>") && has_token(tok, "</think>")) {
         f.think = true;
-        /* an open <think> at the end of the prompt: generation starts in reasoning */
-        size_t n = prompt_len;
-        while (n > 0 && (prompt[n - 1] == '\n' || prompt[n - 1] == ' '))
-            n--;
-        f.start_in_think = n >= 7 && memcmp(prompt + n - 7, "<think>", 7) == 0;
+        f.start_in_think = sp_chat_prompt_opens_think(prompt, prompt_len);
     }
     if (has_tools) {
         if (has_token(tok, "<tool_call>"))
@@ -93,6 +89,14 @@ sp_chat_format sp_chat_format_detect(const sp_tokenizer *tok, const char *prompt
             f.tools = SP_TOOLS_LLAMA3;
     }
     return f;
+}
+
+bool sp_chat_prompt_opens_think(const char *prompt, size_t prompt_len)
+{
+    size_t n = prompt_len;
+    while (n > 0 && (prompt[n - 1] == '\n' || prompt[n - 1] == ' '))
+        n--;
+    return n >= 7 && memcmp(prompt + n - 7, "<think>", 7) == 0;
 }
 
 bool sp_chat_format_keeps_special(const sp_chat_format *f)
@@ -345,7 +349,7 @@ bool sp_chat_parser_feed(sp_chat_parser *p, const char *text, size_t n, bool fin
             }
             consume(&p->buf, at >= 0 ? body + 12 : body);
             p->st = S_TEXT;
-            p->after_think = true; /* newlines between calls */
+            p->after_think = rc == 1; /* newlines between calls */
             continue;
         }
         case S_JSON: {
@@ -464,6 +468,14 @@ bool sp_chat_parser_feed(sp_chat_parser *p, const char *text, size_t n, bool fin
             continue;
         }
         }
+    }
+    /* the end of a harmony tool call whose text had all been buffered */
+    if (final && p->st == S_H_BODY && p->ch == CH_TOOL) {
+        const char *args = p->body.p ? p->body.p : "{}";
+        if (!add_call(d, p->recipient, strlen(p->recipient), args, p->body.p ? p->body.len : 2))
+            return false;
+        p->body.len = 0;
+        p->st = S_H_HEAD;
     }
     return true;
 }

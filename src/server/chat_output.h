@@ -32,6 +32,9 @@ typedef struct sp_chat_format {
  * prompt (an open <think> at its end); tool formats only when the request has tools. */
 sp_chat_format sp_chat_format_detect(const sp_tokenizer *tok, const char *prompt, size_t prompt_len,
                                      bool has_tools);
+/* Whether a rendered prompt ends inside an open <think> (DeepSeek-R1's generation prompt):
+ * the generated text then starts with reasoning. */
+bool sp_chat_prompt_opens_think(const char *prompt, size_t prompt_len);
 /* Whether the format needs special tokens kept in the generated text. */
 bool sp_chat_format_keeps_special(const sp_chat_format *f);
 
