@@ -2,9 +2,10 @@
  *
  * One step:
  *   1. under the lock: finish cancelled sequences, admit waiting ones into free slots;
- *   2. build one sp_batch_eval over every running sequence: a prompt chunk of up to
- *      prefill_chunk tokens while prefilling, else its pending token, plus k n-gram drafts
- *      for greedy sequences (verify rows);
+ *   2. build one sp_batch_eval over every running sequence: a prompt chunk while
+ *      prefilling (prefill_chunk tokens per step shared by the prefilling sequences, in
+ *      slot order), else its pending token, plus k n-gram drafts for greedy sequences
+ *      (verify rows);
  *   3. after the pass: sample each sequence from its own logits rows with its own
  *      sampler; with drafts, keep the longest prefix whose greedy token equals the draft
  *      and roll the KV cache back to it (sp_session_truncate);
@@ -393,6 +394,7 @@ static void step(sp_sched *s)
 {
     size_t n_items = 0;
     int k_max = s->cfg.ngram ? s->cfg.draft_k : 0;
+    int64_t budget = s->cfg.prefill_chunk;
     for (int i = 0; i < s->cfg.n_parallel; i++) {
         sp_seq *q = s->slots[i];
         if (!q)
@@ -404,9 +406,14 @@ static void step(sp_sched *s)
         it->logits = NULL;
         int nd = 0;
         if (q->n_prefilled < q->n_prompt) {
+            /* chunked prefill: prefill_chunk prompt tokens per step in all, in slot order, so
+             * that a long prompt does not stall the decoding sequences for long */
+            if (budget <= 0)
+                continue;
             size_t n = q->n_prompt - q->n_prefilled;
-            if ((int64_t)n > s->cfg.prefill_chunk)
-                n = (size_t)s->cfg.prefill_chunk;
+            if ((int64_t)n > budget)
+                n = (size_t)budget;
+            budget -= (int64_t)n;
             it->tokens = q->prompt + q->n_prefilled;
             it->n_tokens = n;
         } else {

@@ -79,7 +79,7 @@ typedef struct sp_sched_config {
     sp_metrics *metrics;
     int n_parallel, n_queue;
     int64_t n_ctx;
-    int64_t prefill_chunk; /* most prompt tokens of one sequence per step */
+    int64_t prefill_chunk; /* most prompt tokens per step, over all prefilling sequences */
     bool ngram;            /* n-gram drafts for greedy sequences */
     int draft_k, ngram_min, ngram_max;
 } sp_sched_config;
