@@ -29,7 +29,7 @@ PY
 ERR=$(mktemp)
 "$BUILD/specula" serve -m "$DIR" --port 0 --parallel 16 --queue 16 --ctx 512 2>"$ERR" &
 PID=$!
-trap 'kill $PID 2>/dev/null; rm -f "$ERR"' EXIT
+trap 'kill $PID 2>/dev/null || true; rm -f "$ERR"' EXIT
 for _ in $(seq 1 600); do grep -q "^listening on" "$ERR" && break; sleep 0.1; done
 URL=$(grep -o "^listening on http://[^ ]*" "$ERR" | sed 's/^listening on //')
 echo "server $URL (pid $PID), llama-100m BF16, $(nproc) CPUs"

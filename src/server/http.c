@@ -394,6 +394,9 @@ static bool stream_produce(gen *g)
     bool ok = true;
     if (s.done && s.reason && strcmp(s.reason, "error") == 0) {
         ok = sse_add(g, sp_oai_error(500, s.error, NULL));
+    } else if (s.done && s.reason && strcmp(s.reason, "cancelled") == 0) {
+        ok = sse_add(g, sp_oai_error(503, "the request was cancelled: the server is shutting down",
+                                     NULL));
     } else if (s.text_len || s.n_toks || s.done) {
         cJSON *lp = NULL;
         if (g->logprobs && s.n_toks)
@@ -608,18 +611,25 @@ done:
 
 /* ---- small endpoints ----------------------------------------------------------------- */
 
-static enum MHD_Result handle_models(sp_server *srv, struct MHD_Connection *c)
+static enum MHD_Result handle_models(sp_server *srv, struct MHD_Connection *c, const char *url)
 {
+    bool one = strncmp(url, "/v1/models/", 11) == 0;
+    if (one && strcmp(url + 11, srv->model_id) != 0)
+        return send_error(srv, c, 404, "no such model", "model");
     cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "object", "list");
-    cJSON *data = cJSON_AddArrayToObject(root, "data");
-    cJSON *m = cJSON_CreateObject();
+    cJSON *data = root;
+    if (!one) {
+        cJSON_AddStringToObject(root, "object", "list");
+        data = cJSON_AddArrayToObject(root, "data");
+    }
+    cJSON *m = one ? root : cJSON_CreateObject();
     cJSON_AddStringToObject(m, "id", srv->model_id);
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", (double)srv->created);
     cJSON_AddStringToObject(m, "owned_by", "specula");
     cJSON_AddNumberToObject(m, "max_model_len", (double)srv->n_ctx);
-    cJSON_AddItemToArray(data, m);
+    if (!one)
+        cJSON_AddItemToArray(data, m);
     return send_json(srv, c, 200, root);
 }
 
@@ -837,7 +847,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return send_text(srv, c, ok ? 200 : 503, "application/json", strdup(t), strlen(t));
     }
     case R_METRICS: return handle_metrics(srv, c);
-    case R_MODELS: return handle_models(srv, c);
+    case R_MODELS: return handle_models(srv, c, url);
     case R_CHAT: return handle_generate(srv, c, SP_OAI_CHAT, body, len);
     case R_COMPLETIONS: return handle_generate(srv, c, SP_OAI_COMPLETION, body, len);
     case R_TOKENIZE: return handle_tokenize(srv, c, body, len);

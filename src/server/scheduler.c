@@ -305,7 +305,7 @@ static bool accept_token(sp_sched *s, sp_seq *q, int32_t t, const float *logits)
     int64_t n_past = (int64_t)q->n_prompt + q->n_generated - 1; /* t not yet evaluated */
     if (!reason && (q->n_generated >= q->max_tokens || n_past + 1 > s->cfg.n_ctx))
         reason = "length";
-    if (reason && !eos && strcmp(reason, "length") == 0) {
+    if (reason && (eos || strcmp(reason, "length") == 0)) {
         /* the last character may still be held back by the detokenizer */
         const char *rest = NULL;
         size_t rl = 0;

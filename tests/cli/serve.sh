@@ -77,19 +77,26 @@ check "unknown path: 404" status '"not_found_error"' 404 "$URL/v2/everything"
 check "wrong method: 405" status '"method_not_allowed"' 405 -X GET "$URL/v1/chat/completions"
 check "wrong method on /health: 405" status '' 405 -X POST "$URL/health"
 
-# admission: 2 running + 2 waiting; more get 429 with Retry-After, none hang
-CPIDS=""
-for i in 1 2 3 4 5 6 7; do
-    curl -s -m 60 -o /dev/null -D "$TMP/h$i" -w '%{http_code}\n' "$URL/v1/completions" \
-        -d '{"prompt":"def f():","max_tokens":200,"ignore_eos":true}' >"$TMP/code$i" &
-    CPIDS="$CPIDS $!"
+# admission: 2 running + 2 waiting (long streams), then 3 more get 429 with Retry-After at once
+running() { curl -s "$URL/metrics" | awk '/^specula_num_requests_running /{print $2}'; }
+waiting() { curl -s "$URL/metrics" | awk '/^specula_num_requests_waiting /{print $2}'; }
+LONG=""
+for i in 1 2 3 4; do
+    curl -sN "$URL/v1/completions" -d '{"prompt":"def f():","max_tokens":1000,"ignore_eos":true,"stream":true}' >/dev/null &
+    LONG="$LONG $!"
 done
-wait $CPIDS
-check "admission: 4 served, 3 rejected with 429" bash -c "[ \$(cat $TMP/code* | grep -c 200) = 4 ] && [ \$(cat $TMP/code* | grep -c 429) = 3 ]"
-check "429 carries Retry-After" bash -c "grep -l ' 429' $TMP/h* | head -1 | xargs grep -qi '^Retry-After: 1'"
+for _ in $(seq 1 200); do [ "$(running):$(waiting)" = "2:2" ] && break; sleep 0.1; done
+for i in 5 6 7; do
+    curl -s -m 30 -o /dev/null -D "$TMP/h$i" -w '%{http_code}\n' "$URL/v1/completions" \
+        -d '{"prompt":"def f():","max_tokens":5}' >"$TMP/code$i"
+done
+check "admission: 2 running + 2 waiting, then 429 for 3 more" bash -c "[ \$(cat $TMP/code5 $TMP/code6 $TMP/code7 | grep -c 429) = 3 ]"
+check "429 carries Retry-After" grep -qi '^Retry-After: 1' "$TMP/h5"
+kill $LONG; wait $LONG 2>/dev/null
+for _ in $(seq 1 100); do [ "$(running):$(waiting)" = "0:0" ] && break; sleep 0.1; done
+check "aborted streams free running and queued sequences" [ "$(running):$(waiting)" = "0:0" ]
 
 # a client that goes away frees its sequence at once
-running() { curl -s "$URL/metrics" | awk '/^specula_num_requests_running /{print $2}'; }
 curl -sN "$URL/v1/completions" -d '{"prompt":"def f():","max_tokens":1000,"ignore_eos":true,"stream":true}' >/dev/null &
 CP=$!
 sleep 0.4
@@ -111,13 +118,13 @@ done
 
 # SIGTERM: an in-flight request finishes, the process exits 0
 curl -s -o "$TMP/inflight" -w '%{http_code}' "$URL/v1/completions" \
-    -d '{"prompt":"def f():","max_tokens":100,"ignore_eos":true}' >"$TMP/inflight_code" &
+    -d '{"prompt":"def f():","max_tokens":40,"ignore_eos":true}' >"$TMP/inflight_code" &
 CP=$!
-sleep 0.2
+for _ in $(seq 1 100); do [ "$(running)" = 1 ] && break; sleep 0.05; done
 stop_server
 wait $CP
 check "SIGTERM: exit 0" [ "$SRV_RC" = 0 ]
-check "SIGTERM: the in-flight request completed" bash -c "[ \$(cat $TMP/inflight_code) = 200 ] && grep -q '\"completion_tokens\":100' $TMP/inflight"
+check "SIGTERM: the in-flight request completed" bash -c "[ \$(cat $TMP/inflight_code) = 200 ] && grep -q '\"completion_tokens\":40' $TMP/inflight"
 
 # --api-key: everything but /health needs it
 start_server auth -m "$M" --api-key sekrit --parallel 1 || exit 1
