@@ -17,7 +17,7 @@ int cmd_serve(int argc, char **argv)
     uint64_t max_body = 8u << 20;
     cli_opt opts[] = {
         {"--model", "-m", CLI_STR, &model_dir, "model directory (with tokenizer.json)", 0},
-        {"--draft", NULL, CLI_STR, &draft, "ngram: prompt-lookup drafts for greedy requests", 0},
+        {"--draft", NULL, CLI_STR, &draft, "ngram: prompt-lookup drafts verified in the batch", 0},
         {"--draft-k", NULL, CLI_INT, &draft_k, "most draft tokens per step (default 4)", 0},
         {"--host", NULL, CLI_STR, &host, "address to bind (default 127.0.0.1)", 0},
         {"--port", NULL, CLI_INT, &port, "port (default 8080; 0 = any free port)", 0},

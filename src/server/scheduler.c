@@ -4,11 +4,12 @@
  *   1. under the lock: finish cancelled sequences, admit waiting ones into free slots;
  *   2. build one sp_batch_eval over every running sequence: a prompt chunk while
  *      prefilling (prefill_chunk tokens per step shared by the prefilling sequences, in
- *      slot order), else its pending token, plus k n-gram drafts for greedy sequences
+ *      slot order), else its pending token, plus k n-gram drafts
  *      (verify rows);
  *   3. after the pass: sample each sequence from its own logits rows with its own
- *      sampler; with drafts, keep the longest prefix whose greedy token equals the draft
- *      and roll the KV cache back to it (sp_session_truncate);
+ *      sampler; with drafts, keep the longest accepted prefix (greedy: the argmax equals
+ *      the draft; sampled: sp_draft_verifier's lossless rule) plus one token, and roll the
+ *      KV cache back to it (sp_session_truncate);
  *   4. detokenize, cut stop strings, publish text and log-probabilities under the lock,
  *      wake the HTTP threads. */
 #include "scheduler.h"
@@ -68,6 +69,7 @@ static void seq_free(sp_seq *q)
     free(q->text);
     free(q->toks);
     sp_sampler_free(q->sampler);
+    sp_draft_verifier_free(q->verifier);
     sp_detokenizer_free(q->detok);
     free(q->gen);
     free(q->hist);
@@ -370,7 +372,9 @@ static bool start_seq(sp_sched *s, sp_seq *q)
     sp_error err = {0};
     sp_session *sess = s->sessions[q->slot];
     if (sp_session_truncate(sess, 0, &err) != SP_OK ||
-        sp_sampler_new(&q->sampling, s->n_vocab, &q->sampler, &err) != SP_OK) {
+        sp_sampler_new(&q->sampling, s->n_vocab, &q->sampler, &err) != SP_OK ||
+        (s->cfg.ngram && q->sampling.temperature > 0 &&
+         sp_draft_verifier_new(&q->sampling, s->n_vocab, &q->verifier, &err) != SP_OK)) {
         fail_seq(s, q, err.msg);
         return false;
     }
@@ -420,7 +424,7 @@ static void step(sp_sched *s)
             int32_t *drafts = s->draft_buf + (size_t)i * (SP_SPEC_MAX_K + 1);
             int64_t n_past = sp_session_n_past(s->sessions[i]);
             int k = k_max;
-            if (k > 0 && q->sampling.temperature == 0) {
+            if (k > 0) {
                 if (n_past + 1 + k > s->cfg.n_ctx)
                     k = (int)(s->cfg.n_ctx - n_past - 1);
                 if (q->max_tokens - q->n_generated - 1 < k)
@@ -472,7 +476,8 @@ static void step(sp_sched *s)
         int accepted = 0;
         for (int i = 0; i <= nd; i++) {
             const float *row = it->logits + (size_t)i * (size_t)s->n_vocab;
-            int32_t t = sp_sampler_next(q->sampler, row);
+            int32_t t = i < nd && q->verifier ? sp_draft_verifier_check(q->verifier, row, it->tokens[i + 1])
+                                              : sp_sampler_next(q->sampler, row);
             if (accept_token(s, q, t, row))
                 break;
             if (i < nd && t == it->tokens[i + 1])

@@ -6,8 +6,11 @@
  *
  * Determinism: a sequence's output is a function of its request alone. Logits do not
  * depend on the batch (sp_batch_eval's contract), each sequence has its own sampler seeded
- * from its request, and n-gram speculation is used only for greedy sequences, where it is
- * exact (the verify rows are the plain decode rows).
+ * from its request, and n-gram drafts depend on the sequence's own tokens only. Greedy
+ * sequences verify drafts exactly (the verify rows are the plain decode rows: output equals
+ * plain decoding); sampled ones with the lossless rule (sp_draft_verifier: accept with
+ * p(d), else draw from p without d), which keeps the target distribution and is seeded per
+ * request, though its tokens differ from plain sampling's for the same seed.
  *
  * Threads: sp_sched_* functions are thread-safe. A sp_seq is shared between the HTTP
  * thread that created it and the scheduler; its "shared" fields are read under
@@ -63,6 +66,7 @@ typedef struct sp_seq {
     size_t n_prefilled;
     int32_t pending; /* sampled, not yet evaluated */
     sp_sampler *sampler;
+    sp_draft_verifier *verifier; /* sampled sequences with n-gram drafts */
     sp_detokenizer *detok;
     char *gen; /* all decoded text (before stop truncation) */
     size_t gen_len, gen_cap, emitted;

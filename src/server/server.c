@@ -97,7 +97,7 @@ int sp_server_run(const sp_server_config *cfg)
     bool v6 = strchr(cfg->host, ':') != NULL;
     fprintf(stderr, "specula serve: %s, context %lld x %d sequences, queue %d%s\n", srv.model_id,
             (long long)srv.n_ctx, cfg->n_parallel, cfg->n_queue,
-            cfg->draft ? ", n-gram drafts for greedy requests" : "");
+            cfg->draft ? ", n-gram drafts" : "");
     fprintf(stderr, "listening on http://%s%s%s:%d\n", v6 ? "[" : "", cfg->host, v6 ? "]" : "",
             srv.port);
     fflush(stderr);

@@ -180,6 +180,13 @@ await check('n-gram speculation: 8 concurrent greedy requests == plain server, o
   console.log(`  n-gram drafts: ${drafted} proposed, ${accepted} accepted`);
   assert.ok(drafted > 0);
 });
+await check('n-gram speculation, sampled: 8 concurrent seeded requests == one at a time', async () => {
+  const req = (i) => sampled(i);
+  const seq = [];
+  for (let i = 0; i < 8; i++) seq.push(summary(await sclient.chat.completions.create(req(i))));
+  const conc = await Promise.all(prompts.map((_, i) => sclient.chat.completions.create(req(i))));
+  conc.forEach((r, i) => assert.equal(summary(r), seq[i], `request ${i}`));
+});
 await check('SIGTERM (speculating server): exit 0', async () => assert.equal(await stopServer(spec), 0));
 
 console.log(`openai client: ${fails} failure(s)`);
