@@ -321,6 +321,8 @@ static bool accept_token(sp_sched *s, sp_seq *q, int32_t t, const float *logits)
         if (q->n_stop && cut_stop(q))
             reason = "stop";
     }
+    q->pending = t;
+    /* after finish_locked the HTTP thread may free q: nothing below touches it then */
     pthread_mutex_lock(&s->mu);
     bool ok = true;
     if (!eos && q->logprobs) {
@@ -339,7 +341,6 @@ static bool accept_token(sp_sched *s, sp_seq *q, int32_t t, const float *logits)
     else
         pthread_cond_broadcast(&s->progress);
     pthread_mutex_unlock(&s->mu);
-    q->pending = t;
     return reason != NULL;
 }
 
@@ -474,11 +475,12 @@ static void step(sp_sched *s)
         /* verify: row i predicts the token after it->tokens[i] */
         int64_t base = sp_session_n_past(it->session) - (int64_t)it->n_tokens;
         int accepted = 0;
-        for (int i = 0; i <= nd; i++) {
+        bool finished = false;
+        for (int i = 0; i <= nd && !finished; i++) {
             const float *row = it->logits + (size_t)i * (size_t)s->n_vocab;
             int32_t t = i < nd && q->verifier ? sp_draft_verifier_check(q->verifier, row, it->tokens[i + 1])
                                               : sp_sampler_next(q->sampler, row);
-            if (accept_token(s, q, t, row))
+            if ((finished = accept_token(s, q, t, row)))
                 break;
             if (i < nd && t == it->tokens[i + 1])
                 accepted++;
@@ -486,7 +488,7 @@ static void step(sp_sched *s)
                 break;
         }
         sp_metrics_spec(s->cfg.metrics, nd, accepted);
-        if (!q->done && sp_session_truncate(it->session, base + 1 + accepted, &err) != SP_OK)
+        if (!finished && sp_session_truncate(it->session, base + 1 + accepted, &err) != SP_OK)
             fail_seq(s, q, err.msg);
     }
 }
