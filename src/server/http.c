@@ -37,6 +37,7 @@ typedef struct conn_state {
     const char *early_msg;
     sp_strbuf body;
     bool too_big;
+    bool counted; /* in srv->n_active until the response is sent */
 } conn_state;
 
 static const struct {
@@ -821,6 +822,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         if (st->early_status)
             return send_error(srv, c, st->early_status, st->early_msg, NULL);
+        if (st->r == R_CHAT || st->r == R_COMPLETIONS) {
+            st->counted = true;
+            atomic_fetch_add(&srv->n_active, 1);
+        }
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -861,8 +866,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     conn_state *st = *con_cls;
-    (void)cls, (void)c, (void)toe;
+    sp_server *srv = cls;
+    (void)c, (void)toe;
     if (st) {
+        if (st->counted)
+            atomic_fetch_sub(&srv->n_active, 1);
         sp_strbuf_free(&st->body);
         free(st);
         *con_cls = NULL;
@@ -911,6 +919,14 @@ void sp_http_quiesce(sp_server *srv)
         MHD_socket s = MHD_quiesce_daemon(srv->mhd);
         if (s != MHD_INVALID_SOCKET)
             close(s);
+    }
+}
+
+void sp_http_wait_idle(sp_server *srv, int timeout_ms)
+{
+    for (int waited = 0; atomic_load(&srv->n_active) > 0 && waited < timeout_ms; waited += 10) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
     }
 }
 

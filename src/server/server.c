@@ -4,7 +4,8 @@
  *   3. open the tokenizer, the chat template, the model and the session pool;
  *   4. ready: print "listening on http://HOST:PORT";
  *   5. on SIGTERM / SIGINT: stop accepting connections, let running requests finish for
- *      the grace period (new ones get 503), cancel the rest, close, exit 0. */
+ *      the grace period (new ones get 503), cancel the rest, wait until the answers are
+ *      sent, close, exit 0. */
 #include "server.h"
 
 #include <signal.h>
@@ -67,6 +68,7 @@ int sp_server_run(const sp_server_config *cfg)
     srv.created = (int64_t)time(NULL);
     atomic_init(&srv.ready, false);
     atomic_init(&srv.next_id, (uint64_t)time(NULL) << 20);
+    atomic_init(&srv.n_active, 0);
     model_name(cfg->model_dir, srv.model_id, sizeof srv.model_id);
     pthread_mutex_init(&srv.text_mu, NULL);
     int rc = 1;
@@ -108,6 +110,7 @@ int sp_server_run(const sp_server_config *cfg)
             sig == SIGTERM ? "SIGTERM" : "SIGINT", cfg->grace_ms);
     sp_http_quiesce(&srv);
     sp_sched_drain(srv.sched, cfg->grace_ms);
+    sp_http_wait_idle(&srv, 5000); /* the last answers reach their clients */
     rc = 0;
 done:
     sp_http_stop(&srv); /* waits for the connection threads */

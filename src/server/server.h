@@ -49,6 +49,7 @@ typedef struct sp_server {
     sp_sampling_params defaults;
     int64_t created;
     atomic_uint_fast64_t next_id;
+    atomic_int n_active; /* generation requests whose response is not fully sent */
 } sp_server;
 
 /* Runs the server until SIGTERM / SIGINT; returns the process exit code. */
@@ -57,6 +58,8 @@ int sp_server_run(const sp_server_config *cfg);
 /* http.c */
 bool sp_http_start(sp_server *srv, sp_error *err);
 void sp_http_quiesce(sp_server *srv);
+/* Waits (up to timeout_ms) until every generation response has been sent. */
+void sp_http_wait_idle(sp_server *srv, int timeout_ms);
 void sp_http_stop(sp_server *srv);
 
 #endif

@@ -8,7 +8,7 @@ FIX=$2
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 M=$ROOT/models/default
 TMP=$(mktemp -d)
-trap 'kill $SRV_PID 2>/dev/null; rm -rf "$TMP"' EXIT
+trap 'kill $SRV_PID 2>/dev/null; [ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT
 . "$ROOT/tests/server/serve_lib.sh"
 fails=0
 check() { # description, command...
@@ -136,6 +136,23 @@ check "api key: right key 200" status '' 200 -H 'Authorization: Bearer sekrit' "
 check "binds 127.0.0.1 by default" bash -c "echo '$URL' | grep -q '^http://127.0.0.1:'"
 stop_server
 check "second server: exit 0" [ "$SRV_RC" = 0 ]
+
+# a chat template that raises: 400 with the template's message
+mkdir -p "$TMP/raising"
+for f in config.json generation_config.json model.safetensors tokenizer.json; do ln -s "$M/$f" "$TMP/raising/$f"; done
+python3 - "$M/tokenizer_config.json" "$TMP/raising/tokenizer_config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["chat_template"] = ("{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+                      + c["chat_template"])
+json.dump(c, open(sys.argv[2], "w"))
+PY
+start_server raising -m "$TMP/raising" --parallel 1 || exit 1
+check "template error: 400 with the template's message" status 'System role not supported' 400 "$URL/v1/chat/completions" \
+    -d '{"messages":[{"role":"system","content":"s"},{"role":"user","content":"u"}]}'
+check "template fine without a system message" status '"chat.completion"' 200 "$URL/v1/chat/completions" \
+    -d '{"messages":[{"role":"user","content":"u"}],"max_tokens":2}'
+stop_server
 
 check "no model: exits 1 with a message" bash -c "! '$SPECULA' serve -m /nonexistent --port 0 2>$TMP/nm.err && grep -q 'specula serve' $TMP/nm.err"
 check "--draft DIR refused (n-gram only)" bash -c "'$SPECULA' serve -m '$M' --draft '$M' --port 0 2>/dev/null; [ \$? = 2 ]"
