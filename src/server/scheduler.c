@@ -265,12 +265,12 @@ static bool publish_text_locked(sp_seq *q, size_t upto)
 static bool accept_token(sp_sched *s, sp_seq *q, int32_t t, const float *logits)
 {
     double now = sp_server_now();
-    if (q->n_generated == 0)
+    if (q->n_sampled == 0)
         sp_metrics_ttft(s->cfg.metrics, now - q->t_arrival);
     else
         sp_metrics_itl(s->cfg.metrics, now - q->t_last);
     q->t_last = now;
-    q->n_generated++;
+    q->n_sampled++;
     const char *reason = NULL;
     sp_seq_token rec = {.id = t};
     bool eos = is_eos(s, t) && !q->ignore_eos;
@@ -304,8 +304,8 @@ static bool accept_token(sp_sched *s, sp_seq *q, int32_t t, const float *logits)
         }
         q->hist[q->n_hist++] = t;
     }
-    int64_t n_past = (int64_t)q->n_prompt + q->n_generated - 1; /* t not yet evaluated */
-    if (!reason && (q->n_generated >= q->max_tokens || n_past + 1 > s->cfg.n_ctx))
+    int64_t n_past = (int64_t)q->n_prompt + q->n_sampled - 1; /* t not yet evaluated */
+    if (!reason && (q->n_sampled >= q->max_tokens || n_past + 1 > s->cfg.n_ctx))
         reason = "length";
     if (reason && (eos || strcmp(reason, "length") == 0)) {
         /* the last character may still be held back by the detokenizer */
@@ -324,6 +324,7 @@ static bool accept_token(sp_sched *s, sp_seq *q, int32_t t, const float *logits)
     q->pending = t;
     /* after finish_locked the HTTP thread may free q: nothing below touches it then */
     pthread_mutex_lock(&s->mu);
+    q->n_generated = q->n_sampled;
     bool ok = true;
     if (!eos && q->logprobs) {
         ok = grow((void **)&q->toks, &q->toks_cap, q->n_toks + 1, sizeof *q->toks);
@@ -428,8 +429,8 @@ static void step(sp_sched *s)
             if (k > 0) {
                 if (n_past + 1 + k > s->cfg.n_ctx)
                     k = (int)(s->cfg.n_ctx - n_past - 1);
-                if (q->max_tokens - q->n_generated - 1 < k)
-                    k = (int)(q->max_tokens - q->n_generated - 1);
+                if (q->max_tokens - q->n_sampled - 1 < k)
+                    k = (int)(q->max_tokens - q->n_sampled - 1);
                 if (k > 0)
                     nd = ngram_draft(s, q, drafts + 1, k);
             }

@@ -64,6 +64,7 @@ typedef struct sp_seq {
     /* scheduler thread only */
     int slot;
     size_t n_prefilled;
+    int64_t n_sampled; /* n_generated as the scheduler counts it, published under the lock */
     int32_t pending; /* sampled, not yet evaluated */
     sp_sampler *sampler;
     sp_draft_verifier *verifier; /* sampled sequences with n-gram drafts */
