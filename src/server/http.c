@@ -528,7 +528,10 @@ static enum MHD_Result handle_generate(sp_server *srv, struct MHD_Connection *c,
     }
     p.ids = NULL;
     g->seq = q;
-    q->max_tokens = req.max_tokens > 0 ? req.max_tokens : srv->n_ctx - n_prompt;
+    /* OpenAI's defaults: 16 for completions, the rest of the context for chat */
+    q->max_tokens = req.max_tokens > 0 ? req.max_tokens
+                    : kind == SP_OAI_COMPLETION && srv->n_ctx - n_prompt > 16 ? 16
+                                                                                : srv->n_ctx - n_prompt;
     q->sampling = srv->defaults;
     if (req.set_temperature)
         q->sampling.temperature = req.sampling.temperature;
@@ -748,7 +751,7 @@ static enum MHD_Result handle_detokenize(sp_server *srv, struct MHD_Connection *
 
 static enum MHD_Result handle_metrics(sp_server *srv, struct MHD_Connection *c)
 {
-    if (srv->sched) {
+    if (atomic_load(&srv->ready)) {
         int64_t running, waiting;
         sp_sched_counts(srv->sched, &running, &waiting);
         sp_metrics_gauges(srv->metrics, running, waiting);
