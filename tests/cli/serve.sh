@@ -66,6 +66,11 @@ check "top_p out of range: 400" status '"param":"top_p"' 400 "$URL/v1/completion
 check "n > 1: 400" status '"param":"n"' 400 "$URL/v1/completions" -d '{"prompt":"x","n":2}'
 check "token id outside the vocabulary: 400" status '' 400 "$URL/v1/completions" -d '{"prompt":[1,99999999]}'
 check "invalid UTF-8 prompt: 400" status '' 400 "$URL/v1/completions" --data-binary $'{"prompt":"\xff\xfe"}'
+python3 -c "print('[' * 200000)" >"$TMP/deep.json"
+check "200000-deep nesting: 400, no crash" status '' 400 "$URL/v1/chat/completions" --data-binary @"$TMP/deep.json"
+check "U+0000 in a message: handled" status '"chat.completion"' 200 "$URL/v1/chat/completions" \
+    -d '{"messages":[{"role":"user","content":"a\u0000b"}],"max_tokens":2}'
+check "empty body: 400" status '' 400 -X POST "$URL/v1/completions"
 check "unknown fields ignored" status '"text_completion"' 200 "$URL/v1/completions" -d '{"prompt":"x","max_tokens":1,"frobnicate":{"a":[1]},"user":"u"}'
 python3 -c "print('{\"prompt\":\"' + 'def f(): pass ' * 400 + '\"}')" >"$TMP/long.json"
 check "prompt longer than the context: 400 with the numbers" status 'maximum context length is 1024 tokens' 400 "$URL/v1/completions" --data-binary @"$TMP/long.json"
