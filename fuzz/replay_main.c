@@ -1,18 +1,16 @@
-/* replay_main.c: a plain driver for the fuzz targets, so CI replays their corpora and
- * regression inputs with any compiler (no libFuzzer): every file named on the command
- * line, or found (one level deep) in a directory named there, goes through
- * LLVMFuzzerTestOneInput once. A crash or abort fails the run; ASan/UBSan builds add
- * their checks. */
+/* replay_main.c: runs a fuzz target without libFuzzer: every regular file under each
+ * directory (or file) named on the command line is one input. Used by CTest
+ * (fuzz_replay_<target>), so corpora and crash regressions run with any compiler and
+ * under ASan/UBSan. Exits 1 when a directory is missing or a file cannot be read. */
+#include "fuzz.h"
+
 #include <dirent.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static int run_file(const char *path)
+static int run_file(const char *path, size_t *n_run)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -20,52 +18,53 @@ static int run_file(const char *path)
         return 1;
     }
     fseek(f, 0, SEEK_END);
-    long n = ftell(f);
+    long len = ftell(f);
     fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
-    if (!buf || (n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n)) {
+    uint8_t *buf = malloc(len > 0 ? (size_t)len : 1);
+    if (!buf || (len > 0 && fread(buf, 1, (size_t)len, f) != (size_t)len)) {
         fprintf(stderr, "replay: cannot read %s\n", path);
-        fclose(f);
         free(buf);
+        fclose(f);
         return 1;
     }
     fclose(f);
-    LLVMFuzzerTestOneInput(buf, n > 0 ? (size_t)n : 0);
+    LLVMFuzzerTestOneInput(buf, len > 0 ? (size_t)len : 0);
     free(buf);
+    (*n_run)++;
     return 0;
+}
+
+static int run_path(const char *path, size_t *n_run)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "replay: %s does not exist\n", path);
+        return 1;
+    }
+    if (!S_ISDIR(st.st_mode))
+        return run_file(path, n_run);
+    DIR *d = opendir(path);
+    if (!d)
+        return 1;
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char sub[4096];
+        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+        rc |= run_path(sub, n_run);
+    }
+    closedir(d);
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
-    int bad = 0;
-    size_t n = 0;
-    for (int i = 1; i < argc; i++) {
-        struct stat sb;
-        if (stat(argv[i], &sb) != 0) {
-            fprintf(stderr, "replay: %s does not exist\n", argv[i]);
-            bad = 1;
-            continue;
-        }
-        if (!S_ISDIR(sb.st_mode)) {
-            bad |= run_file(argv[i]);
-            n++;
-            continue;
-        }
-        DIR *d = opendir(argv[i]);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            if (e->d_name[0] == '.')
-                continue;
-            char p[4096];
-            snprintf(p, sizeof p, "%s/%s", argv[i], e->d_name);
-            if (stat(p, &sb) == 0 && S_ISREG(sb.st_mode)) {
-                bad |= run_file(p);
-                n++;
-            }
-        }
-        if (d)
-            closedir(d);
-    }
-    printf("replay: %zu inputs%s\n", n, bad ? ", some unreadable" : "");
-    return bad;
+    size_t n_run = 0;
+    int rc = 0;
+    for (int i = 1; i < argc; i++)
+        rc |= run_path(argv[i], &n_run);
+    printf("replay: %zu inputs\n", n_run);
+    return rc;
 }

@@ -61,7 +61,10 @@ typedef struct sp_model_params {
     int n_threads;       /* worker threads for kernels; 0 = all online CPUs */
     bool skip_mem_check; /* do not refuse when the estimate exceeds available memory */
     uint64_t reserved_bytes; /* memory other models of this process need (a speculative
-                                target when opening its draft): budgeted with this one */
+                                target when opening its draft): budgeted with this one when
+                                both are on the same device */
+    const char *device;  /* "cpu", "cuda", "cuda:N" or "auto"/NULL: the first usable GPU,
+                            else the CPU */
 } sp_model_params;
 
 SP_API sp_model_params sp_model_default_params(void);
@@ -82,6 +85,12 @@ SP_API uint64_t sp_model_weight_bytes(const sp_model *model);
 /* Weights plus a session for n_ctx tokens (0 = default): what the memory check budgets;
  * pass it as reserved_bytes when opening a draft model. */
 SP_API uint64_t sp_model_budget_bytes(const sp_model *model, int64_t n_ctx);
+/* The device the model runs on ("cpu (2 threads)", "cuda:0 NVIDIA H100 80GB HBM3"), and
+ * the bytes of device memory its weights take there (0 on the CPU: the weights stay mapped). */
+SP_API const char *sp_model_device(const sp_model *model);
+SP_API uint64_t sp_model_device_bytes(const sp_model *model);
+/* Whether this build can run on CUDA, and how many devices it sees (0 without). */
+SP_API int sp_cuda_device_count(void);
 /* End-of-sequence ids (generation_config.json, else config.json). Borrowed until close. */
 SP_API const int32_t *sp_model_eos_ids(const sp_model *model, size_t *n_ids);
 

@@ -10,7 +10,7 @@ if [ -x scripts/fetch-test-deps.sh ]; then scripts/fetch-test-deps.sh; fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$J"
 ctest --test-dir build --output-on-failure -j "$J"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSPECULA_SANITIZE=ON
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSPECULA_SANITIZE=ON -DSPECULA_CUDA=OFF
 cmake --build build-asan -j "$J"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -170,3 +170,27 @@ bool cli_has_tokenizer(const char *dir)
     free(p);
     return r;
 }
+
+const char *cli_device(const char *device)
+{
+    if (device && *device)
+        return device;
+    const char *env = getenv("SPECULA_DEVICE");
+    return env && *env ? env : "auto";
+}
+
+sp_model_params cli_model_params(int64_t threads, const char *device)
+{
+    sp_model_params mp = sp_model_default_params();
+    mp.n_threads = cli_threads(threads);
+    mp.device = cli_device(device);
+    return mp;
+}
+
+sp_status cli_model_open(const char *dir, const sp_model_params *mp, sp_model **m, sp_error *err)
+{
+    sp_status st = sp_model_open(dir, mp, m, err);
+    if (st == SP_OK && (!mp->device || !strcmp(mp->device, "auto")))
+        fprintf(stderr, "specula: running on %s (--device auto)\n", sp_model_device(*m));
+    return st;
+}

@@ -49,4 +49,15 @@ bool cli_has_tokenizer(const char *dir);
 /* Reads SPECULA_THREADS (0 = all CPUs) unless threads > 0 was given. */
 int cli_threads(int64_t threads);
 
+/* The --device option every command that loads a model takes. */
+#define CLI_DEVICE_OPT(dst) \
+    {"--device", NULL, CLI_STR, &(dst), "cpu, cuda, cuda:N or auto (default; SPECULA_DEVICE)", 0}
+
+/* Model params for --threads and --device (SPECULA_DEVICE when --device is not given). */
+sp_model_params cli_model_params(int64_t threads, const char *device);
+/* The device string in effect ("auto" when none was given). */
+const char *cli_device(const char *device);
+/* sp_model_open; with --device auto, then says on stderr which device the model is on. */
+sp_status cli_model_open(const char *dir, const sp_model_params *mp, sp_model **m, sp_error *err);
+
 #endif

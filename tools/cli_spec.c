@@ -1,11 +1,12 @@
 /* cli_spec.c: speculative-decoding options of the CLI (see cli_spec.h). */
 #include "cli_spec.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 int cli_spec_open(cli_spec *c, sp_model *target, const char *target_dir, sp_tokenizer *target_tok,
-                  int64_t n_ctx, int threads)
+                  int64_t n_ctx, const sp_model_params *tp)
 {
     sp_error err = {0};
     sp_spec_params *p = &c->params;
@@ -27,10 +28,16 @@ int cli_spec_open(cli_spec *c, sp_model *target, const char *target_dir, sp_toke
     p->kind = SP_DRAFT_SELF;
     if (strcmp(c->draft, "self")) {
         p->kind = SP_DRAFT_MODEL;
-        sp_model_params mp = sp_model_default_params();
-        mp.n_threads = threads;
+        sp_model_params mp = *tp;
         mp.n_ctx = n_ctx;
-        mp.reserved_bytes = sp_model_budget_bytes(target, n_ctx);
+        char target_dev[64]; /* "cpu" or "cuda:N": the first word of the target's device */
+        const char *td = sp_model_device(target);
+        snprintf(target_dev, sizeof target_dev, "%.*s", (int)strcspn(td, " "), td);
+        mp.device = c->draft_device ? c->draft_device : target_dev;
+        /* budgeted with the target when both share a device */
+        bool same = !strcmp(mp.device, target_dev) ||
+                    (!strcmp(mp.device, "cuda") && !strcmp(target_dev, "cuda:0"));
+        mp.reserved_bytes = same ? sp_model_budget_bytes(target, n_ctx) : 0;
         if (sp_model_open(c->draft, &mp, &c->draft_model, &err) != SP_OK)
             return cli_fail(&err);
         sp_tokenizer *tt = target_tok;

@@ -126,6 +126,7 @@ int cmd_bench(int argc, char **argv)
 {
     const char *model_dir = NULL;
     int64_t prompt_len = 128, gen_len = 64, runs = 5, threads = 0;
+    const char *device = NULL;
     bool json = false;
     const char *tokens_s = NULL;
     cli_spec spec = {0};
@@ -135,6 +136,7 @@ int cmd_bench(int argc, char **argv)
         {"--gen-len", NULL, CLI_INT, &gen_len, "decoded tokens per run (default 64)", 0},
         {"--runs", NULL, CLI_INT, &runs, "runs; the median is reported (default 5)", 0},
         {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
+        CLI_DEVICE_OPT(device),
         {"--json", NULL, CLI_FLAG, &json, "print one JSON object", 0},
         {"--tokens", NULL, CLI_STR, &tokens_s, "prompt token ids (default: random, --prompt-len)", 0},
         CLI_SPEC_OPTS(spec),
@@ -167,8 +169,7 @@ int cmd_bench(int argc, char **argv)
         return cli_failf("bench: --prompt-len %lld + --gen-len %lld overflows", (long long)prompt_len,
                          (long long)gen_len);
     }
-    sp_model_params mp = sp_model_default_params();
-    mp.n_threads = cli_threads(threads);
+    sp_model_params mp = cli_model_params(threads, device);
     mp.n_ctx = prompt_len + gen_len;
     sp_model *m = NULL;
     sp_session *s = NULL;
@@ -178,7 +179,7 @@ int cmd_bench(int argc, char **argv)
         rc = cli_failf("out of memory");
         goto done;
     }
-    if (sp_model_open(model_dir, &mp, &m, &err) != SP_OK) {
+    if (cli_model_open(model_dir, &mp, &m, &err) != SP_OK) {
         rc = cli_fail(&err);
         goto done;
     }
@@ -201,7 +202,7 @@ int cmd_bench(int argc, char **argv)
             goto done;
         }
     if (spec.draft) {
-        if ((rc = cli_spec_open(&spec, m, model_dir, NULL, prompt_len + gen_len, mp.n_threads)) == CLI_OK)
+        if ((rc = cli_spec_open(&spec, m, model_dir, NULL, prompt_len + gen_len, &mp)) == CLI_OK)
             rc = bench_spec(m, s, &spec, prompt, prompt_len, gen_len, runs, json);
         goto done;
     }

@@ -13,12 +13,14 @@ int cmd_check(int argc, char **argv)
 {
     const char *dir = NULL, *draft_dir = NULL, *tokens_s = NULL, *prompt = NULL;
     int64_t threads = 0;
+    const char *device = NULL;
     cli_opt opts[] = {
         {"--model", "-m", CLI_STR, &dir, "model directory", 0},
         {"--draft", NULL, CLI_STR, &draft_dir, "a draft model to check with it", 0},
         {"--tokens", NULL, CLI_STR, &tokens_s, "prompt ids for the generation checks", 0},
         {"--prompt", "-p", CLI_STR, &prompt, "prompt text for the generation checks", 0},
         {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
+        CLI_DEVICE_OPT(device),
         {0},
     };
     const char *usage = "specula check -m DIR [--draft DIR] [--tokens IDS | -p TEXT]";
@@ -34,9 +36,8 @@ int cmd_check(int argc, char **argv)
     sp_tokenizer *tok = NULL;
     int32_t *ids = NULL;
     size_t n = 0;
-    sp_model_params mp = sp_model_default_params();
-    mp.n_threads = cli_threads(threads);
-    if (sp_model_open(dir, &mp, &m, &err) != SP_OK) {
+    sp_model_params mp = cli_model_params(threads, device);
+    if (cli_model_open(dir, &mp, &m, &err) != SP_OK) {
         rc = cli_fail(&err);
         goto done;
     }

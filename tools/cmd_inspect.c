@@ -57,6 +57,11 @@ static void print_text(const sp_model *m, const fmt_count *c, int64_t n_moe)
             printf(" %s %lld", sp_wformat_name((sp_wformat)f), (long long)c->n[f]);
     printf("\nweights        %.2f MiB bound (%.2f MiB packed quantized)\n",
            (double)m->weight_bytes / 1048576.0, (double)m->quant.packed_bytes / 1048576.0);
+    printf("device         %s", sp_model_device(m));
+    if (m->be->total_bytes)
+        printf(", %.1f MiB of weights there", (double)sp_model_device_bytes(m) / 1048576.0);
+    printf("; a %lld-token session adds %.1f MiB (KV cache + pass buffers)\n",
+           (long long)sp_model_default_ctx(m), (double)sp_model_session_bytes(m, 0, 0) / 1048576.0);
     if (m->quant.act_quant_declared || m->quant.n_input_scales)
         printf("input scales   %zu (config %s quantized activations; not applied)\n",
                m->quant.n_input_scales, m->quant.act_quant_declared ? "declares" : "does not declare");
@@ -83,19 +88,22 @@ static void print_json(const sp_model *m, const fmt_count *c, int64_t n_moe)
     for (size_t i = 0; i < m->quant.n_input_scales; i++)
         printf("%s\"%s\": %.9g", i ? ", " : "", m->quant.input_scales[i].tensor,
                (double)m->quant.input_scales[i].value);
-    printf("}}\n");
+    printf("}, \"device\": \"%s\", \"device_weight_bytes\": %llu, \"session_bytes\": %llu}\n",
+           sp_model_device(m), (unsigned long long)sp_model_device_bytes(m),
+           (unsigned long long)sp_model_session_bytes(m, 0, 0));
 }
 
 int cmd_inspect(int argc, char **argv)
 {
-    const char *dir = NULL;
+    const char *dir = NULL, *device = NULL;
     bool json = false;
     cli_opt opts[] = {
         {"--model", "-m", CLI_STR, &dir, "model directory", 0},
+        CLI_DEVICE_OPT(device),
         {"--json", NULL, CLI_FLAG, &json, "print one JSON object", 0},
         {0},
     };
-    const char *usage = "specula inspect -m DIR [--json]";
+    const char *usage = "specula inspect -m DIR [--device D] [--json]";
     int rc = cli_parse(argc, argv, opts, usage);
     if (rc)
         return rc < 0 ? CLI_OK : rc;
@@ -104,8 +112,7 @@ int cmd_inspect(int argc, char **argv)
         return CLI_USAGE;
     }
     sp_error err = {0};
-    sp_model_params mp = sp_model_default_params();
-    mp.n_threads = 1;
+    sp_model_params mp = cli_model_params(1, device);
     mp.skip_mem_check = true;
     sp_model *m;
     if (sp_model_open(dir, &mp, &m, &err) != SP_OK)

@@ -14,11 +14,13 @@ int cmd_logits(int argc, char **argv)
 {
     const char *model_dir = NULL, *tokens_s = NULL, *out_path = NULL;
     int64_t threads = 0, batch = 0;
+    const char *device = NULL;
     cli_opt opts[] = {
         {"--model", "-m", CLI_STR, &model_dir, "model directory (config.json + safetensors)", 0},
         {"--tokens", NULL, CLI_STR, &tokens_s, "comma-separated input token ids", 0},
         {"--output", "-o", CLI_STR, &out_path, "output file (float32 [n_tokens, vocab])", 0},
         {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
+        CLI_DEVICE_OPT(device),
         {"--batch", NULL, CLI_INT, &batch, "most tokens per forward pass (default 256)", 0},
         {0},
     };
@@ -41,15 +43,14 @@ int cmd_logits(int argc, char **argv)
         return cli_failf("--tokens: the token list is empty");
     }
     sp_error err = {0};
-    sp_model_params mp = sp_model_default_params();
-    mp.n_threads = cli_threads(threads);
+    sp_model_params mp = cli_model_params(threads, device);
     mp.n_ctx = (int64_t)n;
     sp_model *m = NULL;
     sp_session *s = NULL;
     float *logits = NULL;
     FILE *f = NULL;
     rc = CLI_OK;
-    if (sp_model_open(model_dir, &mp, &m, &err) != SP_OK) {
+    if (cli_model_open(model_dir, &mp, &m, &err) != SP_OK) {
         rc = cli_fail(&err);
         goto done;
     }

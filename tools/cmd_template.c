@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "text/jinja/chat.h"
 #include "util/clock.h"
+#include "util/error.h"
 #include "util/fileio.h"
 
 #include <stdio.h>
@@ -68,7 +69,7 @@ static int render(const char *path, const char *context_path, const render_mode 
     int rc = CLI_OK;
     double t0 = sp_now_ms();
     if (sp_chat_render(chat, ctx, n, &opt, out, len, &err) != SP_OK)
-        rc = template_fail(&err);
+        rc = template_fail((err.status == SP_ERR_FORMAT ? sp_err_prefix(&err, "%s", context_path) : (void)0, &err));
     if (rc == CLI_OK && mode->bench > 0) {
         fprintf(stderr, "template compile + first render: %.3f ms\n", sp_now_ms() - t0);
         rc = bench_renders(chat, ctx, n, &opt, mode->bench);

@@ -27,6 +27,7 @@ int cmd_trace(int argc, char **argv)
 {
     const char *model_dir = NULL, *tokens_s = NULL, *prompt = NULL, *out_path = NULL, *perturb = NULL;
     int64_t n_predict = 0, threads = 0;
+    const char *device = NULL;
     double temp = 0;
     uint64_t seed = 0;
     cli_spec spec = {0};
@@ -40,6 +41,7 @@ int cmd_trace(int argc, char **argv)
         {"--output", "-o", CLI_STR, &out_path, "trace file (JSON lines)", 0},
         {"--perturb", NULL, CLI_STR, &perturb, "LAYER:OP:FACTOR: plant a divergence", 0},
         {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
+        CLI_DEVICE_OPT(device),
         CLI_SPEC_OPTS(spec),
         {0},
     };
@@ -76,8 +78,7 @@ int cmd_trace(int argc, char **argv)
     sp_model *m = NULL;
     sp_session *s = NULL;
     sp_trace_writer *wt = NULL, *wd = NULL;
-    sp_model_params mp = sp_model_default_params();
-    mp.n_threads = cli_threads(threads);
+    sp_model_params mp = cli_model_params(threads, device);
     if (n_predict < 0) {
         rc = cli_failf("-n: cannot generate %lld tokens", (long long)n_predict);
         goto done;
@@ -88,7 +89,7 @@ int cmd_trace(int argc, char **argv)
         n_ctx = INT64_MAX;
     else
         n_ctx++;
-    if (sp_model_open(model_dir, &mp, &m, &err) != SP_OK) {
+    if (cli_model_open(model_dir, &mp, &m, &err) != SP_OK) {
         rc = cli_fail(&err);
         goto done;
     }
@@ -105,7 +106,7 @@ int cmd_trace(int argc, char **argv)
         rc = cli_fail(&err);
         goto done;
     }
-    if (spec.draft && (rc = cli_spec_open(&spec, m, model_dir, tok, n_ctx, mp.n_threads)))
+    if (spec.draft && (rc = cli_spec_open(&spec, m, model_dir, tok, n_ctx, &mp)))
         goto done;
     if (!(f = fopen(out_path, "w"))) {
         rc = cli_failf("cannot write '%s'", out_path);
@@ -116,11 +117,11 @@ int cmd_trace(int argc, char **argv)
         rc = cli_fail(&err);
         goto done;
     }
+    if (op != SP_OP_COUNT)
+        sp_trace_writer_perturb(wt, layer, op, factor);
     sp_trace_writer_attach(wt, s);
     if (wd)
         sp_trace_writer_attach(wd, spec.draft_session);
-    if (op != SP_OP_COUNT)
-        sp_trace_writer_perturb(wt, layer, op, factor);
     sp_generate_params gp = {.n_predict = n_predict, .ignore_eos = true, .sampling = sp_sampling_default_params()};
     gp.sampling.temperature = (float)temp;
     gp.sampling.seed = seed;

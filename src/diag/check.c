@@ -225,7 +225,7 @@ typedef struct last_hidden {
 static void grab_hidden(void *vctx, const sp_trace_event *ev)
 {
     last_hidden *h = vctx;
-    float *row = ev->data + (ev->n_tok - 1) * ev->width;
+    const float *row = ev->data + (ev->n_tok - 1) * ev->width;
     if (ev->op == SP_OP_MLP_RESIDUAL && ev->layer == h->layer)
         memcpy(h->x, row, (size_t)ev->width * sizeof(float));
     if (ev->op == SP_OP_LOGITS)
@@ -341,6 +341,9 @@ sp_status sp_check_run(const sp_check_inputs *in, sp_check_report *rep, sp_error
         check_finite(in->draft, " (draft)", rep);
         check_scales(in->draft, " (draft)", rep);
     }
+    sp_check_device_decode(in->model, "", rep);
+    if (in->draft)
+        sp_check_device_decode(in->draft, " (draft)", rep);
     check_final_norm(in->model, in->prompt, in->n_prompt, rep);
     sp_check_chat_template(in, rep);
     sp_check_speculative(in, rep);

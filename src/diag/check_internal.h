@@ -11,5 +11,7 @@ void sp_check_add(sp_check_report *rep, const char *name, sp_check_status st, co
 
 void sp_check_speculative(const sp_check_inputs *in, sp_check_report *rep);
 void sp_check_chat_template(const sp_check_inputs *in, sp_check_report *rep);
+/* On a GPU: packed matrices decoded there equal the CPU decoder bit for bit. */
+void sp_check_device_decode(sp_model *m, const char *label, sp_check_report *rep);
 
 #endif

@@ -17,6 +17,8 @@ struct sp_trace_writer {
     int perturb_layer;
     sp_op perturb_op;
     float perturb_factor;
+    sp_session *attached[4]; /* sessions a perturbation applies to */
+    int n_attached;
 };
 
 sp_status sp_trace_writer_new(FILE *f, const char *label, sp_trace_writer **out, sp_error *err)
@@ -64,6 +66,8 @@ void sp_trace_writer_perturb(sp_trace_writer *w, int layer, sp_op op, float fact
     w->perturb_layer = layer;
     w->perturb_op = op;
     w->perturb_factor = factor;
+    for (int i = 0; i < w->n_attached; i++)
+        sp_session_set_perturb(w->attached[i], layer, op, factor);
 }
 
 int64_t sp_trace_writer_lines(const sp_trace_writer *w) { return w->lines; }
@@ -85,9 +89,6 @@ static void on_event(void *ctx, const sp_trace_event *ev)
         w->pass++;
         note_tokens(w, ev);
     }
-    if (w->perturb && ev->layer == w->perturb_layer && ev->op == w->perturb_op)
-        for (int64_t i = 0; i < ev->n_tok * ev->width; i++)
-            ev->data[i] *= w->perturb_factor;
     for (int64_t t = 0; t < ev->n_tok; t++) {
         sp_row_stats s;
         sp_row_stats_compute(ev->data + t * ev->width, ev->width, &s);
@@ -114,4 +115,8 @@ static void on_event(void *ctx, const sp_trace_event *ev)
 void sp_trace_writer_attach(sp_trace_writer *w, sp_session *s)
 {
     sp_session_set_trace(s, on_event, w);
+    if (w->n_attached < (int)(sizeof w->attached / sizeof w->attached[0]))
+        w->attached[w->n_attached++] = s;
+    if (w->perturb)
+        sp_session_set_perturb(s, w->perturb_layer, w->perturb_op, w->perturb_factor);
 }

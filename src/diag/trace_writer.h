@@ -11,7 +11,8 @@
  * target and its draft) may share a FILE: lines appear in execution order.
  *
  * For demonstrations and tests a writer can plant a perturbation: one op's output at
- * one layer is multiplied by a factor before later ops read it. */
+ * one layer is multiplied by a factor before later ops read it (through the session's
+ * fault-injection hook, sp_session_set_perturb; the observer itself only reads). */
 #ifndef SP_DIAG_TRACE_WRITER_H
 #define SP_DIAG_TRACE_WRITER_H
 
@@ -25,7 +26,8 @@ sp_status sp_trace_writer_new(FILE *f, const char *model_label, sp_trace_writer 
 void sp_trace_writer_free(sp_trace_writer *w);
 /* Observes every forward pass of s from now on. */
 void sp_trace_writer_attach(sp_trace_writer *w, sp_session *s);
-/* Multiplies the output of `op` at `layer` (every position) by factor. */
+/* Multiplies the output of `op` at `layer` (every position) by factor, in the sessions
+ * this writer observes (the first four attached). */
 void sp_trace_writer_perturb(sp_trace_writer *w, int layer, sp_op op, float factor);
 /* Lines written so far; whether a write failed. */
 int64_t sp_trace_writer_lines(const sp_trace_writer *w);

@@ -156,9 +156,14 @@ static float *own(sp_model *m, size_t n, sp_error *err)
     if (m->n_owned == m->cap_owned) {
         size_t cap = m->cap_owned ? m->cap_owned * 2 : 64;
         float **p = realloc(m->owned, cap * sizeof *p);
-        if (!p)
+        if (p)
+            m->owned = p;
+        size_t *q = p ? realloc(m->owned_n, cap * sizeof *q) : NULL;
+        if (!q) {
+            sp_err(err, SP_ERR_NOMEM, "out of memory");
             return NULL;
-        m->owned = p;
+        }
+        m->owned_n = q;
         m->cap_owned = cap;
     }
     float *v = malloc((n ? n : 1) * sizeof *v);
@@ -166,6 +171,7 @@ static float *own(sp_model *m, size_t n, sp_error *err)
         sp_err(err, SP_ERR_NOMEM, "out of memory");
         return NULL;
     }
+    m->owned_n[m->n_owned] = n;
     m->owned[m->n_owned++] = v;
     return v;
 }

@@ -11,9 +11,4 @@ sp_status sp_bind_mla(sp_model *m, int64_t l, sp_layer *L, sp_error *err);
 sp_status sp_bind_moe(sp_model *m, int64_t l, sp_layer *L, sp_error *err);
 
 
-/* Refuses when weights + a session for n_ctx tokens, plus `reserved` bytes other models
- * need, exceed the memory available. */
-sp_status sp_model_check_memory(const sp_model *m, int64_t n_ctx, uint64_t reserved, bool skip,
-                                sp_error *err);
-
 #endif

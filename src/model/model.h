@@ -1,26 +1,24 @@
 /* model.h: the loaded model (behind the public sp_model handle).
  *
  * Ownership: the model owns its config, its checkpoint mappings, the small fp32 vectors
- * it converts at load (norm weights, biases, sinks: a few KB per layer) and the thread
- * pool. Matrices are sp_weight views into the mapped checkpoint and are never copied.
- * After sp_model_open the model is read-only. */
+ * it converts at load (norm weights, biases, sinks: a few KB per layer), its backend and
+ * the weights as the backend sees them (`exec`: the same views on the CPU, one copy of
+ * each checkpoint shard in device memory on a GPU, never expanded). The host views
+ * (tok_embd, layers, ...) serve loading, checks and inspection; the forward pass reads
+ * only `exec`. After sp_model_open the weights are read-only; a forward pass takes the
+ * model's lock, so sessions of one model may run on different threads. */
 #ifndef SP_MODEL_MODEL_H
 #define SP_MODEL_MODEL_H
 
+#include "backend/backend.h"
 #include "format/checkpoint.h"
 #include "format/hf_config.h"
 #include "kernels/weight.h"
 #include "model/arch.h"
 #include "model/quant.h"
 #include "model/rope.h"
-#include "util/threadpool.h"
 
-typedef struct sp_expert {
-    sp_weight gate, up, down; /* gpt-oss: gate holds the interleaved gate_up matrix */
-    const float *gate_up_bias; /* gpt-oss [2I] interleaved, else NULL */
-    const float *down_bias;    /* gpt-oss [H], else NULL */
-    bool in_major;             /* stored [in, out] and used as x @ W (gpt-oss unquantized) */
-} sp_expert;
+#include <pthread.h>
 
 typedef struct sp_layer {
     const float *attn_norm, *mlp_norm; /* [H] */
@@ -47,6 +45,13 @@ typedef struct sp_layer {
     sp_weight sh_gate, sh_up, sh_down; /* shared experts (DeepSeek); format NONE if absent */
 } sp_layer;
 
+/* What the forward pass reads: the embedding, the head and the layers. */
+typedef struct sp_weights {
+    sp_weight tok_embd, lm_head;
+    const float *final_norm;
+    sp_layer *layers; /* [n_layers] */
+} sp_weights;
+
 struct sp_model {
     sp_hf_config *cfg;
     const sp_arch *arch;
@@ -67,6 +72,7 @@ struct sp_model {
 
     /* owned fp32 vectors, freed at close */
     float **owned;
+    size_t *owned_n; /* their lengths */
     size_t n_owned, cap_owned;
 
     sp_quant quant; /* quantization scheme, packed-weight accounting, input scales */
@@ -74,14 +80,31 @@ struct sp_model {
     /* multi-head latent attention (DeepSeek) */
     int64_t mla_q_lora, mla_kv_lora, mla_nope, mla_rope, mla_v;
 
-    sp_pool *pool;
     uint64_t weight_bytes; /* resident weight bytes */
+
+    /* execution: the backend, the weights as it sees them, the pass's working memory */
+    sp_backend *be;
+    sp_weights exec;            /* host views on a host-memory backend, else device copies */
+    struct sp_exec_store *exec_store; /* device regions behind `exec` (exec_weights.c) */
+    struct sp_compute *compute; /* grown on demand (sp_model_reserve) */
+    pthread_mutex_t lock;       /* one forward pass at a time: sessions may share a model */
 };
 
-/* Estimated bytes a session needs for n_ctx tokens and n_batch-token passes. */
+/* Parses the config and binds every tensor (model_load.c); sp_model_open (engine/) adds
+ * the backend, the memory check and the weights on the backend. */
+sp_status sp_model_load(const char *dir, sp_model **out, sp_error *err);
+void sp_model_unload(sp_model *m);
+
 /* Whether token is one of the model's end-of-sequence ids. */
 bool sp_model_is_eos(const sp_model *m, int32_t token);
 
+/* The default context and pass size of a session (specula.h: sp_session_params). */
+int64_t sp_model_default_ctx(const sp_model *m);
+#define SP_DEFAULT_BATCH 256
+
+/* Bytes a session of n_ctx positions with n_batch-token passes adds: its KV cache, and the
+ * model's pass buffers for n_batch tokens (shared by sessions). From the same plans that
+ * allocate them (kv_cache.c, compute.c). UINT64_MAX when the size overflows. */
 uint64_t sp_model_session_bytes(const sp_model *m, int64_t n_ctx, int64_t n_batch);
 
 #endif

@@ -11,12 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-sp_model_params sp_model_default_params(void)
-{
-    sp_model_params p = {0};
-    return p;
-}
-
 static sp_status bind_gqa(sp_model *m, int64_t l, sp_layer *L, sp_error *err)
 {
     char n[256];
@@ -134,11 +128,9 @@ static sp_status bind_all(sp_model *m, sp_error *err)
     return SP_OK;
 }
 
-sp_status sp_model_open(const char *dir, const sp_model_params *params, sp_model **out,
-                        sp_error *err)
+sp_status sp_model_load(const char *dir, sp_model **out, sp_error *err)
 {
     *out = NULL;
-    sp_model_params p = params ? *params : sp_model_default_params();
     sp_model *m = calloc(1, sizeof *m);
     if (!m || !(m->dir = strdup(dir))) {
         free(m);
@@ -157,26 +149,22 @@ sp_status sp_model_open(const char *dir, const sp_model_params *params, sp_model
         st = sp_checkpoint_open(dir, &m->ckpt, err);
     if (st == SP_OK)
         st = bind_all(m, err);
-    if (st == SP_OK)
-        st = sp_model_check_memory(m, p.n_ctx, p.reserved_bytes, p.skip_mem_check, err);
-    if (st == SP_OK)
-        st = sp_pool_new(p.n_threads, &m->pool, err);
     if (st != SP_OK) {
-        sp_model_close(m);
+        sp_model_unload(m);
         return st;
     }
     *out = m;
     return SP_OK;
 }
 
-void sp_model_close(sp_model *m)
+void sp_model_unload(sp_model *m)
 {
     if (!m)
         return;
-    sp_pool_free(m->pool);
     for (size_t i = 0; i < m->n_owned; i++)
         free(m->owned[i]);
     free(m->owned);
+    free(m->owned_n);
     if (m->layers)
         for (int64_t l = 0; l < m->n_layers; l++)
             free(m->layers[l].experts);
@@ -197,4 +185,12 @@ const int32_t *sp_model_eos_ids(const sp_model *m, size_t *n_ids)
 {
     *n_ids = m->cfg->n_eos_ids;
     return m->cfg->eos_ids;
+}
+
+bool sp_model_is_eos(const sp_model *m, int32_t token)
+{
+    for (size_t i = 0; i < m->cfg->n_eos_ids; i++)
+        if (m->cfg->eos_ids[i] == token)
+            return true;
+    return false;
 }

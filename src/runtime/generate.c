@@ -4,18 +4,11 @@
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "runtime/stop.h"
 #include "util/clock.h"
 #include "util/error.h"
 
 #include <string.h>
-
-bool sp_model_is_eos(const sp_model *m, int32_t token)
-{
-    for (size_t i = 0; i < m->cfg->n_eos_ids; i++)
-        if (m->cfg->eos_ids[i] == token)
-            return true;
-    return false;
-}
 
 sp_sampling_params sp_model_sampling_defaults(const sp_model *m)
 {
@@ -45,7 +38,7 @@ sp_status sp_generate(sp_session *s, const int32_t *prompt, size_t n_prompt,
         return sp_err(err, SP_ERR_INVALID_ARG, "cannot generate %lld tokens",
                       (long long)gp->n_predict);
     sp_sampler *smp;
-    sp_status st = sp_sampler_new(&gp->sampling, s->m->n_vocab, &smp, err);
+    sp_status st = sp_sampler_new(&gp->sampling, sp_model_n_vocab(sp_session_model(s)), &smp, err);
     if (st != SP_OK)
         return st;
     sp_rng rng;
@@ -54,22 +47,12 @@ sp_status sp_generate(sp_session *s, const int32_t *prompt, size_t n_prompt,
     st = sp_session_eval(s, prompt, n_prompt, NULL, err);
     double t1 = sp_now_ms();
     stats->prefill_ms = t1 - t0;
-    for (int64_t i = 0; st == SP_OK && i < gp->n_predict; i++) {
+    sp_stop_rules rules = {sp_session_model(s), gp, on_token, ctx};
+    while (st == SP_OK && gp->n_predict > 0) {
         int32_t tok = sp_sampler_sample(smp, sp_session_last_logits(s), &rng);
-        if (out_tokens)
-            out_tokens[i] = tok;
-        stats->n_generated++;
-        if (on_token && !on_token(ctx, tok)) {
-            stats->stop_reason = "callback";
+        if (!sp_stop_emit(&rules, tok, out_tokens, stats))
             break;
-        }
-        if (!gp->ignore_eos && sp_model_is_eos(s->m, tok)) {
-            stats->stop_reason = "eos";
-            break;
-        }
-        if (i + 1 == gp->n_predict)
-            break;
-        if (s->n_past >= s->n_ctx) {
+        if (sp_session_n_past(s) >= sp_session_n_ctx(s)) {
             stats->stop_reason = "context";
             break;
         }

@@ -23,7 +23,7 @@ sp_status sp_drafter_new(const sp_drafter_config *c, sp_drafter **out, sp_error 
     d->c = *c;
     sp_rng_seed(&d->rng, c->seed);
     if (c->kind == SP_DRAFT_MODEL || c->kind == SP_DRAFT_SELF) {
-        d->n_vocab = sp_model_n_vocab(c->session->m);
+        d->n_vocab = sp_model_n_vocab(sp_session_model(c->session));
         sp_status st = sp_sampler_new(c->sampling, d->n_vocab, &d->smp, err);
         if (st == SP_OK && c->sampling->temperature > 0 &&
             !(d->q = malloc((size_t)c->k_max * (size_t)d->n_vocab * sizeof *d->q)))
@@ -65,10 +65,10 @@ static bool catch_up(sp_drafter *d, const int32_t *seq, int64_t n_seq, int64_t b
                      sp_error *err)
 {
     sp_session *s = d->c.session;
-    int64_t have = s->n_past - base;
+    int64_t have = sp_session_n_past(s) - base;
     if (have < 0) {
         *st = sp_err(err, SP_ERR_INVALID_ARG, "the draft session holds %lld positions, fewer than "
-                     "the target's prefix of %lld", (long long)s->n_past, (long long)base);
+                     "the target's prefix of %lld", (long long)sp_session_n_past(s), (long long)base);
         return false;
     }
     if (have >= n_seq) { /* re-evaluate the last token to get its logits */
@@ -89,8 +89,8 @@ static sp_status propose_model(sp_drafter *d, const int32_t *seq, int64_t n_seq,
     sp_session *s = d->c.session;
     sp_status st = SP_OK;
     *n_q = d->n_vocab;
-    if (k > s->n_ctx - base - n_seq) /* the draft evaluates up to base + n_seq + k - 1 positions */
-        k = (int32_t)(s->n_ctx - base - n_seq);
+    if (k > sp_session_n_ctx(s) - base - n_seq) /* the draft evaluates up to base + n_seq + k - 1 positions */
+        k = (int32_t)(sp_session_n_ctx(s) - base - n_seq);
     if (k <= 0 || !catch_up(d, seq, n_seq, base, &st, err))
         return st;
     bool greedy = d->c.sampling->temperature == 0.0f;
@@ -163,6 +163,6 @@ sp_status sp_drafter_propose(sp_drafter *d, const int32_t *seq, int64_t n_seq, i
 
 void sp_drafter_rollback(sp_drafter *d, int64_t n_valid)
 {
-    if (d->c.session && d->c.session->n_past > n_valid)
+    if (d->c.session && sp_session_n_past(d->c.session) > n_valid)
         sp_session_truncate(d->c.session, n_valid, NULL);
 }

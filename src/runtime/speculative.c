@@ -16,6 +16,7 @@
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "runtime/spec_draft.h"
+#include "runtime/stop.h"
 #include "runtime/spec_verify.h"
 #include "util/assert.h"
 #include "util/ckd.h"
@@ -59,41 +60,28 @@ typedef struct spec_run {
     int64_t pause_left, pause_len;
 } spec_run;
 
-/* Emits one token with plain decoding's checks; returns false when generation ends. */
+/* Emits one token with plain decoding's stop rules; returns false when generation ends. */
 static bool emit(spec_run *r, int32_t tok)
 {
-    sp_generate_stats *st = r->stats;
-    if (r->out_tokens)
-        r->out_tokens[st->n_generated] = tok;
-    st->n_generated++;
+    sp_stop_rules rules = {sp_session_model(r->t), r->gp, r->on_token, r->ctx};
     SP_ASSERT(r->n_seq < r->seq_cap);
     r->seq[r->n_seq++] = tok;
-    if (r->on_token && !r->on_token(r->ctx, tok)) {
-        st->stop_reason = "callback";
-        return false;
-    }
-    if (!r->gp->ignore_eos && sp_model_is_eos(r->t->m, tok)) {
-        st->stop_reason = "eos";
-        return false;
-    }
-    if (st->n_generated == r->gp->n_predict)
-        return false;
-    return true;
+    return sp_stop_emit(&rules, tok, r->out_tokens, r->stats);
 }
 
 /* The target's next token from one row of logits. */
 static int32_t target_sample(spec_run *r, const float *row)
 {
     if (r->gp->sampling.temperature == 0.0f)
-        return sp_argmax(row, r->t->m->n_vocab);
+        return sp_argmax(row, sp_model_n_vocab(sp_session_model(r->t)));
     sp_sampler_dist(r->smp, row, r->p);
-    return sp_sample_probs(r->p, r->t->m->n_vocab, sp_rng_uniform(&r->resample_rng));
+    return sp_sample_probs(r->p, sp_model_n_vocab(sp_session_model(r->t)), sp_rng_uniform(&r->resample_rng));
 }
 
 /* How many draft tokens this round may have. */
 static int32_t round_budget(const spec_run *r)
 {
-    int64_t room = r->t->n_ctx - r->t->n_past - 1; /* verify: pending + drafts */
+    int64_t room = sp_session_n_ctx(r->t) - sp_session_n_past(r->t) - 1; /* verify: pending + drafts */
     int64_t left = r->gp->n_predict - r->stats->n_generated - 1;
     int64_t k = r->k_cur;
     k = k < room ? k : room;
@@ -131,7 +119,7 @@ static sp_status plain_step(spec_run *r, sp_error *err)
         return st;
     r->ss->plain_steps++;
     if (r->drafter)
-        sp_drafter_rollback(r->drafter, r->t->n_past);
+        sp_drafter_rollback(r->drafter, sp_session_n_past(r->t));
     r->done = !emit(r, target_sample(r, sp_session_last_logits(r->t)));
     return SP_OK;
 }
@@ -140,7 +128,7 @@ static sp_status plain_step(spec_run *r, sp_error *err)
 static int32_t verify(spec_run *r, const int32_t *d, const double *const *q, int64_t n_q,
                       int32_t m, int32_t *extra)
 {
-    int64_t V = r->t->m->n_vocab;
+    int64_t V = sp_model_n_vocab(sp_session_model(r->t));
     bool greedy = r->gp->sampling.temperature == 0.0f;
     for (int32_t i = 0; i < m; i++) {
         const float *row = r->rows + (size_t)i * (size_t)V;
@@ -178,7 +166,7 @@ static sp_status spec_round(spec_run *r, sp_error *err)
         return st;
     if (m == 0)
         return plain_step(r, err);
-    int64_t past = r->t->n_past;
+    int64_t past = sp_session_n_past(r->t);
     drafts[0] = r->seq[r->n_seq - 1];
     t0 = sp_now_ms();
     st = sp_session_eval(r->t, drafts, (size_t)m + 1, r->rows, err);
@@ -221,15 +209,15 @@ static sp_status check_params(const sp_session *t, const sp_spec_params *sp, sp_
         return sp_err(err, SP_ERR_INVALID_ARG, "unknown draft kind %d", (int)sp->kind);
     if (!sp->draft || sp->draft == t)
         return sp_err(err, SP_ERR_INVALID_ARG, "a model draft needs its own session (not the target's)");
-    if (sp->kind == SP_DRAFT_SELF && sp->draft->m != t->m)
+    if (sp->kind == SP_DRAFT_SELF && sp_session_model(sp->draft) != sp_session_model(t))
         return sp_err(err, SP_ERR_INVALID_ARG, "self drafting needs a session of the target model");
-    if (sp->draft->n_past != t->n_past)
+    if (sp_session_n_past(sp->draft) != sp_session_n_past(t))
         return sp_err(err, SP_ERR_INVALID_ARG, "the draft session holds %lld positions and the "
-                      "target's %lld: give both the same prefix", (long long)sp->draft->n_past,
-                      (long long)t->n_past);
-    if (sp->draft->n_ctx < t->n_ctx)
+                      "target's %lld: give both the same prefix", (long long)sp_session_n_past(sp->draft),
+                      (long long)sp_session_n_past(t));
+    if (sp_session_n_ctx(sp->draft) < sp_session_n_ctx(t))
         return sp_err(err, SP_ERR_INVALID_ARG, "the draft session holds %lld tokens, less than the "
-                      "target's %lld", (long long)sp->draft->n_ctx, (long long)t->n_ctx);
+                      "target's %lld", (long long)sp_session_n_ctx(sp->draft), (long long)sp_session_n_ctx(t));
     return SP_OK;
 }
 
@@ -245,7 +233,7 @@ static void run_free(spec_run *r)
 static sp_status run_init(spec_run *r, const sp_spec_params *sp, size_t n_prompt, sp_error *err)
 {
     const sp_generate_params *gp = r->gp;
-    int64_t V = r->t->m->n_vocab;
+    int64_t V = sp_model_n_vocab(sp_session_model(r->t));
     r->k_max = sp->k ? sp->k : 4;
     r->adaptive = sp->adaptive;
     r->k_cur = r->k_max;
@@ -259,7 +247,7 @@ static sp_status run_init(spec_run *r, const sp_spec_params *sp, size_t n_prompt
         return st;
     /* seq never holds more than the context can: n_predict is clamped to what fits
      * (the last generated token is sampled but not evaluated, hence + 1) */
-    int64_t fit = r->t->n_ctx - r->t->n_past - (int64_t)n_prompt + 1;
+    int64_t fit = sp_session_n_ctx(r->t) - sp_session_n_past(r->t) - (int64_t)n_prompt + 1;
     int64_t n_gen = gp->n_predict < fit ? gp->n_predict : fit;
     if (n_gen < 0)
         n_gen = 0;
@@ -285,7 +273,7 @@ static sp_status run_init(spec_run *r, const sp_spec_params *sp, size_t n_prompt
         .ngram_max = sp->ngram_max ? sp->ngram_max : 3,
         .target_vocab = V,
         .stop_at_eos = !gp->ignore_eos,
-        .eos_model = r->t->m,
+        .eos_model = sp_session_model(r->t),
         .seed = gp->sampling.seed ^ STREAM_DRAFT,
     };
     if (sp->kind == SP_DRAFT_NGRAM && dc.ngram_min > dc.ngram_max)
@@ -315,7 +303,7 @@ sp_status sp_generate_spec(sp_session *t, const int32_t *prompt, size_t n_prompt
         return st;
     spec_run r = {.t = t, .gp = gp, .on_token = on_token, .ctx = ctx, .out_tokens = out_tokens,
                   .stats = stats, .ss = spec_stats};
-    int64_t prefix = t->n_past; /* the session may already hold a prefix */
+    int64_t prefix = sp_session_n_past(t); /* the session may already hold a prefix */
     if ((st = run_init(&r, sp, n_prompt, err)) != SP_OK) {
         run_free(&r);
         return st;
@@ -333,14 +321,14 @@ sp_status sp_generate_spec(sp_session *t, const int32_t *prompt, size_t n_prompt
     else
         r.done = true;
     while (st == SP_OK && !r.done) {
-        if (t->n_past >= t->n_ctx) {
+        if (sp_session_n_past(t) >= sp_session_n_ctx(t)) {
             stats->stop_reason = "context";
             break;
         }
         st = spec_round(&r, err);
     }
     /* leave the session as plain decoding does: everything but the last token */
-    if (st == SP_OK && stats->n_generated > 0 && t->n_past > r.n_prompt_total + stats->n_generated - 1)
+    if (st == SP_OK && stats->n_generated > 0 && sp_session_n_past(t) > r.n_prompt_total + stats->n_generated - 1)
         sp_session_truncate(t, r.n_prompt_total + stats->n_generated - 1, NULL);
     stats->decode_ms = sp_now_ms() - t1;
     run_free(&r);

@@ -4,6 +4,7 @@
 #include "util/fileio.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,17 +41,53 @@ sp_status sp_json_parse_file(const char *path, size_t max_bytes, cJSON **out, sp
     return st;
 }
 
+typedef struct key_ref {
+    const char *s;
+    size_t i; /* position in the object */
+} key_ref;
+
+static int key_ref_cmp(const void *a, const void *b)
+{
+    const key_ref *x = a, *y = b;
+    int c = strcmp(x->s, y->s);
+    return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+/* O(n log n): the keys are sorted (by name, then position), so duplicates are neighbours;
+ * the answer is the duplicated key that comes first in the object, as a pairwise scan
+ * would find it. A 16 MB config.json of distinct keys takes milliseconds, not minutes. */
 const char *sp_json_duplicate_key(const cJSON *obj)
 {
     if (!cJSON_IsObject(obj))
         return NULL;
-    /* Quadratic for small objects; large ones (safetensors headers, vocabularies) are
-     * checked by their own loaders with hash tables. */
+    size_t n = 0;
     for (const cJSON *a = obj->child; a; a = a->next)
-        for (const cJSON *b = a->next; b; b = b->next)
-            if (a->string && b->string && strcmp(a->string, b->string) == 0)
-                return a->string;
-    return NULL;
+        n += a->string != NULL;
+    if (n < 2)
+        return NULL;
+    key_ref *keys = malloc(n * sizeof *keys); /* n items exist in memory: no overflow */
+    if (!keys) { /* no memory to sort: the pairwise scan needs none */
+        for (const cJSON *a = obj->child; a; a = a->next)
+            for (const cJSON *b = a->next; b; b = b->next)
+                if (a->string && b->string && strcmp(a->string, b->string) == 0)
+                    return a->string;
+        return NULL;
+    }
+    size_t k = 0, pos = 0;
+    for (const cJSON *a = obj->child; a; a = a->next, pos++)
+        if (a->string)
+            keys[k++] = (key_ref){a->string, pos};
+    qsort(keys, n, sizeof *keys, key_ref_cmp);
+    const char *dup = NULL;
+    size_t dup_pos = SIZE_MAX;
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(keys[i - 1].s, keys[i].s) == 0 && keys[i - 1].i < dup_pos &&
+            (i < 2 || strcmp(keys[i - 2].s, keys[i].s) != 0)) {
+            dup = keys[i - 1].s;
+            dup_pos = keys[i - 1].i;
+        }
+    free(keys);
+    return dup;
 }
 
 bool sp_json_absent(const cJSON *obj, const char *key)

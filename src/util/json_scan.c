@@ -3,15 +3,33 @@
 #include "util/error.h"
 #include "util/utf8.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_DEPTH 256
 
+void sp_jscan_where(const sp_jscan *j, size_t pos, char *out, size_t cap)
+{
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i < pos && i < j->n; i++) {
+        if (j->s[i] == '\n') {
+            line++;
+            col = 1;
+        } else if (((unsigned char)j->s[i] & 0xC0) != 0x80) { /* columns count code points */
+            col++;
+        }
+    }
+    snprintf(out, cap, "line %zu, column %zu (byte %zu)", line, col, pos);
+}
+
 static bool fail(sp_jscan *j, const char *msg)
 {
-    if (!j->failed)
-        sp_err(j->err, SP_ERR_FORMAT, "%s: malformed JSON near byte %zu: %s", j->what, j->pos, msg);
+    if (!j->failed) {
+        char where[96];
+        sp_jscan_where(j, j->pos, where, sizeof where);
+        sp_err(j->err, SP_ERR_FORMAT, "%s: malformed JSON at %s: %s", j->what, where, msg);
+    }
     j->failed = true;
     return false;
 }

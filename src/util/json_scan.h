@@ -19,6 +19,8 @@ typedef struct sp_jscan {
 } sp_jscan;
 
 void sp_jscan_init(sp_jscan *j, const char *s, size_t n, const char *what, sp_error *err);
+/* Writes "line L, column C (byte B)" for byte offset pos (columns count code points). */
+void sp_jscan_where(const sp_jscan *j, size_t pos, char *out, size_t cap);
 /* Skips whitespace; returns the next byte (or 0 at the end). */
 char sp_jscan_peek(sp_jscan *j);
 /* Consumes the expected byte after whitespace; false (error set) otherwise. */

@@ -335,6 +335,7 @@ static void test_memory_refusal(void **state)
     expect_model_error(d, SP_ERR_NOMEM, "only 0.0 MiB is available");
     sp_model *m;
     sp_model_params p = sp_model_default_params();
+    p.device = test_device();
     p.skip_mem_check = true;
     assert_int_equal(sp_model_open(d, &p, &m, NULL), SP_OK);
     sp_model_close(m);

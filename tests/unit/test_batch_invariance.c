@@ -40,6 +40,8 @@ static void check_model(const char *name, int threads_a, int threads_b)
     sp_error err = {0};
     sp_model *ma, *mb;
     sp_model_params pa = sp_model_default_params(), pb = sp_model_default_params();
+    pa.device = test_device();
+    pb.device = test_device();
     pa.n_threads = threads_a;
     pb.n_threads = threads_b;
     if (sp_model_open(dir, &pa, &ma, &err) != SP_OK || sp_model_open(dir, &pb, &mb, &err) != SP_OK)

@@ -190,6 +190,158 @@ static void test_strftime_now(void **state)
     assert_int_equal(render("{{ strftime_now('%Y') }}", NULL, &opt, &out, &err), SP_ERR_INVALID_ARG);
 }
 
+/* Python's ints are unbounded, specula's are int64: a result beyond int64 is a clear
+ * template error, never a wrong number or a trap (INT64_MIN // -1 raised SIGFPE). */
+static void test_int_edges(void **state)
+{
+    (void)state;
+#define MIN "(-9223372036854775807 - 1)"
+#define MAX "9223372036854775807"
+    expect_ok("{{ " MIN " }} {{ " MIN " % -1 }} {{ 7 // -1 }} {{ -7 % -1 }} {{ " MAX " // -1 }}", NULL,
+              "-9223372036854775808 0 -7 0 -9223372036854775807");
+    expect_fail("{{ " MIN " // -1 }}", NULL, SP_ERR_TEMPLATE, "integer overflow in //", 1000);
+    expect_fail("{{ -" MIN " }}", NULL, SP_ERR_TEMPLATE, "integer overflow", 1000);
+    expect_fail("{{ " MIN " | abs }}", NULL, SP_ERR_TEMPLATE, "integer overflow in abs", 1000);
+    expect_fail("{{ " MAX " + 1 }}", NULL, SP_ERR_TEMPLATE, "integer overflow in +", 1000);
+    expect_fail("{{ " MIN " - 1 }}", NULL, SP_ERR_TEMPLATE, "integer overflow in -", 1000);
+    expect_fail("{{ " MAX " * 2 }}", NULL, SP_ERR_TEMPLATE, "integer overflow in *", 1000);
+    expect_fail("{{ 3 ** 41 }}", NULL, SP_ERR_TEMPLATE, "integer overflow in **", 1000);
+    expect_fail("{{ [" MAX ", 1] | sum }}", NULL, SP_ERR_TEMPLATE, "integer overflow", 1000);
+    expect_fail("{{ 1e300 | int }}", NULL, SP_ERR_TEMPLATE, "integer overflow in int", 1000);
+    expect_fail("{{ '99999999999999999999' | int }}", NULL, SP_ERR_TEMPLATE, "integer overflow", 1000);
+    expect_fail("{{ 9223372036854775808 }}", NULL, SP_ERR_TEMPLATE, "64 bits", 1000);
+    expect_fail("{{ 0xfffffffffffffffff }}", NULL, SP_ERR_TEMPLATE, "64 bits", 1000);
+    expect_fail("{{ x }}", "{\"x\": 123456789012345678901234}", SP_ERR_FORMAT, "64 bits", 1000);
+    /* ranges over the whole int64 span: counted without overflow, then refused */
+    expect_fail("{{ range(" MIN ", " MAX ") | length }}", NULL, SP_ERR_LIMIT, "Range too big", 1000);
+    expect_fail("{{ range(" MAX ", " MIN ", -1) | length }}", NULL, SP_ERR_LIMIT, "Range too big", 1000);
+    expect_ok("{{ range(0, " MAX ", " MAX ") | list }} {{ range(" MAX ", " MIN ", " MIN ") | list }}",
+              NULL, "[0] [9223372036854775807, -1]");
+    /* slices with huge steps, truncate and zfill with extreme widths */
+    expect_ok("{{ [1, 2, 3][::" MIN "] }} {{ [1, 2, 3][::" MAX "] }} {{ 'abc'[" MIN ":" MAX "] }}",
+              NULL, "[3] [1] abc");
+    expect_ok("{{ 'abc def' | truncate(" MAX ", leeway=" MAX ") }}", NULL, "abc def");
+    expect_ok("{{ '-5'.zfill(" MIN ") }}", NULL, "-5");
+    expect_fail("{{ [1] * " MAX " }}", NULL, SP_ERR_LIMIT, "too long", 1000);
+#undef MIN
+#undef MAX
+}
+
+/* Builds "{{ head" + n * link + " }}". */
+static char *chain(const char *head, const char *link, size_t n)
+{
+    size_t ll = strlen(link), o = 0;
+    char *s = malloc(strlen(head) + n * ll + 16);
+    o += (size_t)sprintf(s, "{{ %s", head);
+    for (size_t i = 0; i < n; i++, o += ll)
+        memcpy(s + o, link, ll);
+    strcpy(s + o, " }}");
+    return s;
+}
+
+/* Long flat chains parse in loops but evaluate recursively, one frame per link: they are
+ * refused at compile time like deep nesting (they overflowed the stack). */
+static void test_flat_chains(void **state)
+{
+    (void)state;
+    struct { const char *head, *link; size_t n; } cases[] = {
+        {"1", " + 1", 200000}, {"'A'", " | lower", 100000}, {"x", ".x", 50000},
+        {"x", "[0]", 50000},   {"x", "()", 50000},          {"1", " * 1", 100000},
+        {"1", " ** 1", 100000}, {"1", " < 2", 100000},      {"x", " and x", 100000},
+        {"x", " or x", 100000}, {"x", " if x else x", 50000}, {"x", " is defined", 50000},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *src = chain(cases[i].head, cases[i].link, cases[i].n);
+        sp_jinja_template *t = NULL;
+        sp_error err = {0};
+        if (sp_jinja_compile(src, strlen(src), &t, &err) != SP_ERR_LIMIT)
+            fail_msg("chain of '%s' x %zu: expected a limit error, got '%s'", cases[i].link, cases[i].n, err.msg);
+        assert_non_null(strstr(err.msg, "levels deep"));
+        free(src);
+    }
+    char *src = chain("1", " + 1", 150); /* ordinary lengths still work */
+    expect_ok(src, NULL, "151");
+    free(src);
+    src = chain("'A'", " | lower", 100);
+    expect_ok(src, NULL, "a");
+    free(src);
+}
+
+/* `ns.l = [ns.l, ns.l]` doubles the tree each time: comparing, sorting, printing or
+ * serializing it is exponential and used to escape the time budget. */
+static void test_shared_values_budget(void **state)
+{
+    (void)state;
+#define BUILD(v) "{% set " v " = namespace(l=[1]) %}{% for i in range(60) %}{% set " v ".l = [" v ".l, " v ".l] %}{% endfor %}"
+    const char *ops[] = {"{{ a.l == b.l }}", "{{ a.l < b.l }}", "{{ a.l in [b.l] }}",
+                         "{{ [a.l, b.l] | sort | length }}", "{{ [a.l, b.l] | unique | list | length }}",
+                         "{{ a.l | tojson | length }}", "{{ a.l | string | length }}",
+                         "{{ a.l | pprint | length }}", "{{ {'k': a.l} == {'k': b.l} }}",
+                         "{{ [a.l, b.l] | max | length }}"};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+        char src[1024];
+        strcat(strcpy(src, BUILD("a") BUILD("b")), ops[i]);
+        char *out = NULL;
+        sp_error err = {0};
+        sp_jinja_options opt = {.time_limit_ms = 500};
+        double t0 = now_ms();
+        sp_status st = render(src, NULL, &opt, &out, &err);
+        double ms = now_ms() - t0;
+        free(out);
+        if (st != SP_ERR_LIMIT || ms > 3000)
+            fail_msg("%s: status %d '%s' after %.0f ms", ops[i], st, err.msg, ms);
+    }
+#undef BUILD
+    /* identical items compare by identity first, as in Python: no walk at all */
+    expect_ok("{% set ns = namespace(l=[1]) %}{% for i in range(60) %}{% set ns.l = [ns.l, ns.l] %}"
+              "{% endfor %}{{ [ns.l] == [ns.l] }} {{ ns.l in [ns.l] }}", NULL, "True True");
+    /* values nested deeper than Python's recursion limit */
+    expect_fail("{% set ns = namespace(l=[1]) %}{% for i in range(5000) %}{% set ns.l = [ns.l] %}"
+                "{% endfor %}{{ ns.l == [ns.l] }}", NULL, SP_ERR_LIMIT, "nested deeper", 5000);
+    expect_fail("{% set ns = namespace(l=[1]) %}{% for i in range(5000) %}{% set ns.l = [ns.l] %}"
+                "{% endfor %}{{ ns.l | string }}", NULL, SP_ERR_LIMIT, "nested deeper", 5000);
+    /* quadratic substring searches are charged to the time budget */
+    sp_jinja_options opt = {.time_limit_ms = 300};
+    char *out = NULL;
+    sp_error err = {0};
+    double t0 = now_ms();
+    assert_int_equal(render("{{ ('a' * 3000000 + 'b') in ('a' * 6000000) }}", NULL, &opt, &out, &err),
+                     SP_ERR_LIMIT);
+    assert_true(now_ms() - t0 < 30000); /* a budget escape runs for minutes; generous under load */
+    t0 = now_ms();
+    assert_int_equal(render("{{ ('a' * 6000000).replace('a' * 3000000 + 'b', '') }}", NULL, &opt, &out, &err),
+                     SP_ERR_LIMIT);
+    assert_true(now_ms() - t0 < 30000); /* a budget escape runs for minutes; generous under load */
+    /* sort_keys over many keys is O(n log n) (it was an insertion sort) */
+    size_t n_keys = 20000;
+    char *ctx = malloc(n_keys * 24 + 32), *p = ctx;
+    p += sprintf(p, "{\"d\": {");
+    for (size_t i = 0; i < n_keys; i++)
+        p += sprintf(p, "%s\"k%05zu\": %zu", i ? ", " : "", n_keys - 1 - i, i);
+    strcpy(p, "}}");
+    t0 = now_ms();
+    expect_ok("{{ (d | tojson(sort_keys=true))[:24] }}", ctx, "{\"k00000\": 19999, \"k0000");
+    assert_true(now_ms() - t0 < 30000); /* quadratic: minutes; generous under load */
+    free(ctx);
+}
+
+/* A context that is not JSON names the position (it said only "format error"). */
+static void test_context_errors(void **state)
+{
+    (void)state;
+    expect_fail("{{ x }}", "{\"x\": [1, 2,\n 3 x", SP_ERR_FORMAT, "chat context: malformed JSON at line 2, column 4", 1000);
+    expect_fail("{{ x }}", "{\"x\": [1, 2,}", SP_ERR_FORMAT, "line 1, column 13 (byte 12)", 1000);
+    expect_fail("{{ x }}", "{\"x\": 1} 2", SP_ERR_FORMAT, "trailing data", 1000);
+    expect_fail("{{ x }}", "{\"x\": \"\xff\"}", SP_ERR_FORMAT, "UTF-8", 1000);
+    sp_jinja_template *t;
+    sp_error err = {0};
+    char *out;
+    assert_int_equal(sp_jinja_compile("{{ x }}", 7, &t, &err), SP_OK);
+    /* the message survives with no error struct to copy through (it was lost) */
+    assert_int_equal(sp_jinja_render(t, NULL, 0, "{\"x\": [}", 8, NULL, &out, NULL, NULL), SP_ERR_FORMAT);
+    sp_jinja_free(t);
+}
+
 /* A model directory: tokenizer_config.json with named templates and special tokens. */
 static void test_chat_sources(void **state)
 {
@@ -250,7 +402,9 @@ int main(void)
         cmocka_unit_test(test_hostile_templates), cmocka_unit_test(test_deep_nesting),
         cmocka_unit_test(test_time_limit),        cmocka_unit_test(test_syntax_errors),
         cmocka_unit_test(test_values_exact),      cmocka_unit_test(test_strftime_now),
-        cmocka_unit_test(test_chat_sources),
+        cmocka_unit_test(test_chat_sources),      cmocka_unit_test(test_int_edges),
+        cmocka_unit_test(test_flat_chains),       cmocka_unit_test(test_shared_values_budget),
+        cmocka_unit_test(test_context_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

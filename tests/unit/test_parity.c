@@ -37,6 +37,7 @@ static void check_model(const char *name, const char *dir, const char *ref_dir)
     sp_error err = {0};
     sp_model *m;
     sp_model_params mp = sp_model_default_params();
+    mp.device = test_device();
     mp.n_threads = 2;
     if (sp_model_open(dir, &mp, &m, &err) != SP_OK)
         fail_msg("%s: %s", name, err.msg);

@@ -251,6 +251,7 @@ static void expect_open_error(char *dir, sp_status want, const char *needle, con
     sp_model *m;
     sp_error err = {0};
     sp_model_params mp = sp_model_default_params();
+    mp.device = test_device();
     mp.n_threads = 1;
     sp_status st = sp_model_open(dir, &mp, &m, &err);
     if (st == SP_OK) {

@@ -599,6 +599,7 @@ static void test_memory_budget(void **state)
     char dir[1024], lim[64];
     snprintf(dir, sizeof dir, "%s/qwen3_gqa2_tied", fixture_path("models"));
     sp_model_params mp = sp_model_default_params();
+    mp.device = test_device();
     mp.n_threads = 1;
     mp.n_ctx = 256;
     mp.reserved_bytes = reserved;

@@ -3,6 +3,7 @@
  * streaming detokenizer (only complete UTF-8, same text as a full decode). */
 #include "test_util.h"
 #include "text/tok/regex.h"
+#include "text/tok/tokenizer.h"
 #include "util/utf8.h"
 
 #include <stdio.h>
@@ -232,6 +233,67 @@ static void test_streaming_detokenizer(void **state)
     sp_tokenizer_close(t);
 }
 
+/* Replaces `field`'s value (the JSON text from `old`) in the tiny tokenizer. */
+static const char *with_component(const char *old, const char *repl)
+{
+    static char buf[70000];
+    const char *base = tiny_json(NULL, NULL, NULL);
+    const char *at = strstr(base, old);
+    assert_non_null(at);
+    snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - base), base, repl, at + strlen(old));
+    return buf;
+}
+
+/* A component that fails half-built inside a Sequence leaked (an invalid Split regex);
+ * ASan's leak check in the sanitizer run is the assertion here. */
+static void test_error_paths_free(void **state)
+{
+    (void)state;
+    const char *pre = "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}";
+    const char *bad_split = "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(unclosed\"},\"behavior\":\"Isolated\"}";
+    char repl[1024];
+    snprintf(repl, sizeof repl, "\"pre_tokenizer\":%s", bad_split);
+    expect_load_error(with_component(pre, repl), SP_ERR_FORMAT, "missing closing parenthesis");
+    snprintf(repl, sizeof repl, "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":"
+             "[{\"type\":\"Digits\"},%s]}", bad_split);
+    expect_load_error(with_component(pre, repl), SP_ERR_FORMAT, "missing closing parenthesis");
+    snprintf(repl, sizeof repl, "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":"
+             "[{\"type\":\"Sequence\",\"pretokenizers\":[%s]}]}", bad_split);
+    expect_load_error(with_component(pre, repl), SP_ERR_FORMAT, "missing closing parenthesis");
+    expect_load_error(with_component("\"normalizer\":null", "\"normalizer\":{\"type\":\"Sequence\","
+                      "\"normalizers\":[{\"type\":\"Replace\",\"pattern\":{\"Regex\":\"[\"},\"content\":\"x\"}]}"),
+                      SP_ERR_FORMAT, "regex");
+    expect_load_error(with_component("\"decoder\":{\"type\":\"ByteLevel\"}", "\"decoder\":{\"type\":"
+                      "\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"Regex\":\"(\"},\"content\":\"\"}]}"),
+                      SP_ERR_UNSUPPORTED, "Replace");
+    expect_load_error(with_component("\"post_processor\":null", "\"post_processor\":{\"type\":\"Sequence\","
+                      "\"processors\":[{\"type\":\"TemplateProcessing\",\"single\":7}]}"), SP_ERR_FORMAT, "");
+}
+
+/* An empty vocabulary loads (tokenizers accepts it) and encodes to nothing without
+ * passing NULL to memcpy (UBSan flagged the BPE cache). */
+static void test_empty_vocabulary(void **state)
+{
+    (void)state;
+    const char *json = "{\"model\":{\"type\":\"BPE\",\"vocab\":{},\"merges\":[]},"
+                       "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false}}";
+    sp_tokenizer *t;
+    sp_error err = {0};
+    if (sp_tokenizer_from_text(json, strlen(json), NULL, 0, &t, &err) != SP_OK)
+        fail_msg("%s", err.msg);
+    int32_t *ids;
+    size_t n;
+    assert_int_equal(sp_tokenizer_encode(t, "hi there", 8, true, &ids, &n, &err), SP_OK);
+    assert_int_equal(n, 0);
+    free(ids);
+    char *text;
+    size_t len;
+    assert_int_equal(sp_tokenizer_decode(t, NULL, 0, false, &text, &len, &err), SP_OK);
+    assert_int_equal(len, 0);
+    free(text);
+    sp_tokenizer_close(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -239,6 +301,8 @@ int main(void)
         cmocka_unit_test(test_malformed_files),
         cmocka_unit_test(test_hostile_regex_is_bounded),
         cmocka_unit_test(test_streaming_detokenizer),
+        cmocka_unit_test(test_error_paths_free),
+        cmocka_unit_test(test_empty_vocabulary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -231,12 +231,19 @@ char *copy_fixture(const char *name, const tensor_edit *edits, size_t n_edits, c
     return dir;
 }
 
+const char *test_device(void)
+{
+    const char *d = getenv("SPECULA_TEST_DEVICE");
+    return d && *d ? d : "cpu";
+}
+
 sp_model *open_model_dir(const char *dir, int n_threads)
 {
     sp_model *m;
     sp_error err = {0};
     sp_model_params mp = sp_model_default_params();
     mp.n_threads = n_threads;
+    mp.device = test_device();
     if (sp_model_open(dir, &mp, &m, &err) != SP_OK)
         fail_msg("%s: %s", dir, err.msg);
     return m;

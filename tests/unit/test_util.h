@@ -71,6 +71,8 @@ typedef struct tensor_edit {
 char *copy_fixture(const char *name, const tensor_edit *edits, size_t n_edits, const char *qcfg);
 
 /* Opens a model directory with n_threads workers; fails the test on error. */
+/* The device model tests run on: SPECULA_TEST_DEVICE, default "cpu". */
+const char *test_device(void);
 sp_model *open_model_dir(const char *dir, int n_threads);
 /* tests/fixtures/models/<name>. */
 sp_model *open_fixture_model(const char *name, int n_threads);

@@ -1,8 +1,10 @@
 /* chat.c: loading chat templates and rendering conversations (see chat.h). */
 #include "text/jinja/chat.h"
+#include "text/tokenizer_config.h"
 #include "util/error.h"
 #include "util/fileio.h"
-#include "util/json.h"
+
+#include <cjson/cJSON.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -80,53 +82,27 @@ static sp_status add_var(sp_chat *c, const char *name, const char *value, sp_err
     return SP_OK;
 }
 
-/* A special token: a string or {"content": ...}. */
-static const char *token_text(const cJSON *v)
+/* Special tokens become variables, then the templates (tokenizer_config.h reads them).
+ * Takes cfg (finis it). */
+static sp_status apply_config(sp_chat *c, sp_tok_config *cfg, sp_error *err)
 {
-    if (cJSON_IsObject(v))
-        v = cJSON_GetObjectItemCaseSensitive(v, "content");
-    return cJSON_IsString(v) ? v->valuestring : NULL;
+    sp_status st = SP_OK;
+    for (size_t i = 0; i < SP_TOKCFG_N_SPECIAL && st == SP_OK; i++)
+        if (cfg->special[i])
+            st = add_var(c, sp_tok_config_special_names[i], cfg->special[i], err);
+    for (size_t i = 0; i < cfg->n_extra && st == SP_OK; i++)
+        st = add_var(c, cfg->extra_names[i], cfg->extra_tokens[i], err);
+    for (size_t i = 0; i < cfg->n_templates && st == SP_OK; i++)
+        st = add_template(c, cfg->template_names[i], cfg->template_texts[i], err);
+    sp_tok_config_fini(cfg);
+    return st;
 }
 
 static sp_status load_config(sp_chat *c, const char *path, sp_error *err)
 {
-    cJSON *cfg;
-    sp_status st = sp_json_parse_file(path, CONFIG_MAX_BYTES, &cfg, err);
-    if (st != SP_OK)
-        return st;
-    if (!cJSON_IsObject(cfg)) {
-        cJSON_Delete(cfg);
-        return sp_err(err, SP_ERR_FORMAT, "%s: not a JSON object", path);
-    }
-    static const char *const named[] = {"bos_token", "eos_token", "unk_token", "sep_token",
-                                        "pad_token", "cls_token", "mask_token"};
-    for (size_t i = 0; i < sizeof named / sizeof named[0] && st == SP_OK; i++) {
-        const char *t = token_text(cJSON_GetObjectItemCaseSensitive(cfg, named[i]));
-        if (t)
-            st = add_var(c, named[i], t, err);
-    }
-    const cJSON *extra = cJSON_GetObjectItemCaseSensitive(cfg, "extra_special_tokens");
-    if (cJSON_IsObject(extra))
-        for (const cJSON *e = extra->child; e && st == SP_OK; e = e->next) {
-            const char *t = token_text(e);
-            if (t)
-                st = add_var(c, e->string, t, err);
-        }
-    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
-    if (st == SP_OK && cJSON_IsString(ct))
-        st = add_template(c, "default", ct->valuestring, err);
-    else if (st == SP_OK && cJSON_IsArray(ct))
-        for (const cJSON *e = ct->child; e && st == SP_OK; e = e->next) {
-            const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "name");
-            const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "template");
-            if (!cJSON_IsString(n) || !cJSON_IsString(t))
-                st = sp_err(err, SP_ERR_FORMAT, "%s: field 'chat_template': list entries need "
-                            "'name' and 'template' strings", path);
-            else
-                st = add_template(c, n->valuestring, t->valuestring, err);
-        }
-    cJSON_Delete(cfg);
-    return st;
+    sp_tok_config cfg;
+    sp_status st = sp_tok_config_load(path, &cfg, err);
+    return st == SP_OK ? apply_config(c, &cfg, err) : st;
 }
 
 static sp_status load_jinja_file(sp_chat *c, const char *path, sp_error *err)
@@ -176,6 +152,32 @@ sp_status sp_chat_open(const char *path, sp_chat **out, sp_error *err)
     if (st == SP_OK && !c->n)
         st = sp_err(err, SP_ERR_FORMAT, "%s: no chat template (no chat_template.jinja and no "
                     "'chat_template' in tokenizer_config.json)", path);
+    if (st != SP_OK) {
+        sp_chat_close(c);
+        return st;
+    }
+    *out = c;
+    return SP_OK;
+}
+
+sp_status sp_chat_from_text(const char *template_text, const char *config_json, size_t config_len,
+                            sp_chat **out, sp_error *err)
+{
+    *out = NULL;
+    sp_chat *c = calloc(1, sizeof *c);
+    if (!c)
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    sp_status st = SP_OK;
+    if (config_json) {
+        sp_tok_config cfg;
+        st = sp_tok_config_parse(config_json, config_len, "tokenizer_config.json", &cfg, err);
+        if (st == SP_OK)
+            st = apply_config(c, &cfg, err);
+    }
+    if (st == SP_OK && template_text)
+        st = add_template(c, "default", template_text, err);
+    if (st == SP_OK && !c->n)
+        st = sp_err(err, SP_ERR_FORMAT, "no chat template");
     if (st != SP_OK) {
         sp_chat_close(c);
         return st;

@@ -19,5 +19,10 @@
  * special tokens, tools, documents or add_generation_prompt). Call before rendering. */
 void sp_chat_set_plain(sp_chat *c, bool plain_syntax, bool no_defaults);
 
+/* A chat template set from memory: the text of a tokenizer_config.json (or NULL) and a
+ * template (or NULL) that, like chat_template.jinja, replaces the config's default. */
+sp_status sp_chat_from_text(const char *template_text, const char *config_json, size_t config_len,
+                            sp_chat **out, sp_error *err);
+
 
 #endif

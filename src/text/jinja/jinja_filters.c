@@ -4,6 +4,7 @@
 #include "text/jinja/jinja_internal.h"
 #include "util/utf8.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,15 +14,15 @@
 
 static bool arg_bool(jinterp *I, const jargs *A, size_t i, const char *name, bool def)
 {
-    return jv_truthy(I, jarg(A, i, name, jv_bool(def)));
+    return jj_truthy(I, jarg(A, i, name, jj_bool(def)));
 }
 
 static jv need_str(jinterp *I, jv v, const char *what)
 {
     if (v.k == JK_UNDEF)
-        return jv_cstr(I, "");
+        return jj_cstr(I, "");
     if (v.k != JK_STR)
-        return jv_to_str(I, v);
+        return jj_to_str(I, v);
     (void)what;
     return v;
 }
@@ -29,24 +30,24 @@ static jv need_str(jinterp *I, jv v, const char *what)
 static jlist *need_iter(jinterp *I, jv v, const char *filter)
 {
     bool ok;
-    jlist *l = jv_iterate(I, v, &ok);
+    jlist *l = jj_iterate(I, v, &ok);
     if (!ok)
-        jfail(I, SP_ERR_TEMPLATE, "%s: '%s' object is not iterable", filter, jv_type_name(v));
+        jj_fail(I, SP_ERR_TEMPLATE, "%s: '%s' object is not iterable", filter, jj_type_name(v));
     return l;
 }
 
 static jv gen(jinterp *I)
 {
-    return jv_list(I, 0, JL_GEN);
+    return jj_list(I, 0, JL_GEN);
 }
 
 /* Jinja's make_attrgetter: dotted attribute path, digits index, looked up like x[part]. */
 static jv attr_path(jinterp *I, jv v, jv path)
 {
     if (path.k == JK_INT)
-        return jgetitem(I, v, path);
+        return jj_getitem(I, v, path);
     if (path.k != JK_STR)
-        jfail(I, SP_ERR_TEMPLATE, "attribute must be a string");
+        jj_fail(I, SP_ERR_TEMPLATE, "attribute must be a string");
     const char *s = path.u.s->s;
     while (*s) {
         const char *dot = strchr(s, '.');
@@ -54,8 +55,8 @@ static jv attr_path(jinterp *I, jv v, jv path)
         bool digits = n > 0;
         for (size_t i = 0; i < n; i++)
             digits &= s[i] >= '0' && s[i] <= '9';
-        jv key = digits ? jv_int(strtoll(s, NULL, 10)) : jv_str(I, s, n);
-        v = jgetitem(I, v, key);
+        jv key = digits ? jj_int(strtoll(s, NULL, 10)) : jj_str(I, s, n);
+        v = jj_getitem(I, v, key);
         s += n + (dot ? 1 : 0);
         if (!dot)
             break;
@@ -68,7 +69,7 @@ static jv lower_if_str(jinterp *I, jv v, bool case_sensitive);
 /* ---- strings ------------------------------------------------------------------------------- */
 
 
-static jv f_title(jinterp *I, jv s)
+static jv f_title(jinterp *I, jv s, const jargs *A, jframe *f)
 {
     /* jinja's title: split at runs of [-\s({\[<], then item[0].upper() + item[1:].lower() */
     s = need_str(I, s, "title");
@@ -83,33 +84,33 @@ static jv f_title(jinterp *I, jv s)
                 break;
             uint32_t cp;
             size_t l = sp_utf8_decode((const unsigned char *)p + j, n - j, &cp);
-            bool is_sep = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || ju_is_space(cp);
+            bool is_sep = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || jj_is_space(cp);
             if (j == i)
                 sep = is_sep;
             else if (is_sep != sep)
                 break;
             j += l ? l : 1;
         }
-        jv item = jv_str(I, p + i, j - i);
+        jv item = jj_str(I, p + i, j - i);
         if (sep) {
-            jbuf_put(I, &b, p + i, j - i);
+            jj_buf_put(I, &b, p + i, j - i);
         } else {
             size_t l1 = sp_utf8_seq_len((const unsigned char *)p + i, j - i);
-            jv first = jstr_case(I, jv_str(I, p + i, l1 ? l1 : 1), 1);
-            jv rest = jstr_case(I, jv_str(I, p + i + (l1 ? l1 : 1), j - i - (l1 ? l1 : 1)), 0);
-            jbuf_put(I, &b, first.u.s->s, first.u.s->len);
-            jbuf_put(I, &b, rest.u.s->s, rest.u.s->len);
+            jv first = jj_str_case(I, jj_str(I, p + i, l1 ? l1 : 1), 1);
+            jv rest = jj_str_case(I, jj_str(I, p + i + (l1 ? l1 : 1), j - i - (l1 ? l1 : 1)), 0);
+            jj_buf_put(I, &b, first.u.s->s, first.u.s->len);
+            jj_buf_put(I, &b, rest.u.s->s, rest.u.s->len);
         }
         (void)item;
         i = j;
     }
-    return jv_str(I, b.p ? b.p : "", b.n);
+    return jj_str(I, b.p ? b.p : "", b.n);
 }
 
 /* Python str.splitlines(). */
 static jlist *splitlines(jinterp *I, jv s)
 {
-    jlist *l = jv_list(I, 0, 0).u.l;
+    jlist *l = jj_list(I, 0, 0).u.l;
     const char *p = s.u.s->s;
     size_t n = s.u.s->len, start = 0, i = 0;
     while (i < n) {
@@ -120,7 +121,7 @@ static jlist *splitlines(jinterp *I, jv s)
         bool brk = cp == '\n' || cp == '\r' || cp == 0x0b || cp == 0x0c || cp == 0x1c || cp == 0x1d ||
                    cp == 0x1e || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
         if (brk) {
-            jl_push(I, l, jv_str(I, p + start, i - start));
+            jj_list_push(I, l, jj_str(I, p + start, i - start));
             if (cp == '\r' && i + 1 < n && p[i + 1] == '\n')
                 len = 2;
             start = i + len;
@@ -128,44 +129,44 @@ static jlist *splitlines(jinterp *I, jv s)
         i += len;
     }
     if (start < n)
-        jl_push(I, l, jv_str(I, p + start, n - start));
+        jj_list_push(I, l, jj_str(I, p + start, n - start));
     return l;
 }
 
-static jv f_indent(jinterp *I, jv s, const jargs *A)
+static jv f_indent(jinterp *I, jv s, const jargs *A, jframe *f)
 {
     s = need_str(I, s, "indent");
-    jv width = jarg(A, 0, "width", jv_int(4));
+    jv width = jarg(A, 0, "width", jj_int(4));
     bool first = arg_bool(I, A, 1, "first", false), blank = arg_bool(I, A, 2, "blank", false);
     jbuf ind = {0};
     if (width.k == JK_STR)
-        jbuf_put(I, &ind, width.u.s->s, width.u.s->len);
+        jj_buf_put(I, &ind, width.u.s->s, width.u.s->len);
     else
         for (int64_t i = 0; i < (width.k == JK_INT ? width.u.i : 0); i++)
-            jbuf_puts(I, &ind, " ");
+            jj_buf_puts(I, &ind, " ");
     if (!ind.p)
-        jbuf_puts(I, &ind, "");
+        jj_buf_puts(I, &ind, "");
     jbuf t = {0};
-    jbuf_put(I, &t, s.u.s->s, s.u.s->len);
-    jbuf_puts(I, &t, "\n"); /* Jinja appends a newline so splitlines keeps a trailing blank line */
-    jlist *lines = splitlines(I, jv_str(I, t.p, t.n));
+    jj_buf_put(I, &t, s.u.s->s, s.u.s->len);
+    jj_buf_puts(I, &t, "\n"); /* Jinja appends a newline so splitlines keeps a trailing blank line */
+    jlist *lines = splitlines(I, jj_str(I, t.p, t.n));
     jbuf b = {0};
     if (first)
-        jbuf_put(I, &b, ind.p, ind.n);
+        jj_buf_put(I, &b, ind.p, ind.n);
     for (size_t i = 0; i < lines->n; i++) {
         jv line = lines->v[i];
         if (i) {
-            jbuf_puts(I, &b, "\n");
+            jj_buf_puts(I, &b, "\n");
             if (blank || line.u.s->len)
-                jbuf_put(I, &b, ind.p, ind.n);
+                jj_buf_put(I, &b, ind.p, ind.n);
         }
-        jbuf_put(I, &b, line.u.s->s, line.u.s->len);
+        jj_buf_put(I, &b, line.u.s->s, line.u.s->len);
     }
-    return jv_str(I, b.p ? b.p : "", b.n);
+    return jj_str(I, b.p ? b.p : "", b.n);
 }
 
 /* markupsafe.escape: a Markup string comes back unchanged unless forced. */
-jv jv_html_escape(jinterp *I, jv s, bool force)
+jv jj_html_escape(jinterp *I, jv s, bool force)
 {
     if (s.k == JK_STR && s.safe && !force)
         return s;
@@ -176,25 +177,25 @@ jv jv_html_escape(jinterp *I, jv s, bool force)
         const char *r = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;"
                         : c == '"' ? "&#34;" : c == '\'' ? "&#39;" : NULL;
         if (r)
-            jbuf_puts(I, &b, r);
+            jj_buf_puts(I, &b, r);
         else
-            jbuf_put(I, &b, &c, 1);
+            jj_buf_put(I, &b, &c, 1);
     }
-    jv r = jv_str(I, b.p ? b.p : "", b.n);
+    jv r = jj_str(I, b.p ? b.p : "", b.n);
     r.safe = 1;
     return r;
 }
 
 /* ---- numbers ------------------------------------------------------------------------------ */
 
-static bool parse_py_int(const char *s, size_t n, int64_t base, int64_t *out)
+static bool parse_py_int(jinterp *I, const char *s, size_t n, int64_t base, int64_t *out)
 {
     char buf[128];
     size_t o = 0;
     size_t i = 0;
-    while (i < n && ju_is_space((unsigned char)s[i]))
+    while (i < n && jj_is_space((unsigned char)s[i]))
         i++;
-    while (n > i && ju_is_space((unsigned char)s[n - 1]))
+    while (n > i && jj_is_space((unsigned char)s[n - 1]))
         n--;
     if (i < n && (s[i] == '+' || s[i] == '-'))
         buf[o++] = s[i++];
@@ -208,10 +209,15 @@ static bool parse_py_int(const char *s, size_t n, int64_t base, int64_t *out)
         buf[o++] = s[i];
     }
     buf[o] = '\0';
+    if (base != 0 && (base < 2 || base > 36))
+        return false;
     char *end;
+    errno = 0;
     long long v = strtoll(buf, &end, (int)base);
     if (*end || end == buf)
         return false;
+    if (errno == ERANGE)
+        jj_int_overflow(I, "int");
     *out = v;
     return true;
 }
@@ -220,9 +226,9 @@ static bool parse_py_float(const char *s, size_t n, double *out)
 {
     char buf[128];
     size_t o = 0, i = 0;
-    while (i < n && ju_is_space((unsigned char)s[i]))
+    while (i < n && jj_is_space((unsigned char)s[i]))
         i++;
-    while (n > i && ju_is_space((unsigned char)s[n - 1]))
+    while (n > i && jj_is_space((unsigned char)s[n - 1]))
         n--;
     for (; i < n && o + 1 < sizeof buf; i++)
         if (s[i] != '_')
@@ -238,177 +244,137 @@ static bool parse_py_float(const char *s, size_t n, double *out)
     return true;
 }
 
-static jv f_int(jinterp *I, jv v, const jargs *A)
+static jv f_int(jinterp *I, jv v, const jargs *A, jframe *f)
 {
-    jv def = jarg(A, 0, "default", jv_int(0));
+    jv def = jarg(A, 0, "default", jj_int(0));
     int64_t base = 10;
-    jv b = jarg(A, 1, "base", jv_int(10));
+    jv b = jarg(A, 1, "base", jj_int(10));
     if (b.k == JK_INT)
         base = b.u.i;
     switch ((jk)v.k) {
     case JK_INT: return v;
-    case JK_BOOL: return jv_int(v.u.b);
+    case JK_BOOL: return jj_int(v.u.b);
     case JK_FLOAT:
         if (!isfinite(v.u.f))
             return def;
-        return jv_int((int64_t)v.u.f);
+        return jj_int(jj_int_from_double(I, v.u.f, "int"));
     case JK_STR: {
         int64_t i;
         double d;
-        if (parse_py_int(v.u.s->s, v.u.s->len, base, &i))
-            return jv_int(i);
+        if (parse_py_int(I, v.u.s->s, v.u.s->len, base, &i))
+            return jj_int(i);
         if (parse_py_float(v.u.s->s, v.u.s->len, &d) && isfinite(d))
-            return jv_int((int64_t)d);
+            return jj_int(jj_int_from_double(I, d, "int"));
         return def;
     }
     default: return def;
     }
 }
 
-static jv f_float(jinterp *I, jv v, const jargs *A)
+static jv f_float(jinterp *I, jv v, const jargs *A, jframe *f)
 {
-    jv def = jarg(A, 0, "default", jv_float(0.0));
+    jv def = jarg(A, 0, "default", jj_float(0.0));
     (void)I;
     switch ((jk)v.k) {
-    case JK_INT: return jv_float((double)v.u.i);
-    case JK_BOOL: return jv_float(v.u.b);
+    case JK_INT: return jj_float((double)v.u.i);
+    case JK_BOOL: return jj_float(v.u.b);
     case JK_FLOAT: return v;
     case JK_STR: {
         double d;
-        return parse_py_float(v.u.s->s, v.u.s->len, &d) ? jv_float(d) : def;
+        return parse_py_float(v.u.s->s, v.u.s->len, &d) ? jj_float(d) : def;
     }
     default: return def;
     }
 }
 
-static jv f_round(jinterp *I, jv v, const jargs *A)
+static jv f_round(jinterp *I, jv v, const jargs *A, jframe *f)
 {
-    jv p = jarg(A, 0, "precision", jv_int(0));
-    jv m = jarg(A, 1, "method", jv_cstr(I, "common"));
+    jv p = jarg(A, 0, "precision", jj_int(0));
+    jv m = jarg(A, 1, "method", jj_cstr(I, "common"));
     if (v.k == JK_UNDEF)
-        jfail(I, SP_ERR_TEMPLATE, "'%s' is undefined", v.u.undef ? v.u.undef : "value");
-    if (!jv_is_num(v))
-        jfail(I, SP_ERR_TEMPLATE, "round: '%s' is not a number", jv_type_name(v));
+        jj_fail(I, SP_ERR_TEMPLATE, "'%s' is undefined", v.u.undef ? v.u.undef : "value");
+    if (!jj_is_num(v))
+        jj_fail(I, SP_ERR_TEMPLATE, "round: '%s' is not a number", jj_type_name(v));
     int64_t prec = p.k == JK_INT ? p.u.i : 0;
-    double x = jv_num(v), scale = pow(10.0, (double)prec);
+    double x = jj_num(v), scale = pow(10.0, (double)prec);
     const char *method = m.k == JK_STR ? m.u.s->s : "common";
     if (!strcmp(method, "common")) {
         if (v.k != JK_FLOAT)
-            return v.k == JK_BOOL ? jv_int(v.u.b) : v;
+            return v.k == JK_BOOL ? jj_int(v.u.b) : v;
         double r = nearbyint(x * scale) / scale; /* Python round(): half to even */
-        return jv_float(r);
+        return jj_float(r);
     }
     if (!strcmp(method, "floor"))
-        return jv_float(floor(x * scale) / scale);
+        return jj_float(floor(x * scale) / scale);
     if (!strcmp(method, "ceil"))
-        return jv_float(ceil(x * scale) / scale);
-    jfail(I, SP_ERR_TEMPLATE, "method must be common, ceil or floor");
+        return jj_float(ceil(x * scale) / scale);
+    jj_fail(I, SP_ERR_TEMPLATE, "method must be common, ceil or floor");
 }
 
 /* ---- sequences ----------------------------------------------------------------------------- */
 
 static jv lower_if_str(jinterp *I, jv v, bool case_sensitive)
 {
-    return !case_sensitive && v.k == JK_STR ? jstr_case(I, v, 0) : v;
+    return !case_sensitive && v.k == JK_STR ? jj_str_case(I, v, 0) : v;
 }
 
-/* Jinja2 sorts by a list of keys ([key] < [key']): equal keys never reach '<', so
- * [None, None]|sort works while [None, 1]|sort raises. */
-static int sort_key_cmp(jinterp *I, jv a, jv b)
-{
-    return jv_equal(I, a, b) ? 0 : jv_compare(I, a, b);
-}
-
-/* Stable merge sort of items by keys (parallel arrays). */
-static void sort_by(jinterp *I, jv *items, jv *keys, size_t n, bool reverse)
-{
-    if (n < 2)
-        return;
-    size_t h = n / 2;
-    sort_by(I, items, keys, h, reverse);
-    sort_by(I, items + h, keys + h, n - h, reverse);
-    jv *ti = ja_alloc(I, n * sizeof *ti), *tk = ja_alloc(I, n * sizeof *tk);
-    size_t a = 0, b = h, o = 0;
-    while (a < h && b < n) {
-        int c = sort_key_cmp(I, keys[b], keys[a]);
-        bool take_b = reverse ? c > 0 : c < 0;
-        if (take_b) {
-            ti[o] = items[b];
-            tk[o++] = keys[b++];
-        } else {
-            ti[o] = items[a];
-            tk[o++] = keys[a++];
-        }
-    }
-    while (a < h) {
-        ti[o] = items[a];
-        tk[o++] = keys[a++];
-    }
-    while (b < n) {
-        ti[o] = items[b];
-        tk[o++] = keys[b++];
-    }
-    memcpy(items, ti, n * sizeof *ti);
-    memcpy(keys, tk, n * sizeof *tk);
-}
-
-static jv f_sort(jinterp *I, jv v, const jargs *A)
+static jv f_sort(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     bool reverse = arg_bool(I, A, 0, "reverse", false), cs = arg_bool(I, A, 1, "case_sensitive", false);
-    jv attr = jarg(A, 2, "attribute", jv_none());
+    jv attr = jarg(A, 2, "attribute", jj_none());
     jlist *src = need_iter(I, v, "sort");
-    jv out = jv_list(I, src->n, 0);
-    jv *keys = ja_alloc(I, (src->n ? src->n : 1) * sizeof *keys);
+    jv out = jj_list(I, src->n, 0);
+    jv *keys = jj_alloc(I, (src->n ? src->n : 1) * sizeof *keys);
     for (size_t i = 0; i < src->n; i++) {
         out.u.l->v[i] = src->v[i];
         jv k = attr.k == JK_NONE ? src->v[i] : attr_path(I, src->v[i], attr);
         keys[i] = lower_if_str(I, k, cs);
     }
     out.u.l->n = src->n;
-    sort_by(I, out.u.l->v, keys, src->n, reverse);
+    jj_sort_by(I, out.u.l->v, keys, src->n, reverse);
     return out;
 }
 
-static jv f_dictsort(jinterp *I, jv v, const jargs *A)
+static jv f_dictsort(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     bool cs = arg_bool(I, A, 0, "case_sensitive", false);
-    jv by = jarg(A, 1, "by", jv_cstr(I, "key"));
+    jv by = jarg(A, 1, "by", jj_cstr(I, "key"));
     bool reverse = arg_bool(I, A, 2, "reverse", false);
     if (v.k != JK_DICT)
-        jfail(I, SP_ERR_TEMPLATE, "dictsort: expected a mapping, got '%s'", jv_type_name(v));
+        jj_fail(I, SP_ERR_TEMPLATE, "dictsort: expected a mapping, got '%s'", jj_type_name(v));
     int pos = by.k == JK_STR && !strcmp(by.u.s->s, "value") ? 1 : 0;
     if (by.k == JK_STR && strcmp(by.u.s->s, "key") && strcmp(by.u.s->s, "value"))
-        jfail(I, SP_ERR_TEMPLATE, "You can only sort by either \"key\" or \"value\"");
+        jj_fail(I, SP_ERR_TEMPLATE, "You can only sort by either \"key\" or \"value\"");
     size_t n = v.u.d->n;
-    jv out = jv_list(I, n, 0);
-    jv *keys = ja_alloc(I, (n ? n : 1) * sizeof *keys);
+    jv out = jj_list(I, n, 0);
+    jv *keys = jj_alloc(I, (n ? n : 1) * sizeof *keys);
     for (size_t i = 0; i < n; i++) {
-        jv t = jv_list(I, 2, JL_TUPLE);
-        jl_push(I, t.u.l, v.u.d->keys[i]);
-        jl_push(I, t.u.l, v.u.d->vals[i]);
+        jv t = jj_list(I, 2, JL_TUPLE);
+        jj_list_push(I, t.u.l, v.u.d->keys[i]);
+        jj_list_push(I, t.u.l, v.u.d->vals[i]);
         out.u.l->v[i] = t;
         keys[i] = lower_if_str(I, pos ? v.u.d->vals[i] : v.u.d->keys[i], cs);
     }
     out.u.l->n = n;
-    sort_by(I, out.u.l->v, keys, n, reverse);
+    jj_sort_by(I, out.u.l->v, keys, n, reverse);
     return out;
 }
 
-static jv f_unique(jinterp *I, jv v, const jargs *A)
+static jv f_unique(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     bool cs = arg_bool(I, A, 0, "case_sensitive", false);
-    jv attr = jarg(A, 1, "attribute", jv_none());
+    jv attr = jarg(A, 1, "attribute", jj_none());
     jlist *src = need_iter(I, v, "unique");
     jv out = gen(I);
-    jlist *seen = jv_list(I, 0, 0).u.l;
+    jlist *seen = jj_list(I, 0, 0).u.l;
     for (size_t i = 0; i < src->n; i++) {
         jv k = lower_if_str(I, attr.k == JK_NONE ? src->v[i] : attr_path(I, src->v[i], attr), cs);
         bool dup = false;
         for (size_t j = 0; j < seen->n && !dup; j++)
-            dup = jv_equal(I, seen->v[j], k);
+            dup = jj_equal(I, seen->v[j], k);
         if (!dup) {
-            jl_push(I, seen, k);
-            jl_push(I, out.u.l, src->v[i]);
+            jj_list_push(I, seen, k);
+            jj_list_push(I, out.u.l, src->v[i]);
         }
     }
     return out;
@@ -417,15 +383,15 @@ static jv f_unique(jinterp *I, jv v, const jargs *A)
 static jv f_minmax(jinterp *I, jv v, const jargs *A, bool want_max)
 {
     bool cs = arg_bool(I, A, 0, "case_sensitive", false);
-    jv attr = jarg(A, 1, "attribute", jv_none());
+    jv attr = jarg(A, 1, "attribute", jj_none());
     jlist *src = need_iter(I, v, want_max ? "max" : "min");
     if (!src->n)
-        return jv_undef("No aggregated item, sequence was empty.");
+        return jj_undef("No aggregated item, sequence was empty.");
     jv best = src->v[0];
     jv bk = lower_if_str(I, attr.k == JK_NONE ? best : attr_path(I, best, attr), cs);
     for (size_t i = 1; i < src->n; i++) {
         jv k = lower_if_str(I, attr.k == JK_NONE ? src->v[i] : attr_path(I, src->v[i], attr), cs);
-        int c = jv_compare(I, k, bk);
+        int c = jj_compare(I, k, bk);
         if (want_max ? c > 0 : c < 0) {
             best = src->v[i];
             bk = k;
@@ -437,43 +403,43 @@ static jv f_minmax(jinterp *I, jv v, const jargs *A, bool want_max)
 /* select / reject / selectattr / rejectattr */
 static jv f_select(jinterp *I, jv v, const jargs *A, bool want, bool by_attr, jframe *f)
 {
-    if (!jv_truthy(I, v)) /* Jinja2 tests `if value:` first: None/empty select nothing */
+    if (!jj_truthy(I, v)) /* Jinja2 tests `if value:` first: None/empty select nothing */
         return gen(I);
     jlist *src = need_iter(I, v, "select");
     size_t first = 0;
-    jv attr = jv_none();
+    jv attr = jj_none();
     if (by_attr) {
         if (A->n < 1)
-            jfail(I, SP_ERR_TEMPLATE, "selectattr/rejectattr need an attribute name");
+            jj_fail(I, SP_ERR_TEMPLATE, "selectattr/rejectattr need an attribute name");
         attr = A->a[0];
         first = 1;
     }
     const char *test = NULL;
     if (A->n > first) {
         if (A->a[first].k != JK_STR)
-            jfail(I, SP_ERR_TEMPLATE, "the test name must be a string");
+            jj_fail(I, SP_ERR_TEMPLATE, "the test name must be a string");
         test = A->a[first].u.s->s;
-        if (!jtest_exists(test))
-            jfail(I, SP_ERR_TEMPLATE, "No test named '%s'.", test);
+        if (!jj_test_exists(test))
+            jj_fail(I, SP_ERR_TEMPLATE, "No test named '%s'.", test);
     }
     jv out = gen(I);
     for (size_t i = 0; i < src->n; i++) {
         jv item = by_attr ? attr_path(I, src->v[i], attr) : src->v[i];
-        bool r = test ? jtest_apply(I, test, item, A->a + first + 1, A->n - first - 1, f)
-                      : jv_truthy(I, item);
+        bool r = test ? jj_test_apply(I, test, item, A->a + first + 1, A->n - first - 1, f)
+                      : jj_truthy(I, item);
         if (r == want)
-            jl_push(I, out.u.l, src->v[i]);
+            jj_list_push(I, out.u.l, src->v[i]);
     }
     return out;
 }
 
 static jv f_map(jinterp *I, jv v, const jargs *A, jframe *f)
 {
-    if (!jv_truthy(I, v)) /* as select: `if value:` first */
+    if (!jj_truthy(I, v)) /* as select: `if value:` first */
         return gen(I);
     jlist *src = need_iter(I, v, "map");
     jv out = gen(I);
-    jv attr = jv_undef(NULL), def = jv_undef(NULL);
+    jv attr = jj_undef(NULL), def = jj_undef(NULL);
     bool has_default = false;
     for (size_t k = 0; k < A->nk; k++) {
         if (!strcmp(A->kn[k], "attribute"))
@@ -486,126 +452,126 @@ static jv f_map(jinterp *I, jv v, const jargs *A, jframe *f)
     if (attr.k != JK_UNDEF) {
         for (size_t i = 0; i < src->n; i++) {
             jv x = attr_path(I, src->v[i], attr);
-            jl_push(I, out.u.l, x.k == JK_UNDEF && has_default ? def : x);
+            jj_list_push(I, out.u.l, x.k == JK_UNDEF && has_default ? def : x);
         }
         return out;
     }
     if (A->n < 1 || A->a[0].k != JK_STR)
-        jfail(I, SP_ERR_TEMPLATE, "map requires a filter argument");
+        jj_fail(I, SP_ERR_TEMPLATE, "map requires a filter argument");
     const char *name = A->a[0].u.s->s;
-    if (!jfilter_exists(name))
-        jfail(I, SP_ERR_TEMPLATE, "No filter named '%s'.", name);
+    if (!jj_filter_exists(name))
+        jj_fail(I, SP_ERR_TEMPLATE, "No filter named '%s'.", name);
     for (size_t i = 0; i < src->n; i++)
-        jl_push(I, out.u.l, jfilter_apply(I, name, src->v[i], A->a + 1, A->n - 1, A->kn, A->kv, A->nk, f));
+        jj_list_push(I, out.u.l, jj_filter_apply(I, name, src->v[i], A->a + 1, A->n - 1, A->kn, A->kv, A->nk, f));
     return out;
 }
 
-static jv f_join(jinterp *I, jv v, const jargs *A)
+static jv f_join(jinterp *I, jv v, const jargs *A, jframe *f)
 {
-    jv d = jarg(A, 0, "d", jv_cstr(I, ""));
-    jv attr = jarg(A, 1, "attribute", jv_none());
+    jv d = jarg(A, 0, "d", jj_cstr(I, ""));
+    jv attr = jarg(A, 1, "attribute", jj_none());
     jlist *src = need_iter(I, v, "join");
     jbuf b = {0};
     for (size_t i = 0; i < src->n; i++) {
         if (i)
-            jv_write_str(I, &b, d);
-        jv_write_str(I, &b, attr.k == JK_NONE ? src->v[i] : attr_path(I, src->v[i], attr));
+            jj_write_str(I, &b, d);
+        jj_write_str(I, &b, attr.k == JK_NONE ? src->v[i] : attr_path(I, src->v[i], attr));
     }
-    return jv_str(I, b.p ? b.p : "", b.n);
+    return jj_str(I, b.p ? b.p : "", b.n);
 }
 
-static jv f_items(jinterp *I, jv v)
+static jv f_items(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     if (v.k == JK_UNDEF)
         return gen(I);
     if (v.k != JK_DICT)
-        jfail(I, SP_ERR_TEMPLATE, "Can only get item pairs from a mapping.");
-    jdict *d = ja_alloc(I, sizeof *d);
+        jj_fail(I, SP_ERR_TEMPLATE, "Can only get item pairs from a mapping.");
+    jdict *d = jj_alloc(I, sizeof *d);
     *d = *v.u.d;
     d->which = 2;
     jv out = {.k = JK_VIEW, .u = {.d = d}};
     bool ok;
     jv g = gen(I);
-    jlist *items = jv_iterate(I, out, &ok);
+    jlist *items = jj_iterate(I, out, &ok);
     for (size_t i = 0; i < items->n; i++)
-        jl_push(I, g.u.l, items->v[i]);
+        jj_list_push(I, g.u.l, items->v[i]);
     return g;
 }
 
-static jv f_reverse(jinterp *I, jv v)
+static jv f_reverse(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     if (v.k == JK_STR) {
         bool ok;
-        jlist *c = jv_iterate(I, v, &ok);
+        jlist *c = jj_iterate(I, v, &ok);
         jbuf b = {0};
         for (size_t i = c->n; i-- > 0;)
-            jbuf_put(I, &b, c->v[i].u.s->s, c->v[i].u.s->len);
-        return jv_str(I, b.p ? b.p : "", b.n);
+            jj_buf_put(I, &b, c->v[i].u.s->s, c->v[i].u.s->len);
+        return jj_str(I, b.p ? b.p : "", b.n);
     }
     jlist *src = need_iter(I, v, "reverse");
     jv out = gen(I);
     for (size_t i = src->n; i-- > 0;)
-        jl_push(I, out.u.l, src->v[i]);
+        jj_list_push(I, out.u.l, src->v[i]);
     return out;
 }
 
-static jv f_batch(jinterp *I, jv v, const jargs *A)
+static jv f_batch(jinterp *I, jv v, const jargs *A, jframe *f)
 {
-    jv lc = jarg(A, 0, "linecount", jv_int(1));
-    jv fill = jarg(A, 1, "fill_with", jv_none());
+    jv lc = jarg(A, 0, "linecount", jj_int(1));
+    jv fill = jarg(A, 1, "fill_with", jj_none());
     if (lc.k != JK_INT || lc.u.i < 1)
-        jfail(I, SP_ERR_TEMPLATE, "batch: linecount must be a positive integer");
+        jj_fail(I, SP_ERR_TEMPLATE, "batch: linecount must be a positive integer");
     jlist *src = need_iter(I, v, "batch");
     jv out = gen(I);
     for (size_t i = 0; i < src->n; i += (size_t)lc.u.i) {
-        jv row = jv_list(I, 0, 0);
+        jv row = jj_list(I, 0, 0);
         for (size_t k = i; k < i + (size_t)lc.u.i; k++) {
             if (k < src->n)
-                jl_push(I, row.u.l, src->v[k]);
+                jj_list_push(I, row.u.l, src->v[k]);
             else if (fill.k != JK_NONE)
-                jl_push(I, row.u.l, fill);
+                jj_list_push(I, row.u.l, fill);
         }
-        jl_push(I, out.u.l, row);
+        jj_list_push(I, out.u.l, row);
     }
     return out;
 }
 
 /* slice(n, fill_with): n columns, the first len % n one longer (Jinja's do_slice). */
-static jv f_slice(jinterp *I, jv v, const jargs *A)
+static jv f_slice(jinterp *I, jv v, const jargs *A, jframe *f)
 {
-    jv ns = jarg(A, 0, "slices", jv_undef("slices"));
-    jv fill = jarg(A, 1, "fill_with", jv_none());
+    jv ns = jarg(A, 0, "slices", jj_undef("slices"));
+    jv fill = jarg(A, 1, "fill_with", jj_none());
     if (ns.k != JK_INT || ns.u.i < 1)
-        jfail(I, SP_ERR_TEMPLATE, "slice: slices must be a positive integer");
+        jj_fail(I, SP_ERR_TEMPLATE, "slice: slices must be a positive integer");
     jlist *src = need_iter(I, v, "slice");
     size_t slices = (size_t)ns.u.i, per = src->n / slices, extra = src->n % slices, offset = 0;
     jv out = gen(I);
     for (size_t k = 0; k < slices; k++) {
-        jtick(I);
+        jj_tick(I);
         size_t start = offset + k * per;
         if (k < extra)
             offset++;
         size_t end = offset + (k + 1) * per;
-        jv col = jv_list(I, end - start + 1, 0);
+        jv col = jj_list(I, end - start + 1, 0);
         for (size_t i = start; i < end && i < src->n; i++)
-            jl_push(I, col.u.l, src->v[i]);
+            jj_list_push(I, col.u.l, src->v[i]);
         if (fill.k != JK_NONE && k >= extra)
-            jl_push(I, col.u.l, fill);
-        jl_push(I, out.u.l, col);
+            jj_list_push(I, col.u.l, fill);
+        jj_list_push(I, out.u.l, col);
     }
     return out;
 }
 
 /* groupby(attribute, default, case_sensitive): sorted by the key, consecutive equal keys
  * grouped; each group is a (grouper, list) tuple whose grouper is the first item's key. */
-static jv f_groupby(jinterp *I, jv v, const jargs *A)
+static jv f_groupby(jinterp *I, jv v, const jargs *A, jframe *f)
 {
-    jv attr = jarg(A, 0, "attribute", jv_undef("attribute"));
-    jv def = jarg(A, 1, "default", jv_none());
+    jv attr = jarg(A, 0, "attribute", jj_undef("attribute"));
+    jv def = jarg(A, 1, "default", jj_none());
     bool cs = arg_bool(I, A, 2, "case_sensitive", false);
     jlist *src = need_iter(I, v, "groupby");
     size_t n = src->n;
-    jv *items = ja_alloc(I, (n ? n : 1) * sizeof *items), *keys = ja_alloc(I, (n ? n : 1) * sizeof *keys);
+    jv *items = jj_alloc(I, (n ? n : 1) * sizeof *items), *keys = jj_alloc(I, (n ? n : 1) * sizeof *keys);
     for (size_t i = 0; i < n; i++) {
         items[i] = src->v[i];
         jv k = attr_path(I, src->v[i], attr);
@@ -613,22 +579,22 @@ static jv f_groupby(jinterp *I, jv v, const jargs *A)
             k = def;
         keys[i] = lower_if_str(I, k, cs);
     }
-    sort_by(I, items, keys, n, false);
-    jv out = jv_list(I, 0, 0);
+    jj_sort_by(I, items, keys, n, false);
+    jv out = jj_list(I, 0, 0);
     for (size_t i = 0; i < n;) {
         size_t j = i + 1;
-        while (j < n && jv_equal(I, keys[j], keys[i]))
+        while (j < n && jj_equal(I, keys[j], keys[i]))
             j++;
-        jv group = jv_list(I, j - i, 0);
+        jv group = jj_list(I, j - i, 0);
         for (size_t k = i; k < j; k++)
-            jl_push(I, group.u.l, items[k]);
+            jj_list_push(I, group.u.l, items[k]);
         jv grouper = attr_path(I, items[i], attr);
         if (grouper.k == JK_UNDEF && def.k != JK_NONE)
             grouper = def;
-        jv t = jv_list(I, 2, JL_TUPLE | JL_GROUP);
-        jl_push(I, t.u.l, cs ? keys[i] : grouper);
-        jl_push(I, t.u.l, group);
-        jl_push(I, out.u.l, t);
+        jv t = jj_list(I, 2, JL_TUPLE | JL_GROUP);
+        jj_list_push(I, t.u.l, cs ? keys[i] : grouper);
+        jj_list_push(I, t.u.l, group);
+        jj_list_push(I, out.u.l, t);
         i = j;
     }
     return out;
@@ -648,23 +614,24 @@ static size_t cp_offset(jv s, size_t cp)
 }
 
 /* truncate(length=255, killwords=False, end='...', leeway=5) as Jinja's do_truncate. */
-static jv f_truncate(jinterp *I, jv v, const jargs *A)
+static jv f_truncate(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     jv s = need_str(I, v, "truncate");
-    jv len = jarg(A, 0, "length", jv_int(255));
+    jv len = jarg(A, 0, "length", jj_int(255));
     bool kill = arg_bool(I, A, 1, "killwords", false);
-    jv end = need_str(I, jarg(A, 2, "end", jv_cstr(I, "...")), "truncate");
-    jv lee = jarg(A, 3, "leeway", jv_int(5));
+    jv end = need_str(I, jarg(A, 2, "end", jj_cstr(I, "...")), "truncate");
+    jv lee = jarg(A, 3, "leeway", jj_int(5));
     if (len.k != JK_INT || lee.k != JK_INT)
-        jfail(I, SP_ERR_TEMPLATE, "truncate: length and leeway must be integers");
-    int64_t n_end = (int64_t)ju_len(end.u.s->s, end.u.s->len);
+        jj_fail(I, SP_ERR_TEMPLATE, "truncate: length and leeway must be integers");
+    int64_t n_end = (int64_t)jj_utf8_len(end.u.s->s, end.u.s->len);
     if (len.u.i < n_end)
-        jfail(I, SP_ERR_TEMPLATE, "AssertionError: expected length >= %lld, got %lld",
+        jj_fail(I, SP_ERR_TEMPLATE, "AssertionError: expected length >= %lld, got %lld",
               (long long)n_end, (long long)len.u.i);
     if (lee.u.i < 0)
-        jfail(I, SP_ERR_TEMPLATE, "AssertionError: expected leeway >= 0, got %lld", (long long)lee.u.i);
-    if ((int64_t)ju_len(s.u.s->s, s.u.s->len) <= len.u.i + lee.u.i)
-        return s;
+        jj_fail(I, SP_ERR_TEMPLATE, "AssertionError: expected leeway >= 0, got %lld", (long long)lee.u.i);
+    int64_t limit;
+    if (__builtin_add_overflow(len.u.i, lee.u.i, &limit) || (int64_t)jj_utf8_len(s.u.s->s, s.u.s->len) <= limit)
+        return s; /* both are >= 0 here: an overflow means a limit no string reaches */
     size_t cut = cp_offset(s, (size_t)(len.u.i - n_end));
     if (!kill) /* s[:cut].rsplit(" ", 1)[0] */
         for (size_t i = cut; i-- > 0;)
@@ -673,9 +640,9 @@ static jv f_truncate(jinterp *I, jv v, const jargs *A)
                 break;
             }
     jbuf b = {0};
-    jbuf_put(I, &b, s.u.s->s, cut);
-    jbuf_put(I, &b, end.u.s->s, end.u.s->len);
-    return jv_str(I, b.p ? b.p : "", b.n);
+    jj_buf_put(I, &b, s.u.s->s, cut);
+    jj_buf_put(I, &b, end.u.s->s, end.u.s->len);
+    return jj_str(I, b.p ? b.p : "", b.n);
 }
 
 /* Werkzeug-style url_quote: UTF-8 bytes, unreserved ALPHA DIGIT _.-~ kept, '/' kept
@@ -689,17 +656,17 @@ static void url_quote(jinterp *I, jbuf *b, jv v, bool for_qs)
                     c == '_' || c == '.' || c == '-' || c == '~' || (c == '/' && !for_qs);
         char hex[4];
         if (keep)
-            jbuf_put(I, b, (const char *)&c, 1);
+            jj_buf_put(I, b, (const char *)&c, 1);
         else if (c == ' ' && for_qs)
-            jbuf_puts(I, b, "+");
+            jj_buf_puts(I, b, "+");
         else {
             snprintf(hex, sizeof hex, "%%%02X", c);
-            jbuf_puts(I, b, hex);
+            jj_buf_puts(I, b, hex);
         }
     }
 }
 
-static jv f_urlencode(jinterp *I, jv v)
+static jv f_urlencode(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     jbuf b = {0};
     if (v.k == JK_DICT || (v.k == JK_LIST && !(v.u.l->flags & JL_GEN))) {
@@ -713,28 +680,28 @@ static jv f_urlencode(jinterp *I, jv v)
             } else {
                 jv pair = v.u.l->v[i];
                 if (pair.k != JK_LIST || pair.u.l->n != 2)
-                    jfail(I, SP_ERR_TEMPLATE, "urlencode: expected (key, value) pairs");
+                    jj_fail(I, SP_ERR_TEMPLATE, "urlencode: expected (key, value) pairs");
                 k = pair.u.l->v[0];
                 val = pair.u.l->v[1];
             }
             if (i)
-                jbuf_puts(I, &b, "&");
+                jj_buf_puts(I, &b, "&");
             url_quote(I, &b, k, true);
-            jbuf_puts(I, &b, "=");
+            jj_buf_puts(I, &b, "=");
             url_quote(I, &b, val, true);
         }
     } else {
         url_quote(I, &b, v, false);
     }
-    return jv_str(I, b.p ? b.p : "", b.n);
+    return jj_str(I, b.p ? b.p : "", b.n);
 }
 
 /* xmlattr(autospace=True): key="value" pairs, None/undefined values skipped, escaped. */
-static jv f_xmlattr(jinterp *I, jv v, const jargs *A)
+static jv f_xmlattr(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     bool autospace = arg_bool(I, A, 0, "autospace", true);
     if (v.k != JK_DICT)
-        jfail(I, SP_ERR_TEMPLATE, "xmlattr: expected a mapping, got '%s'", jv_type_name(v));
+        jj_fail(I, SP_ERR_TEMPLATE, "xmlattr: expected a mapping, got '%s'", jj_type_name(v));
     jbuf b = {0};
     for (size_t i = 0; i < v.u.d->n; i++) {
         jv k = v.u.d->keys[i], val = v.u.d->vals[i];
@@ -743,64 +710,64 @@ static jv f_xmlattr(jinterp *I, jv v, const jargs *A)
         k = need_str(I, k, "xmlattr");
         for (size_t c = 0; c < k.u.s->len; c++)
             if (strchr(" \t\n\r\f\v/>=", k.u.s->s[c]) && k.u.s->s[c])
-                jfail(I, SP_ERR_TEMPLATE, "ValueError: Invalid character in attribute name: '%s'", k.u.s->s);
+                jj_fail(I, SP_ERR_TEMPLATE, "ValueError: Invalid character in attribute name: '%s'", k.u.s->s);
         if (b.n || autospace)
-            jbuf_puts(I, &b, " ");
-        jv ek = jv_html_escape(I, k, false), ev = jv_html_escape(I, val, false);
-        jbuf_put(I, &b, ek.u.s->s, ek.u.s->len);
-        jbuf_puts(I, &b, "=\"");
-        jbuf_put(I, &b, ev.u.s->s, ev.u.s->len);
-        jbuf_puts(I, &b, "\"");
+            jj_buf_puts(I, &b, " ");
+        jv ek = jj_html_escape(I, k, false), ev = jj_html_escape(I, val, false);
+        jj_buf_put(I, &b, ek.u.s->s, ek.u.s->len);
+        jj_buf_puts(I, &b, "=\"");
+        jj_buf_put(I, &b, ev.u.s->s, ev.u.s->len);
+        jj_buf_puts(I, &b, "\"");
     }
-    return jv_str(I, b.p ? b.p : "", b.n);
+    return jj_str(I, b.p ? b.p : "", b.n);
 }
 
-static jv f_tojson(jinterp *I, jv v, const jargs *A)
+static jv f_tojson(jinterp *I, jv v, const jargs *A, jframe *f)
 {
     bool ascii = arg_bool(I, A, 0, "ensure_ascii", false);
-    jv indent = jarg(A, 1, "indent", jv_none());
-    jv seps = jarg(A, 2, "separators", jv_none());
+    jv indent = jarg(A, 1, "indent", jj_none());
+    jv seps = jarg(A, 2, "separators", jj_none());
     bool sort_keys = arg_bool(I, A, 3, "sort_keys", false);
     const char *ind = NULL;
     jbuf ib = {0};
     if (indent.k == JK_INT) {
         for (int64_t i = 0; i < indent.u.i && i < 1024; i++)
-            jbuf_puts(I, &ib, " ");
+            jj_buf_puts(I, &ib, " ");
         ind = ib.p ? ib.p : "";
     } else if (indent.k == JK_STR) {
         ind = indent.u.s->s;
     } else if (indent.k != JK_NONE) {
-        jfail(I, SP_ERR_TEMPLATE, "tojson: indent must be an integer or a string");
+        jj_fail(I, SP_ERR_TEMPLATE, "tojson: indent must be an integer or a string");
     }
     const char *item_sep = ind ? "," : ", ", *key_sep = ": ";
     if (seps.k == JK_LIST && !(seps.u.l->flags & JL_GEN)) {
         if (seps.u.l->n != 2 || seps.u.l->v[0].k != JK_STR || seps.u.l->v[1].k != JK_STR)
-            jfail(I, SP_ERR_TEMPLATE, "tojson: separators must be two strings");
+            jj_fail(I, SP_ERR_TEMPLATE, "tojson: separators must be two strings");
         item_sep = seps.u.l->v[0].u.s->s;
         key_sep = seps.u.l->v[1].u.s->s;
     }
     jbuf b = {0};
-    jv_tojson(I, &b, v, ind, item_sep, key_sep, sort_keys, ascii, 0);
-    return jv_str(I, b.p ? b.p : "", b.n);
+    jj_tojson(I, &b, v, ind, item_sep, key_sep, sort_keys, ascii, 0);
+    return jj_str(I, b.p ? b.p : "", b.n);
 }
 
-static jv f_sum(jinterp *I, jv v, const jargs *A)
+static jv f_sum(jinterp *I, jv v, const jargs *A, jframe *f)
 {
-    jv attr = jarg(A, 0, "attribute", jv_none());
-    jv total = jarg(A, 1, "start", jv_int(0));
+    jv attr = jarg(A, 0, "attribute", jj_none());
+    jv total = jarg(A, 1, "start", jj_int(0));
     jlist *src = need_iter(I, v, "sum");
     for (size_t i = 0; i < src->n; i++)
-        total = jbinop(I, OP_ADD, total, attr.k == JK_NONE ? src->v[i] : attr_path(I, src->v[i], attr));
+        total = jj_binop(I, OP_ADD, total, attr.k == JK_NONE ? src->v[i] : attr_path(I, src->v[i], attr));
     return total;
 }
 
-static jv f_center(jinterp *I, jv s, const jargs *A)
+static jv f_center(jinterp *I, jv s, const jargs *A, jframe *f)
 {
-    jv w = jarg(A, 0, "width", jv_int(80));
-    return jstr_pad(I, need_str(I, s, "center"), w.k == JK_INT ? w.u.i : 80, ' ', 0);
+    jv w = jarg(A, 0, "width", jj_int(80));
+    return jj_str_pad(I, need_str(I, s, "center"), w.k == JK_INT ? w.u.i : 80, ' ', 0);
 }
 
-static jv f_wordcount(jinterp *I, jv s)
+static jv f_wordcount(jinterp *I, jv s, const jargs *A, jframe *f)
 {
     s = need_str(I, s, "wordcount");
     int64_t n = 0;
@@ -817,279 +784,319 @@ static jv f_wordcount(jinterp *I, jv s)
         in = w;
         i += l ? l : 1;
     }
-    return jv_int(n);
+    return jj_int(n);
 }
 
-/* ---- dispatch ----------------------------------------------------------------------------- */
+/* ---- the filter table ------------------------------------------------------------------- */
 
-static const char *const FILTERS[] = {
-    "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e",
-    "escape", "first", "float", "forceescape", "format", "indent", "int", "items", "join", "last",
-    "length", "list", "lower", "map", "max", "min", "pprint", "reject", "rejectattr", "replace",
-    "reverse", "round", "safe", "select", "selectattr", "sort", "string", "sum", "title", "tojson",
-    "trim", "unique", "upper", "wordcount", "slice", "groupby", "truncate", "urlencode",
-    "xmlattr", NULL};
-
-bool jfilter_exists(const char *name)
+static jv f_default(jinterp *I, jv v, const jargs *A, jframe *f)
 {
-    for (const char *const *f = FILTERS; *f; f++)
-        if (!strcmp(*f, name))
-            return true;
-    return false;
+    jv def = jarg(A, 0, "default_value", jj_cstr(I, ""));
+    bool boolean = arg_bool(I, A, 1, "boolean", false);
+    return v.k == JK_UNDEF || (boolean && !jj_truthy(I, v)) ? def : v;
 }
 
-jv jfilter_apply(jinterp *I, const char *name, jv v, jv *args, size_t n_args,
+static jv f_length(jinterp *I, jv v, const jargs *A, jframe *f) { return jj_int(jj_len(I, v)); }
+static jv f_string(jinterp *I, jv v, const jargs *A, jframe *f) { return jj_to_str(I, v); }
+
+static jv f_safe(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    v = need_str(I, v, "safe");
+    v.safe = 1;
+    return v;
+}
+
+/* soft_str(v).method(): Markup stays Markup */
+static jv keep_markup(jv v, jv r)
+{
+    r.safe = v.safe;
+    return r;
+}
+
+static jv f_trim(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    jv s = need_str(I, v, "trim");
+    return keep_markup(s, jj_str_strip(I, s, jarg(A, 0, "chars", jj_none()), true, true));
+}
+
+static jv f_upper(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    jv s = need_str(I, v, "upper");
+    return keep_markup(s, jj_str_case(I, s, 1));
+}
+
+static jv f_lower(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    jv s = need_str(I, v, "lower");
+    return keep_markup(s, jj_str_case(I, s, 0));
+}
+
+static jv f_capitalize(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    return jj_str_case(I, need_str(I, v, "capitalize"), 2);
+}
+
+static jv f_replace(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    jv c = jarg(A, 2, "count", jj_none());
+    return jj_str_replace(I, need_str(I, v, "replace"), jarg(A, 0, "old", jj_cstr(I, "")),
+                        jarg(A, 1, "new", jj_cstr(I, "")), c.k == JK_INT ? c.u.i : -1);
+}
+
+static jv f_escape(jinterp *I, jv v, const jargs *A, jframe *f) { return jj_html_escape(I, v, false); }
+static jv f_forceescape(jinterp *I, jv v, const jargs *A, jframe *f) { return jj_html_escape(I, v, true); }
+
+static jv f_abs(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    if (v.k == JK_UNDEF)
+        jj_fail(I, SP_ERR_TEMPLATE, "'%s' is undefined", v.u.undef ? v.u.undef : "value");
+    if (v.k == JK_INT)
+        return jj_int(v.u.i < 0 ? jj_int_neg(I, v.u.i, "abs") : v.u.i);
+    if (v.k == JK_FLOAT)
+        return jj_float(fabs(v.u.f));
+    if (v.k == JK_BOOL)
+        return jj_int(v.u.b);
+    jj_fail(I, SP_ERR_TEMPLATE, "bad operand type for abs(): '%s'", jj_type_name(v));
+}
+
+static jv f_list(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    jlist *src = need_iter(I, v, "list");
+    jv out = jj_list(I, src->n, 0);
+    for (size_t i = 0; i < src->n; i++)
+        jj_list_push(I, out.u.l, src->v[i]);
+    return out;
+}
+
+static jv f_first(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    jlist *src = need_iter(I, v, "first");
+    return src->n ? src->v[0] : jj_undef("No first item, sequence was empty.");
+}
+
+static jv f_last(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    if (v.k == JK_LIST && (v.u.l->flags & JL_GEN))
+        jj_fail(I, SP_ERR_TEMPLATE, "'generator' object is not reversible");
+    jlist *src = need_iter(I, v, "last");
+    return src->n ? src->v[src->n - 1] : jj_undef("No last item, sequence was empty.");
+}
+
+static jv f_min(jinterp *I, jv v, const jargs *A, jframe *f) { return f_minmax(I, v, A, false); }
+static jv f_max(jinterp *I, jv v, const jargs *A, jframe *f) { return f_minmax(I, v, A, true); }
+static jv f_select_(jinterp *I, jv v, const jargs *A, jframe *f) { return f_select(I, v, A, true, false, f); }
+static jv f_reject(jinterp *I, jv v, const jargs *A, jframe *f) { return f_select(I, v, A, false, false, f); }
+static jv f_selectattr(jinterp *I, jv v, const jargs *A, jframe *f) { return f_select(I, v, A, true, true, f); }
+static jv f_rejectattr(jinterp *I, jv v, const jargs *A, jframe *f) { return f_select(I, v, A, false, true, f); }
+
+static jv f_attr(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    jv nm = jarg(A, 0, "name", jj_none());
+    if (nm.k != JK_STR)
+        jj_fail(I, SP_ERR_TEMPLATE, "attr: the name must be a string");
+    if (v.k == JK_DICT || v.k == JK_STR || v.k == JK_LIST) { /* attributes only: no item lookup */
+        bool found;
+        jv m = jj_method_get(I, v, nm.u.s->s, &found);
+        return found ? m : jj_undef(nm.u.s->s);
+    }
+    return jj_getattr(I, v, nm.u.s->s);
+}
+
+static jv f_format(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    if (A->nk) {
+        jv d = jj_dict(I, A->nk);
+        for (size_t k = 0; k < A->nk; k++)
+            jj_dict_set(I, d.u.d, jj_cstr(I, A->kn[k]), A->kv[k]);
+        return jj_format_percent(I, need_str(I, v, "format"), d);
+    }
+    jv t = jj_list(I, A->n, JL_TUPLE);
+    for (size_t i = 0; i < A->n; i++)
+        jj_list_push(I, t.u.l, A->a[i]);
+    return jj_format_percent(I, need_str(I, v, "format"), t);
+}
+
+static jv f_pprint(jinterp *I, jv v, const jargs *A, jframe *f)
+{
+    jbuf b = {0};
+    jj_write_repr(I, &b, v);
+    return jj_str(I, b.p ? b.p : "", b.n);
+}
+
+typedef jv (*jfilter_fn)(jinterp *I, jv v, const jargs *A, jframe *f);
+
+/* Every filter specula implements, by name (Jinja2's builtin filters less the ones that
+ * need Python objects: filesizeformat, random, striptags, wordwrap, urlize). */
+static const struct {
+    const char *name;
+    jfilter_fn fn;
+} FILTERS[] = {
+    {"abs", f_abs},           {"attr", f_attr},           {"batch", f_batch},
+    {"capitalize", f_capitalize}, {"center", f_center},   {"count", f_length},
+    {"d", f_default},         {"default", f_default},     {"dictsort", f_dictsort},
+    {"e", f_escape},          {"escape", f_escape},       {"first", f_first},
+    {"float", f_float},       {"forceescape", f_forceescape}, {"format", f_format},
+    {"groupby", f_groupby},   {"indent", f_indent},       {"int", f_int},
+    {"items", f_items},       {"join", f_join},           {"last", f_last},
+    {"length", f_length},     {"list", f_list},           {"lower", f_lower},
+    {"map", f_map},           {"max", f_max},             {"min", f_min},
+    {"pprint", f_pprint},     {"reject", f_reject},       {"rejectattr", f_rejectattr},
+    {"replace", f_replace},   {"reverse", f_reverse},     {"round", f_round},
+    {"safe", f_safe},         {"select", f_select_},      {"selectattr", f_selectattr},
+    {"slice", f_slice},       {"sort", f_sort},           {"string", f_string},
+    {"sum", f_sum},           {"title", f_title},         {"tojson", f_tojson},
+    {"trim", f_trim},         {"truncate", f_truncate},   {"unique", f_unique},
+    {"upper", f_upper},       {"urlencode", f_urlencode}, {"wordcount", f_wordcount},
+    {"xmlattr", f_xmlattr},
+};
+
+static jfilter_fn find_filter(const char *name)
+{
+    for (size_t i = 0; i < sizeof FILTERS / sizeof FILTERS[0]; i++)
+        if (!strcmp(FILTERS[i].name, name))
+            return FILTERS[i].fn;
+    return NULL;
+}
+
+bool jj_filter_exists(const char *name)
+{
+    return find_filter(name) != NULL;
+}
+
+jv jj_filter_apply(jinterp *I, const char *name, jv v, jv *args, size_t n_args,
                  const char **kw_names, jv *kw_vals, size_t n_kw, jframe *f)
 {
     jargs A = {args, n_args, kw_names, kw_vals, n_kw};
-    jtick(I);
-#define IS(s) (!strcmp(name, s))
-    if (IS("default") || IS("d")) {
-        jv def = jarg(&A, 0, "default_value", jv_cstr(I, ""));
-        bool boolean = arg_bool(I, &A, 1, "boolean", false);
-        return v.k == JK_UNDEF || (boolean && !jv_truthy(I, v)) ? def : v;
-    }
-    if (IS("length") || IS("count"))
-        return jv_int(jv_len(I, v));
-    if (IS("string"))
-        return jv_to_str(I, v);
-    if (IS("safe")) {
-        v = need_str(I, v, "safe");
-        v.safe = 1;
-        return v;
-    }
-    if (IS("tojson"))
-        return f_tojson(I, v, &A);
-    if (IS("trim") || IS("upper") || IS("lower")) { /* soft_str(v).method(): Markup stays Markup */
-        jv s = need_str(I, v, name);
-        jv r = IS("trim") ? jstr_strip(I, s, jarg(&A, 0, "chars", jv_none()), true, true)
-                          : jstr_case(I, s, IS("upper"));
-        r.safe = s.safe;
-        return r;
-    }
-    if (IS("capitalize"))
-        return jstr_case(I, need_str(I, v, "capitalize"), 2);
-    if (IS("title"))
-        return f_title(I, v);
-    if (IS("replace")) {
-        jv c = jarg(&A, 2, "count", jv_none());
-        return jstr_replace(I, need_str(I, v, "replace"), jarg(&A, 0, "old", jv_cstr(I, "")),
-                            jarg(&A, 1, "new", jv_cstr(I, "")), c.k == JK_INT ? c.u.i : -1);
-    }
-    if (IS("indent"))
-        return f_indent(I, v, &A);
-    if (IS("escape") || IS("e") || IS("forceescape"))
-        return jv_html_escape(I, v, IS("forceescape"));
-    if (IS("int"))
-        return f_int(I, v, &A);
-    if (IS("float"))
-        return f_float(I, v, &A);
-    if (IS("abs")) {
-        if (v.k == JK_UNDEF)
-            jfail(I, SP_ERR_TEMPLATE, "'%s' is undefined", v.u.undef ? v.u.undef : "value");
-        if (v.k == JK_INT)
-            return jv_int(v.u.i < 0 ? -v.u.i : v.u.i);
-        if (v.k == JK_FLOAT)
-            return jv_float(fabs(v.u.f));
-        if (v.k == JK_BOOL)
-            return jv_int(v.u.b);
-        jfail(I, SP_ERR_TEMPLATE, "bad operand type for abs(): '%s'", jv_type_name(v));
-    }
-    if (IS("round"))
-        return f_round(I, v, &A);
-    if (IS("list")) {
-        jlist *src = need_iter(I, v, "list");
-        jv out = jv_list(I, src->n, 0);
-        for (size_t i = 0; i < src->n; i++)
-            jl_push(I, out.u.l, src->v[i]);
-        return out;
-    }
-    if (IS("first")) {
-        jlist *src = need_iter(I, v, "first");
-        return src->n ? src->v[0] : jv_undef("No first item, sequence was empty.");
-    }
-    if (IS("last")) {
-        if (v.k == JK_LIST && (v.u.l->flags & JL_GEN))
-            jfail(I, SP_ERR_TEMPLATE, "'generator' object is not reversible");
-        jlist *src = need_iter(I, v, "last");
-        return src->n ? src->v[src->n - 1] : jv_undef("No last item, sequence was empty.");
-    }
-    if (IS("join"))
-        return f_join(I, v, &A);
-    if (IS("items"))
-        return f_items(I, v);
-    if (IS("dictsort"))
-        return f_dictsort(I, v, &A);
-    if (IS("sort"))
-        return f_sort(I, v, &A);
-    if (IS("unique"))
-        return f_unique(I, v, &A);
-    if (IS("reverse"))
-        return f_reverse(I, v);
-    if (IS("min") || IS("max"))
-        return f_minmax(I, v, &A, IS("max"));
-    if (IS("select") || IS("reject"))
-        return f_select(I, v, &A, IS("select"), false, f);
-    if (IS("selectattr") || IS("rejectattr"))
-        return f_select(I, v, &A, IS("selectattr"), true, f);
-    if (IS("map"))
-        return f_map(I, v, &A, f);
-    if (IS("slice"))
-        return f_slice(I, v, &A);
-    if (IS("groupby"))
-        return f_groupby(I, v, &A);
-    if (IS("truncate"))
-        return f_truncate(I, v, &A);
-    if (IS("urlencode"))
-        return f_urlencode(I, v);
-    if (IS("xmlattr"))
-        return f_xmlattr(I, v, &A);
-    if (IS("batch"))
-        return f_batch(I, v, &A);
-    if (IS("sum"))
-        return f_sum(I, v, &A);
-    if (IS("center"))
-        return f_center(I, v, &A);
-    if (IS("wordcount"))
-        return f_wordcount(I, v);
-    if (IS("attr")) {
-        jv nm = jarg(&A, 0, "name", jv_none());
-        if (nm.k != JK_STR)
-            jfail(I, SP_ERR_TEMPLATE, "attr: the name must be a string");
-        if (v.k == JK_DICT || v.k == JK_STR || v.k == JK_LIST) { /* attributes only: no item lookup */
-            bool found;
-            jv m = jmethod_get(I, v, nm.u.s->s, &found);
-            return found ? m : jv_undef(nm.u.s->s);
-        }
-        return jgetattr(I, v, nm.u.s->s);
-    }
-    if (IS("format")) {
-        if (n_kw) {
-            jv d = jv_dict(I, n_kw);
-            for (size_t k = 0; k < n_kw; k++)
-                jd_set(I, d.u.d, jv_cstr(I, kw_names[k]), kw_vals[k]);
-            return jformat_percent(I, need_str(I, v, "format"), d);
-        }
-        jv t = jv_list(I, n_args, JL_TUPLE);
-        for (size_t i = 0; i < n_args; i++)
-            jl_push(I, t.u.l, args[i]);
-        return jformat_percent(I, need_str(I, v, "format"), t);
-    }
-    if (IS("pprint")) {
-        jbuf b = {0};
-        jv_write_repr(I, &b, v);
-        return jv_str(I, b.p ? b.p : "", b.n);
-    }
-#undef IS
-    jfail(I, SP_ERR_TEMPLATE, "No filter named '%s'.", name);
+    jj_tick(I);
+    jfilter_fn fn = find_filter(name);
+    if (!fn)
+        jj_fail(I, SP_ERR_TEMPLATE, "No filter named '%s'.", name);
+    return fn(I, v, &A, f);
 }
 
-/* ---- tests --------------------------------------------------------------------------------- */
-
-static const char *const TESTS[] = {
-    "defined", "undefined", "none", "boolean", "false", "true", "integer", "float", "number",
-    "string", "mapping", "iterable", "sequence", "callable", "sameas", "escaped", "in", "eq",
-    "equalto", "==", "ne", "!=", "lt", "lessthan", "<", "le", "<=", "gt", "greaterthan", ">",
-    "ge", ">=", "divisibleby", "even", "odd", "lower", "upper", "filter", "test", NULL};
-
-bool jtest_exists(const char *name)
-{
-    for (const char *const *t = TESTS; *t; t++)
-        if (!strcmp(*t, name))
-            return true;
-    return false;
-}
+/* ---- tests ---------------------------------------------------------------------------------- */
 
 static bool str_all_case(jinterp *I, jv v, bool upper)
 {
     if (v.k != JK_STR)
         return false;
-    jv other = jstr_case(I, v, upper ? 0 : 1), same = jstr_case(I, v, upper ? 1 : 0);
+    jv other = jj_str_case(I, v, upper ? 0 : 1), same = jj_str_case(I, v, upper ? 1 : 0);
     /* Python islower/isupper: at least one cased character and no opposite-case ones */
-    return jv_equal(I, v, same) && !jv_equal(I, v, other);
+    return jj_equal(I, v, same) && !jj_equal(I, v, other);
 }
 
-bool jtest_apply(jinterp *I, const char *name, jv v, jv *args, size_t n_args, jframe *f)
+/* ---- the test table ------------------------------------------------------------------- */
+
+typedef bool (*jtest_fn)(jinterp *I, jv v, jv arg);
+
+static bool t_defined(jinterp *I, jv v, jv a) { return v.k != JK_UNDEF; }
+static bool t_undefined(jinterp *I, jv v, jv a) { return v.k == JK_UNDEF; }
+static bool t_none(jinterp *I, jv v, jv a) { return v.k == JK_NONE; }
+static bool t_boolean(jinterp *I, jv v, jv a) { return v.k == JK_BOOL; }
+static bool t_false(jinterp *I, jv v, jv a) { return v.k == JK_BOOL && !v.u.b; }
+static bool t_true(jinterp *I, jv v, jv a) { return v.k == JK_BOOL && v.u.b; }
+static bool t_integer(jinterp *I, jv v, jv a) { return v.k == JK_INT; }
+static bool t_float(jinterp *I, jv v, jv a) { return v.k == JK_FLOAT; }
+static bool t_number(jinterp *I, jv v, jv a) { return jj_is_num(v); }
+static bool t_string(jinterp *I, jv v, jv a) { return v.k == JK_STR; }
+static bool t_mapping(jinterp *I, jv v, jv a) { return v.k == JK_DICT; }
+static bool t_escaped(jinterp *I, jv v, jv a) { return false; }
+
+static bool t_iterable(jinterp *I, jv v, jv a)
 {
-    (void)f;
-#define IS(s) (!strcmp(name, s))
-    jv a0 = n_args ? args[0] : jv_undef("missing test argument");
-    if (IS("defined"))
-        return v.k != JK_UNDEF;
-    if (IS("undefined"))
-        return v.k == JK_UNDEF;
-    if (IS("none"))
-        return v.k == JK_NONE;
-    if (IS("boolean"))
-        return v.k == JK_BOOL;
-    if (IS("false"))
-        return v.k == JK_BOOL && !v.u.b;
-    if (IS("true"))
-        return v.k == JK_BOOL && v.u.b;
-    if (IS("integer"))
-        return v.k == JK_INT;
-    if (IS("float"))
-        return v.k == JK_FLOAT;
-    if (IS("number"))
-        return jv_is_num(v);
-    if (IS("string"))
-        return v.k == JK_STR;
-    if (IS("mapping"))
-        return v.k == JK_DICT;
-    if (IS("iterable"))
-        return v.k == JK_UNDEF || v.k == JK_STR || v.k == JK_LIST || v.k == JK_DICT || v.k == JK_VIEW;
-    if (IS("sequence"))
-        return v.k == JK_UNDEF || v.k == JK_STR || (v.k == JK_LIST && !(v.u.l->flags & JL_GEN)) ||
-               v.k == JK_DICT;
-    if (IS("callable"))
-        return v.k == JK_FUNC || v.k == JK_MACRO || v.k == JK_CYCLER || v.k == JK_JOINER;
-    if (IS("escaped"))
+    return v.k == JK_UNDEF || v.k == JK_STR || v.k == JK_LIST || v.k == JK_DICT || v.k == JK_VIEW;
+}
+
+static bool t_sequence(jinterp *I, jv v, jv a)
+{
+    return v.k == JK_UNDEF || v.k == JK_STR || (v.k == JK_LIST && !(v.u.l->flags & JL_GEN)) ||
+           v.k == JK_DICT;
+}
+
+static bool t_callable(jinterp *I, jv v, jv a)
+{
+    return v.k == JK_FUNC || v.k == JK_MACRO || v.k == JK_CYCLER || v.k == JK_JOINER;
+}
+
+static bool t_filter(jinterp *I, jv v, jv a) { return v.k == JK_STR && jj_filter_exists(v.u.s->s); }
+static bool t_test(jinterp *I, jv v, jv a) { return v.k == JK_STR && jj_test_exists(v.u.s->s); }
+
+static bool t_sameas(jinterp *I, jv v, jv a)
+{
+    if (v.k != a.k)
         return false;
-    if (IS("filter"))
-        return v.k == JK_STR && jfilter_exists(v.u.s->s);
-    if (IS("test"))
-        return v.k == JK_STR && jtest_exists(v.u.s->s);
-    if (IS("sameas")) {
-        if (v.k != a0.k)
-            return false;
-        if (v.k == JK_NONE || v.k == JK_UNDEF)
-            return true;
-        if (v.k == JK_BOOL)
-            return v.u.b == a0.u.b;
-        if (v.k == JK_INT)
-            return v.u.i == a0.u.i && v.u.i >= -5 && v.u.i <= 256; /* CPython small ints */
-        return v.u.d == a0.u.d;
-    }
-    if (IS("in"))
-        return jcontains(I, v, a0);
-    if (IS("eq") || IS("equalto") || IS("=="))
-        return jv_equal(I, v, a0);
-    if (IS("ne") || IS("!="))
-        return !jv_equal(I, v, a0);
-    if (IS("lt") || IS("lessthan") || IS("<"))
-        return jv_compare(I, v, a0) < 0;
-    if (IS("le") || IS("<="))
-        return jv_compare(I, v, a0) <= 0;
-    if (IS("gt") || IS("greaterthan") || IS(">"))
-        return jv_compare(I, v, a0) > 0;
-    if (IS("ge") || IS(">="))
-        return jv_compare(I, v, a0) >= 0;
-    if (IS("divisibleby")) {
-        if (!jv_is_num(v) || !jv_is_num(a0))
-            jfail(I, SP_ERR_TEMPLATE, "divisibleby needs numbers");
-        jv m = jbinop(I, OP_MOD, v, a0);
-        return jv_num(m) == 0;
-    }
-    if (IS("even") || IS("odd")) {
-        if (v.k != JK_INT && v.k != JK_BOOL)
-            jfail(I, SP_ERR_TEMPLATE, "%s needs an integer", name);
-        int64_t x = v.k == JK_INT ? v.u.i : v.u.b;
-        return IS("even") ? x % 2 == 0 : x % 2 != 0;
-    }
-    if (IS("lower"))
-        return str_all_case(I, v, false);
-    if (IS("upper"))
-        return str_all_case(I, v, true);
-#undef IS
-    jfail(I, SP_ERR_TEMPLATE, "No test named '%s'.", name);
+    if (v.k == JK_NONE || v.k == JK_UNDEF)
+        return true;
+    if (v.k == JK_BOOL)
+        return v.u.b == a.u.b;
+    if (v.k == JK_INT)
+        return v.u.i == a.u.i && v.u.i >= -5 && v.u.i <= 256; /* CPython small ints */
+    return v.u.d == a.u.d;
+}
+
+static bool t_in(jinterp *I, jv v, jv a) { return jj_contains(I, v, a); }
+static bool t_eq(jinterp *I, jv v, jv a) { return jj_equal(I, v, a); }
+static bool t_ne(jinterp *I, jv v, jv a) { return !jj_equal(I, v, a); }
+static bool t_lt(jinterp *I, jv v, jv a) { return jj_compare(I, v, a) < 0; }
+static bool t_le(jinterp *I, jv v, jv a) { return jj_compare(I, v, a) <= 0; }
+static bool t_gt(jinterp *I, jv v, jv a) { return jj_compare(I, v, a) > 0; }
+static bool t_ge(jinterp *I, jv v, jv a) { return jj_compare(I, v, a) >= 0; }
+
+static bool t_divisibleby(jinterp *I, jv v, jv a)
+{
+    if (!jj_is_num(v) || !jj_is_num(a))
+        jj_fail(I, SP_ERR_TEMPLATE, "divisibleby needs numbers");
+    return jj_num(jj_binop(I, OP_MOD, v, a)) == 0;
+}
+
+static int64_t need_int(jinterp *I, jv v, const char *name)
+{
+    if (v.k != JK_INT && v.k != JK_BOOL)
+        jj_fail(I, SP_ERR_TEMPLATE, "%s needs an integer", name);
+    return v.k == JK_INT ? v.u.i : v.u.b;
+}
+
+static bool t_even(jinterp *I, jv v, jv a) { return need_int(I, v, "even") % 2 == 0; }
+static bool t_odd(jinterp *I, jv v, jv a) { return need_int(I, v, "odd") % 2 != 0; }
+static bool t_lower(jinterp *I, jv v, jv a) { return str_all_case(I, v, false); }
+static bool t_upper(jinterp *I, jv v, jv a) { return str_all_case(I, v, true); }
+
+static const struct {
+    const char *name;
+    jtest_fn fn;
+} TESTS[] = {
+    {"defined", t_defined},   {"undefined", t_undefined}, {"none", t_none},
+    {"boolean", t_boolean},   {"false", t_false},         {"true", t_true},
+    {"integer", t_integer},   {"float", t_float},         {"number", t_number},
+    {"string", t_string},     {"mapping", t_mapping},     {"iterable", t_iterable},
+    {"sequence", t_sequence}, {"callable", t_callable},   {"sameas", t_sameas},
+    {"escaped", t_escaped},   {"in", t_in},               {"eq", t_eq},
+    {"equalto", t_eq},        {"==", t_eq},               {"ne", t_ne},
+    {"!=", t_ne},             {"lt", t_lt},               {"lessthan", t_lt},
+    {"<", t_lt},              {"le", t_le},               {"<=", t_le},
+    {"gt", t_gt},             {"greaterthan", t_gt},      {">", t_gt},
+    {"ge", t_ge},             {">=", t_ge},               {"divisibleby", t_divisibleby},
+    {"even", t_even},         {"odd", t_odd},             {"lower", t_lower},
+    {"upper", t_upper},       {"filter", t_filter},       {"test", t_test},
+};
+
+static jtest_fn find_test(const char *name)
+{
+    for (size_t i = 0; i < sizeof TESTS / sizeof TESTS[0]; i++)
+        if (!strcmp(TESTS[i].name, name))
+            return TESTS[i].fn;
+    return NULL;
+}
+
+bool jj_test_exists(const char *name)
+{
+    return find_test(name) != NULL;
+}
+
+bool jj_test_apply(jinterp *I, const char *name, jv v, jv *args, size_t n_args, jframe *f)
+{
+    jtest_fn fn = find_test(name);
+    if (!fn)
+        jj_fail(I, SP_ERR_TEMPLATE, "No test named '%s'.", name);
+    return fn(I, v, n_args ? args[0] : jj_undef("missing test argument"));
 }

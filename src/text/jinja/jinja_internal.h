@@ -5,7 +5,8 @@
  *   jinja_parse.c    tokens -> AST
  *   jinja_eval.c     AST -> output (scopes, loops, macros, calls)
  *   jinja_filters.c  filters and tests
- *   jinja_methods.c  str / dict / list methods, globals, tojson
+ *   jinja_str.c      Python str semantics: case, strip, split, find, format, str methods
+ *   jinja_methods.c  method lookup, dict / list methods, globals
  *
  * Memory: everything a template or a render allocates comes from an arena freed at once,
  * so values need no reference counts. Errors (template errors, limits) longjmp back to
@@ -13,7 +14,20 @@
  *
  * Semantics follow Python Jinja2 3.1 in the environment transformers uses for chat
  * templates: ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, a
- * passthrough {% generation %} tag, transformers' tojson, raise_exception, strftime_now. */
+ * passthrough {% generation %} tag, transformers' tojson, raise_exception, strftime_now.
+ *
+ * Where specula differs from Python on purpose:
+ *   - Integers are int64 (Python's are unbounded). Any result that does not fit (+ - * **
+ *     // % and unary minus, abs, sum, int(), integer literals, JSON context integers) is a
+ *     template error, SP_ERR_TEMPLATE "integer overflow ..." (exit 3); never a wrong number
+ *     and never a trap (INT64_MIN // -1).
+ *   - Everything is bounded (jinja.h): steps, time, output, strings, memory, macro
+ *     recursion, nesting of the source (flat chains such as a + b + ... or x | f | g count
+ *     one level per link, since evaluation recurses once per link), and nesting of values
+ *     (comparing, printing or serializing a list nested deeper than 500 is an error, where
+ *     Python raises RecursionError). Comparisons, sorts, membership tests, repr, tojson and
+ *     substring searches charge the budgets as they go, so shared values
+ *     (`ns.l = [ns.l, ns.l]`) cannot escape the time limit. */
 #ifndef SP_TEXT_JINJA_INTERNAL_H
 #define SP_TEXT_JINJA_INTERNAL_H
 
@@ -188,6 +202,7 @@ typedef struct jinterp {
     jframe *root;
     int depth;               /* macro / recursion depth */
     uint64_t steps;
+    uint64_t work;           /* bytes charged by jj_work since the last clock check */
     bool brk, cont;
     int loop_depth;
     double deadline_ms;
@@ -199,6 +214,7 @@ typedef struct jinterp {
 
 #define JINJA_MAX_DEPTH 200          /* macro calls, recursive loops, nested renders */
 #define JINJA_MAX_PARSE_DEPTH 200    /* nesting of expressions and blocks */
+#define JINJA_MAX_VALUE_DEPTH 500    /* nesting of values compared, printed or serialized */
 #define JINJA_MAX_RANGE 100000       /* as Jinja2's sandbox */
 #define JINJA_MAX_STEPS 50000000ull
 #define JINJA_MAX_OUTPUT (64u << 20)
@@ -207,102 +223,141 @@ typedef struct jinterp {
 
 /* ---- arena and errors (jinja_value.c) --------------------------------------------------- */
 
-void *ja_alloc(jinterp *I, size_t n);
-void ja_free_all(jarena *a);
-_Noreturn void jfail(jinterp *I, sp_status st, const char *fmt, ...)
+void *jj_alloc(jinterp *I, size_t n);
+void jj_free_all(jarena *a);
+_Noreturn void jj_fail(jinterp *I, sp_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Called often: enforces the step and time budgets. */
-void jtick(jinterp *I);
+void jj_tick(jinterp *I);
+/* Charges `bytes` of work done by a loop over data (substring searches): enforces the
+ * time budget without counting steps. */
+void jj_work(jinterp *I, size_t bytes);
+
+/* ---- integers ------------------------------------------------------------------------------ */
+
+/* Python's integers are unbounded; specula's are int64. A result that does not fit is a
+ * template error (SP_ERR_TEMPLATE, "integer overflow"), never a wrong number. `what` names
+ * the operation in the message. */
+_Noreturn void jj_int_overflow(jinterp *I, const char *what);
+static inline int64_t jj_int_add(jinterp *I, int64_t a, int64_t b, const char *what)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r))
+        jj_int_overflow(I, what);
+    return r;
+}
+static inline int64_t jj_int_sub(jinterp *I, int64_t a, int64_t b, const char *what)
+{
+    int64_t r;
+    if (__builtin_sub_overflow(a, b, &r))
+        jj_int_overflow(I, what);
+    return r;
+}
+static inline int64_t jj_int_mul(jinterp *I, int64_t a, int64_t b, const char *what)
+{
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r))
+        jj_int_overflow(I, what);
+    return r;
+}
+static inline int64_t jj_int_neg(jinterp *I, int64_t a, const char *what)
+{
+    if (a == INT64_MIN)
+        jj_int_overflow(I, what);
+    return -a;
+}
+/* A float converted to an int as Python's int(x) does (truncation); NaN and infinities
+ * are the caller's business. */
+int64_t jj_int_from_double(jinterp *I, double x, const char *what);
 
 /* ---- values (jinja_value.c) ---------------------------------------------------------------- */
 
-static inline jv jv_undef(const char *name) { jv v = {.k = JK_UNDEF, .u = {.undef = name}}; return v; }
-static inline jv jv_none(void) { jv v = {.k = JK_NONE, .u = {.i = 0}}; return v; }
-static inline jv jv_bool(bool b) { jv v = {.k = JK_BOOL, .u = {.b = b}}; return v; }
-static inline jv jv_int(int64_t i) { jv v = {.k = JK_INT, .u = {.i = i}}; return v; }
-static inline jv jv_float(double f) { jv v = {.k = JK_FLOAT, .u = {.f = f}}; return v; }
+static inline jv jj_undef(const char *name) { jv v = {.k = JK_UNDEF, .u = {.undef = name}}; return v; }
+static inline jv jj_none(void) { jv v = {.k = JK_NONE, .u = {.i = 0}}; return v; }
+static inline jv jj_bool(bool b) { jv v = {.k = JK_BOOL, .u = {.b = b}}; return v; }
+static inline jv jj_int(int64_t i) { jv v = {.k = JK_INT, .u = {.i = i}}; return v; }
+static inline jv jj_float(double f) { jv v = {.k = JK_FLOAT, .u = {.f = f}}; return v; }
 
-jv jv_str(jinterp *I, const char *s, size_t n);
-jv jv_cstr(jinterp *I, const char *s);
-jv jv_list(jinterp *I, size_t cap, uint8_t flags);
-void jl_push(jinterp *I, jlist *l, jv v);
-jv jv_dict(jinterp *I, size_t cap);
-void jd_set(jinterp *I, jdict *d, jv key, jv val);
+jv jj_str(jinterp *I, const char *s, size_t n);
+jv jj_cstr(jinterp *I, const char *s);
+jv jj_list(jinterp *I, size_t cap, uint8_t flags);
+void jj_list_push(jinterp *I, jlist *l, jv v);
+jv jj_dict(jinterp *I, size_t cap);
+void jj_dict_set(jinterp *I, jdict *d, jv key, jv val);
 /* Lookup by string key; NULL when absent. */
-jv *jd_get_str(const jdict *d, const char *key, size_t len);
-jv *jd_get(jinterp *I, const jdict *d, jv key);
+jv *jj_dict_get_str(const jdict *d, const char *key, size_t len);
+jv *jj_dict_get(jinterp *I, const jdict *d, jv key);
 
-bool jv_truthy(jinterp *I, jv v);
-bool jv_is_num(jv v);
-double jv_num(jv v);
-bool jv_equal(jinterp *I, jv a, jv b);
+bool jj_truthy(jinterp *I, jv v);
+bool jj_is_num(jv v);
+double jj_num(jv v);
+bool jj_equal(jinterp *I, jv a, jv b);
 /* Python ordering: <0, 0, >0; fails with TypeError for incomparable types. */
-int jv_compare(jinterp *I, jv a, jv b);
-const char *jv_type_name(jv v);
+int jj_compare(jinterp *I, jv a, jv b);
+/* Stable merge sort of items by keys (parallel arrays), as Jinja2's sort: equal keys are
+ * never ordered with '<'. */
+void jj_sort_by(jinterp *I, jv *items, jv *keys, size_t n, bool reverse);
+const char *jj_type_name(jv v);
 
 /* str() and repr() into a buffer. */
-void jbuf_put(jinterp *I, jbuf *b, const char *s, size_t n);
-void jbuf_puts(jinterp *I, jbuf *b, const char *s);
-void jv_write_str(jinterp *I, jbuf *b, jv v);
-void jv_write_repr(jinterp *I, jbuf *b, jv v);
-jv jv_to_str(jinterp *I, jv v);
+void jj_buf_put(jinterp *I, jbuf *b, const char *s, size_t n);
+void jj_buf_puts(jinterp *I, jbuf *b, const char *s);
+void jj_write_str(jinterp *I, jbuf *b, jv v);
+void jj_write_repr(jinterp *I, jbuf *b, jv v);
+jv jj_to_str(jinterp *I, jv v);
 /* markupsafe.escape (force: escape a Markup string too); the result is Markup. */
-jv jv_html_escape(jinterp *I, jv s, bool force);
-void jv_write_float(jinterp *I, jbuf *b, double f); /* Python repr(float) */
+jv jj_html_escape(jinterp *I, jv s, bool force);
 
 /* Iteration: materializes any iterable into a list (consuming generators). */
-jlist *jv_iterate(jinterp *I, jv v, bool *ok);
+jlist *jj_iterate(jinterp *I, jv v, bool *ok);
 /* len(); fails with TypeError when not sized. */
-int64_t jv_len(jinterp *I, jv v);
+int64_t jj_len(jinterp *I, jv v);
 
 /* Conversion from / to JSON. JSON numbers with '.' or an exponent become floats. */
-jv jv_from_json_text(jinterp *I, const char *text, size_t n, const char *what);
-void jv_tojson(jinterp *I, jbuf *b, jv v, const char *indent, const char *item_sep,
+jv jj_from_json_text(jinterp *I, const char *text, size_t n, const char *what);
+void jj_tojson(jinterp *I, jbuf *b, jv v, const char *indent, const char *item_sep,
                const char *key_sep, bool sort_keys, bool ensure_ascii, int level);
 
 /* UTF-8 helpers on strings. */
-size_t ju_len(const char *s, size_t n);              /* code points */
-bool ju_is_space(uint32_t cp);                       /* Python str.isspace */
+size_t jj_utf8_len(const char *s, size_t n);              /* code points */
+bool jj_is_space(uint32_t cp);                       /* Python str.isspace */
 
 /* ---- evaluation (jinja_eval.c) ------------------------------------------------------------ */
 
-jv jeval(jinterp *I, const jnode *n, jframe *f);
-void jexec(jinterp *I, const jnode *n, jframe *f);
-jv jlookup(jinterp *I, jframe *f, const char *name);
 /* obj.attr (getattr first, then item) and obj[key] (item first, then attribute). */
-jv jgetattr(jinterp *I, jv obj, const char *name);
-jv jgetitem(jinterp *I, jv obj, jv key);
-/* Calls a callable with evaluated arguments. */
-jv jcall(jinterp *I, jv fn, jv *args, size_t n_args, const char **kw_names, jv *kw_vals,
-         size_t n_kw);
-jv jbinop(jinterp *I, int op, jv a, jv b);
+jv jj_getattr(jinterp *I, jv obj, const char *name);
+jv jj_getitem(jinterp *I, jv obj, jv key);
+jv jj_binop(jinterp *I, int op, jv a, jv b);
 /* Python's "needle in hay". */
-bool jcontains(jinterp *I, jv needle, jv hay);
-/* Renders a body into a fresh string. */
-jv jcapture(jinterp *I, const jnode *body, jframe *f);
+bool jj_contains(jinterp *I, jv needle, jv hay);
 
 /* ---- filters, tests, methods, globals ---------------------------------------------------- */
 
-bool jfilter_exists(const char *name);
-bool jtest_exists(const char *name);
-jv jfilter_apply(jinterp *I, const char *name, jv v, jv *args, size_t n_args,
+bool jj_filter_exists(const char *name);
+bool jj_test_exists(const char *name);
+jv jj_filter_apply(jinterp *I, const char *name, jv v, jv *args, size_t n_args,
                  const char **kw_names, jv *kw_vals, size_t n_kw, jframe *f);
-bool jtest_apply(jinterp *I, const char *name, jv v, jv *args, size_t n_args, jframe *f);
+bool jj_test_apply(jinterp *I, const char *name, jv v, jv *args, size_t n_args, jframe *f);
 /* Bound method of a str / dict / list / namespace, or undefined when there is none. */
-jv jmethod_get(jinterp *I, jv self, const char *name, bool *found);
-jv jmethod_call(jinterp *I, jv self, const char *name, jv *args, size_t n_args,
+jv jj_method_get(jinterp *I, jv self, const char *name, bool *found);
+jv jj_method_call(jinterp *I, jv self, const char *name, jv *args, size_t n_args,
                 const char **kw_names, jv *kw_vals, size_t n_kw);
-jv jglobal(const char *name, bool *found);
-jv jglobal_call(jinterp *I, jfid id, jv *args, size_t n_args, const char **kw_names,
+jv jj_global(const char *name, bool *found);
+jv jj_global_call(jinterp *I, jfid id, jv *args, size_t n_args, const char **kw_names,
                 jv *kw_vals, size_t n_kw);
 /* str helpers shared by filters and methods: case mode 0 lower, 1 upper, 2 capitalize,
  * 3 str.title, 4 swapcase; pad where <0 left-justify, 0 center, >0 right-justify. */
-jv jstr_case(jinterp *I, jv s, int mode);
-jv jstr_strip(jinterp *I, jv s, jv chars, bool left, bool right);
-jv jstr_replace(jinterp *I, jv s, jv old, jv new_, int64_t count);
-jv jstr_pad(jinterp *I, jv s, int64_t width, uint32_t fill, int where);
+jv jj_str_case(jinterp *I, jv s, int mode);
+jv jj_str_strip(jinterp *I, jv s, jv chars, bool left, bool right);
+jv jj_str_replace(jinterp *I, jv s, jv old, jv new_, int64_t count);
+jv jj_str_pad(jinterp *I, jv s, int64_t width, uint32_t fill, int where);
 /* Python's printf-style "fmt % args". */
-jv jformat_percent(jinterp *I, jv fmt, jv args);
+jv jj_format_percent(jinterp *I, jv fmt, jv args);
+/* A str method (jinja_str.c), called on s with the method name m. */
+struct jargs;
+jv jj_str_method(jinterp *I, jv s, const char *m, const struct jargs *A);
+/* Fails with TypeError when a method that takes none is given keyword arguments. */
+void jj_no_kwargs(jinterp *I, const struct jargs *A, const char *m);
 
 /* A call's evaluated arguments (*args and **kwargs spread in): positional a[0..n),
  * keyword kn[i] = kv[i]. Filters, tests, methods and globals read them with jarg. */
@@ -348,8 +403,8 @@ typedef struct jtokens {
 
 /* Tokenizes src with transformers' settings (trim_blocks, lstrip_blocks, no trailing
  * newline). Text tokens already have whitespace control applied. */
-void jlex(jinterp *I, const char *src, size_t n, const sp_jinja_syntax *syn, jtokens *out);
-jnode *jparse(jinterp *I, const jtokens *toks);
+void jj_lex(jinterp *I, const char *src, size_t n, const sp_jinja_syntax *syn, jtokens *out);
+jnode *jj_parse(jinterp *I, const jtokens *toks);
 
 struct sp_jinja_template {
     jinterp parse; /* holds the AST arena */

@@ -5,6 +5,7 @@
 #include "text/jinja/jinja_internal.h"
 #include "util/utf8.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,7 @@ static void emit(lexer *L, jtoken t)
     jtokens *o = L->out;
     if (o->n == o->cap) {
         size_t cap = o->cap ? o->cap * 2 : 256;
-        jtoken *v = ja_alloc(L->I, cap * sizeof *v);
+        jtoken *v = jj_alloc(L->I, cap * sizeof *v);
         if (o->n)
             memcpy(v, o->v, o->n * sizeof *v);
         o->v = v;
@@ -37,7 +38,7 @@ static void emit(lexer *L, jtoken t)
 
 static char *dup_arena(jinterp *I, const char *s, size_t n)
 {
-    char *p = ja_alloc(I, n + 1);
+    char *p = jj_alloc(I, n + 1);
     memcpy(p, s, n);
     p[n] = '\0';
     return p;
@@ -56,7 +57,7 @@ static void count_lines(lexer *L, size_t from, size_t to)
 
 _Noreturn static void lex_error(lexer *L, const char *msg)
 {
-    jfail(L->I, SP_ERR_TEMPLATE, "template syntax error at line %d: %s", L->line, msg);
+    jj_fail(L->I, SP_ERR_TEMPLATE, "template syntax error at line %d: %s", L->line, msg);
 }
 
 /* ---- expression tokens ----------------------------------------------------------------- */
@@ -78,7 +79,7 @@ static void lex_string(lexer *L)
 {
     char q = L->s[L->pos];
     size_t i = L->pos + 1;
-    char *buf = ja_alloc(L->I, L->n - L->pos + 1);
+    char *buf = jj_alloc(L->I, L->n - L->pos + 1);
     size_t o = 0;
     while (i < L->n && L->s[i] != q) {
         char c = L->s[i];
@@ -152,7 +153,8 @@ static void lex_number(lexer *L)
                 int d = hexv(L->s[i]);
                 if (d >= base)
                     break;
-                v = v * base + d;
+                if (__builtin_mul_overflow(v, base, &v) || __builtin_add_overflow(v, d, &v))
+                    lex_error(L, "integer literal does not fit in 64 bits (specula's integers are int64)");
             }
             i++;
         }
@@ -184,12 +186,19 @@ static void lex_number(lexer *L)
             break;
         }
     }
+    if (o + 2 >= sizeof buf)
+        lex_error(L, "number literal too long");
     buf[o] = '\0';
     L->pos = i;
-    if (is_float)
+    if (is_float) {
         emit(L, (jtoken){.type = T_FLOAT, .f = strtod(buf, NULL)});
-    else
-        emit(L, (jtoken){.type = T_INT, .i = strtoll(buf, NULL, 10)});
+        return;
+    }
+    errno = 0;
+    long long v = strtoll(buf, NULL, 10);
+    if (errno == ERANGE)
+        lex_error(L, "integer literal does not fit in 64 bits (specula's integers are int64)");
+    emit(L, (jtoken){.type = T_INT, .i = v});
 }
 
 static const char *const OPS[] = {"//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%",
@@ -355,10 +364,10 @@ static bool try_raw(lexer *L, size_t inner)
     lex_error(L, "missing {% endraw %}");
 }
 
-void jlex(jinterp *I, const char *src, size_t n, const sp_jinja_syntax *syn, jtokens *out)
+void jj_lex(jinterp *I, const char *src, size_t n, const sp_jinja_syntax *syn, jtokens *out)
 {
     /* normalize newlines, drop one trailing newline */
-    char *s = ja_alloc(I, n + 1);
+    char *s = jj_alloc(I, n + 1);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (src[i] == '\r') {

@@ -1,585 +1,14 @@
 /* jinja_methods.c: what templates call on values and globally, with Python semantics:
- * str methods (split, strip, startswith, replace, upper, title, format, ...), dict
- * methods (items, keys, values, get), non-mutating list methods (mutating ones are
- * refused, as ImmutableSandboxedEnvironment does), the globals range / namespace / dict /
- * raise_exception / strftime_now / cycler / joiner, and printf-style "%" formatting. */
+ * method lookup and calls (str methods live in jinja_str.c), dict methods (items, keys,
+ * values, get), non-mutating list methods (mutating ones are refused, as
+ * ImmutableSandboxedEnvironment does), and the globals range / namespace / dict /
+ * raise_exception / strftime_now / cycler / joiner. */
 #include "text/jinja/jinja_internal.h"
-#include "util/utf8.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <utf8proc.h>
-
-
-static void no_kwargs(jinterp *I, const jargs *A, const char *m)
-{
-    if (A->nk)
-        jfail(I, SP_ERR_TEMPLATE, "%s() takes no keyword arguments", m);
-}
-
-static jv want_str(jinterp *I, jv v, const char *m)
-{
-    if (v.k != JK_STR)
-        jfail(I, SP_ERR_TEMPLATE, "%s: expected a string, got '%s'", m, jv_type_name(v));
-    return v;
-}
-
-static const char *S(jv v) { return v.u.s->s; }
-static size_t L(jv v) { return v.u.s->len; }
-
-static jv sub(jinterp *I, jv s, size_t a, size_t b)
-{
-    return jv_str(I, S(s) + a, b - a);
-}
-
-/* ---- case ------------------------------------------------------------------------------- */
-
-/* Python's full uppercase mappings that expand (the common ones). */
-static const char *upper_special(uint32_t c)
-{
-    switch (c) {
-    case 0xdf: return "SS";
-    case 0xfb00: return "FF";
-    case 0xfb01: return "FI";
-    case 0xfb02: return "FL";
-    case 0xfb03: return "FFI";
-    case 0xfb04: return "FFL";
-    case 0xfb05:
-    case 0xfb06: return "ST";
-    case 0x149: return "\xca\xbcN";
-    default: return NULL;
-    }
-}
-
-static bool is_cased(uint32_t c)
-{
-    utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
-    return k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LL || k == UTF8PROC_CATEGORY_LT;
-}
-
-static void put_upper(jinterp *I, jbuf *b, uint32_t c, bool title)
-{
-    char tmp[8];
-    const char *sp = title ? NULL : upper_special(c);
-    if (sp) {
-        jbuf_puts(I, b, sp);
-        return;
-    }
-    uint32_t u = (uint32_t)(title ? utf8proc_totitle((utf8proc_int32_t)c) : utf8proc_toupper((utf8proc_int32_t)c));
-    jbuf_put(I, b, tmp, sp_utf8_encode(u, tmp));
-}
-
-static void put_lower(jinterp *I, jbuf *b, uint32_t c)
-{
-    char tmp[8];
-    if (c == 0x130) {
-        jbuf_puts(I, b, "i\xcc\x87");
-        return;
-    }
-    uint32_t u = (uint32_t)utf8proc_tolower((utf8proc_int32_t)c);
-    jbuf_put(I, b, tmp, sp_utf8_encode(u, tmp));
-}
-
-/* mode: 0 lower, 1 upper, 2 capitalize, 3 str.title, 4 swapcase */
-jv jstr_case(jinterp *I, jv s, int mode)
-{
-    jbuf b = {0};
-    bool prev_cased = false;
-    size_t idx = 0;
-    for (size_t i = 0; i < L(s); idx++) {
-        uint32_t c;
-        size_t l = sp_utf8_decode((const unsigned char *)S(s) + i, L(s) - i, &c);
-        if (!l) {
-            c = 0xfffd;
-            l = 1;
-        }
-        switch (mode) {
-        case 0: put_lower(I, &b, c); break;
-        case 1: put_upper(I, &b, c, false); break;
-        case 2:
-            if (idx == 0)
-                put_upper(I, &b, c, true);
-            else
-                put_lower(I, &b, c);
-            break;
-        case 3:
-            if (prev_cased)
-                put_lower(I, &b, c);
-            else
-                put_upper(I, &b, c, true);
-            prev_cased = is_cased(c);
-            break;
-        default:
-            if (utf8proc_category((utf8proc_int32_t)c) == UTF8PROC_CATEGORY_LU)
-                put_lower(I, &b, c);
-            else if (utf8proc_category((utf8proc_int32_t)c) == UTF8PROC_CATEGORY_LL)
-                put_upper(I, &b, c, false);
-            else
-                jbuf_put(I, &b, S(s) + i, l);
-        }
-        i += l;
-    }
-    return jv_str(I, b.p ? b.p : "", b.n);
-}
-
-/* ---- strip, split, replace, find --------------------------------------------------------- */
-
-static bool in_chars(uint32_t c, jv chars)
-{
-    if (chars.k != JK_STR)
-        return ju_is_space(c);
-    for (size_t i = 0; i < L(chars);) {
-        uint32_t d;
-        size_t l = sp_utf8_decode((const unsigned char *)S(chars) + i, L(chars) - i, &d);
-        if (d == c)
-            return true;
-        i += l ? l : 1;
-    }
-    return false;
-}
-
-jv jstr_strip(jinterp *I, jv s, jv chars, bool left, bool right)
-{
-    if (chars.k != JK_NONE && chars.k != JK_UNDEF && chars.k != JK_STR)
-        jfail(I, SP_ERR_TEMPLATE, "strip arg must be None or str");
-    size_t a = 0, b = L(s);
-    const unsigned char *p = (const unsigned char *)S(s);
-    while (left && a < b) {
-        uint32_t c;
-        size_t l = sp_utf8_decode(p + a, b - a, &c);
-        if (!l || !in_chars(c, chars))
-            break;
-        a += l;
-    }
-    while (right && b > a) {
-        size_t k = b - 1;
-        while (k > a && (p[k] & 0xc0) == 0x80)
-            k--;
-        uint32_t c;
-        if (!sp_utf8_decode(p + k, b - k, &c) || !in_chars(c, chars))
-            break;
-        b = k;
-    }
-    return sub(I, s, a, b);
-}
-
-static bool find_at(jv s, jv n, size_t i)
-{
-    return i + L(n) <= L(s) && !memcmp(S(s) + i, S(n), L(n));
-}
-
-jv jstr_replace(jinterp *I, jv s, jv old, jv new_, int64_t count)
-{
-    want_str(I, old, "replace");
-    want_str(I, new_, "replace");
-    jbuf b = {0};
-    int64_t done = 0;
-    if (L(old) == 0) { /* Python inserts new between every character */
-        bool ok;
-        jlist *chars = jv_iterate(I, s, &ok);
-        for (size_t i = 0; i <= chars->n; i++) {
-            if (count < 0 || done < count) {
-                jbuf_put(I, &b, S(new_), L(new_));
-                done++;
-            }
-            if (i < chars->n)
-                jbuf_put(I, &b, S(chars->v[i]), L(chars->v[i]));
-        }
-        return jv_str(I, b.p ? b.p : "", b.n);
-    }
-    for (size_t i = 0; i < L(s);) {
-        if ((count < 0 || done < count) && find_at(s, old, i)) {
-            jbuf_put(I, &b, S(new_), L(new_));
-            i += L(old);
-            done++;
-        } else {
-            jbuf_put(I, &b, S(s) + i, 1);
-            i++;
-        }
-    }
-    return jv_str(I, b.p ? b.p : "", b.n);
-}
-
-/* Python str.split / rsplit. */
-/* Whether the code point at p[i] is whitespace; *len gets its byte length. */
-static bool space_at(const unsigned char *p, size_t n, size_t i, size_t *len)
-{
-    uint32_t c;
-    size_t l = sp_utf8_decode(p + i, n - i, &c);
-    *len = l ? l : 1;
-    return l && ju_is_space(c);
-}
-
-/* str.split(None, maxsplit) as CPython does it: runs of whitespace separate; once
- * maxsplit is reached the rest (leading whitespace skipped) is one item. */
-static jv split_ws(jinterp *I, jv s, int64_t maxsplit)
-{
-    jv out = jv_list(I, 0, 0);
-    const unsigned char *p = (const unsigned char *)S(s);
-    size_t n = L(s), i = 0, l;
-    for (int64_t k = maxsplit; maxsplit < 0 || k > 0; k--) {
-        while (i < n && space_at(p, n, i, &l))
-            i += l;
-        if (i == n)
-            return out;
-        size_t j = i;
-        while (i < n && !space_at(p, n, i, &l))
-            i += l;
-        jl_push(I, out.u.l, sub(I, s, j, i));
-    }
-    while (i < n && space_at(p, n, i, &l))
-        i += l;
-    if (i < n)
-        jl_push(I, out.u.l, sub(I, s, i, n));
-    return out;
-}
-
-/* Start of the code point that ends just before byte `end`. */
-static size_t prev_cp(const unsigned char *p, size_t end)
-{
-    size_t i = end - 1;
-    while (i > 0 && (p[i] & 0xC0) == 0x80 && end - i < 4)
-        i--;
-    return i;
-}
-
-/* str.rsplit(None, maxsplit): split_ws from the right. */
-static jv split_ws_right(jinterp *I, jv s, int64_t maxsplit)
-{
-    jv rev = jv_list(I, 0, 0);
-    const unsigned char *p = (const unsigned char *)S(s);
-    size_t n = L(s), e = n, l; /* e: end of the unscanned prefix */
-    bool done = false;
-    for (int64_t k = maxsplit; !done && (maxsplit < 0 || k > 0); k--) {
-        while (e > 0 && space_at(p, n, prev_cp(p, e), &l))
-            e = prev_cp(p, e);
-        if (e == 0) {
-            done = true;
-            break;
-        }
-        size_t j = e;
-        while (e > 0 && !space_at(p, n, prev_cp(p, e), &l))
-            e = prev_cp(p, e);
-        jl_push(I, rev.u.l, sub(I, s, e, j));
-    }
-    while (!done && e > 0 && space_at(p, n, prev_cp(p, e), &l))
-        e = prev_cp(p, e);
-    if (!done && e > 0)
-        jl_push(I, rev.u.l, sub(I, s, 0, e));
-    jv out = jv_list(I, rev.u.l->n, 0);
-    for (size_t k = rev.u.l->n; k-- > 0;)
-        jl_push(I, out.u.l, rev.u.l->v[k]);
-    return out;
-}
-
-static jv split(jinterp *I, jv s, jv sep, int64_t maxsplit, bool from_right)
-{
-    jv out = jv_list(I, 0, 0);
-    if (sep.k == JK_NONE || sep.k == JK_UNDEF)
-        return from_right ? split_ws_right(I, s, maxsplit) : split_ws(I, s, maxsplit);
-    want_str(I, sep, "split");
-    if (!L(sep))
-        jfail(I, SP_ERR_TEMPLATE, "empty separator");
-    /* find all separator positions left to right */
-    jv pos = jv_list(I, 0, 0);
-    for (size_t i = 0; i + L(sep) <= L(s);) {
-        if (find_at(s, sep, i)) {
-            jl_push(I, pos.u.l, jv_int((int64_t)i));
-            i += L(sep);
-        } else {
-            i++;
-        }
-    }
-    size_t np = pos.u.l->n, use = maxsplit < 0 || (size_t)maxsplit > np ? np : (size_t)maxsplit;
-    size_t first = from_right ? np - use : 0;
-    size_t start = 0;
-    if (from_right) {
-        /* rsplit: the right-most separators are found from the right, non-overlapping */
-        pos = jv_list(I, 0, 0);
-        size_t i = L(s);
-        size_t found = 0;
-        jv rpos = jv_list(I, 0, 0);
-        while (i >= L(sep) && (maxsplit < 0 || found < (size_t)maxsplit)) {
-            if (find_at(s, sep, i - L(sep))) {
-                jl_push(I, rpos.u.l, jv_int((int64_t)(i - L(sep))));
-                i -= L(sep);
-                found++;
-            } else {
-                i--;
-            }
-        }
-        for (size_t k = rpos.u.l->n; k-- > 0;)
-            jl_push(I, pos.u.l, rpos.u.l->v[k]);
-        first = 0;
-        np = use = pos.u.l->n;
-    }
-    for (size_t k = first; k < first + use; k++) {
-        size_t p = (size_t)pos.u.l->v[k].u.i;
-        jl_push(I, out.u.l, sub(I, s, start, p));
-        start = p + L(sep);
-    }
-    jl_push(I, out.u.l, sub(I, s, start, L(s)));
-    return out;
-}
-
-static int64_t find(jinterp *I, jv s, jv n, const jargs *A, bool from_right)
-{
-    want_str(I, n, "find");
-    jv st = jarg(A, 1, NULL, jv_none()), en = jarg(A, 2, NULL, jv_none());
-    int64_t len = (int64_t)L(s);
-    int64_t a = st.k == JK_INT ? (st.u.i < 0 ? st.u.i + len : st.u.i) : 0;
-    int64_t b = en.k == JK_INT ? (en.u.i < 0 ? en.u.i + len : en.u.i) : len;
-    a = a < 0 ? 0 : a;
-    b = b > len ? len : b;
-    /* byte offsets == code point offsets only for ASCII; convert the result */
-    int64_t hit = -1;
-    for (int64_t i = a; i + (int64_t)L(n) <= b; i++)
-        if (find_at(s, n, (size_t)i)) {
-            hit = i;
-            if (!from_right)
-                break;
-        }
-    if (hit < 0)
-        return -1;
-    return (int64_t)ju_len(S(s), (size_t)hit);
-}
-
-jv jstr_pad(jinterp *I, jv s, int64_t width, uint32_t fill, int where)
-{
-    int64_t n = (int64_t)ju_len(S(s), L(s));
-    if (width <= n)
-        return s;
-    if (width > (int64_t)JINJA_MAX_STRING)
-        jfail(I, SP_ERR_LIMIT, "padding too wide");
-    int64_t pad = width - n, left = where < 0 ? 0 : where > 0 ? pad : pad / 2 + (pad & width & 1);
-    char f[8];
-    size_t fl = sp_utf8_encode(fill, f);
-    jbuf b = {0};
-    for (int64_t i = 0; i < left; i++)
-        jbuf_put(I, &b, f, fl);
-    jbuf_put(I, &b, S(s), L(s));
-    for (int64_t i = 0; i < pad - left; i++)
-        jbuf_put(I, &b, f, fl);
-    return jv_str(I, b.p ? b.p : "", b.n);
-}
-
-static bool all_chars(jv s, bool (*pred)(uint32_t))
-{
-    if (!L(s))
-        return false;
-    for (size_t i = 0; i < L(s);) {
-        uint32_t c;
-        size_t l = sp_utf8_decode((const unsigned char *)S(s) + i, L(s) - i, &c);
-        if (!l || !pred(c))
-            return false;
-        i += l;
-    }
-    return true;
-}
-
-static bool is_digit(uint32_t c) { return utf8proc_category((utf8proc_int32_t)c) == UTF8PROC_CATEGORY_ND || (c >= 0x2070 && c <= 0x2079) || c == 0xb2 || c == 0xb3 || c == 0xb9; }
-static bool is_decimal(uint32_t c) { return utf8proc_category((utf8proc_int32_t)c) == UTF8PROC_CATEGORY_ND; }
-static bool is_numeric(uint32_t c)
-{
-    utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
-    return k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_NO;
-}
-static bool is_alpha(uint32_t c)
-{
-    utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
-    return k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO;
-}
-static bool is_alnum(uint32_t c) { return is_alpha(c) || is_numeric(c); }
-
-static bool prefix_match(jinterp *I, jv s, jv p, bool end)
-{
-    if (p.k == JK_LIST && (p.u.l->flags & JL_TUPLE)) {
-        for (size_t i = 0; i < p.u.l->n; i++)
-            if (prefix_match(I, s, p.u.l->v[i], end))
-                return true;
-        return false;
-    }
-    if (p.k != JK_STR)
-        jfail(I, SP_ERR_TEMPLATE, "%s first arg must be str or a tuple of str, not %s",
-              end ? "endswith" : "startswith", jv_type_name(p));
-    if (L(p) > L(s))
-        return false;
-    return !memcmp(S(s) + (end ? L(s) - L(p) : 0), S(p), L(p));
-}
-
-/* ---- str.format ------------------------------------------------------------------------- */
-
-static jv str_format(jinterp *I, jv fmt, const jargs *A)
-{
-    jbuf b = {0};
-    size_t auto_idx = 0;
-    const char *p = S(fmt), *e = p + L(fmt);
-    while (p < e) {
-        if (*p == '{' && p + 1 < e && p[1] == '{') {
-            jbuf_puts(I, &b, "{");
-            p += 2;
-            continue;
-        }
-        if (*p == '}' && p + 1 < e && p[1] == '}') {
-            jbuf_puts(I, &b, "}");
-            p += 2;
-            continue;
-        }
-        if (*p != '{') {
-            jbuf_put(I, &b, p++, 1);
-            continue;
-        }
-        const char *close = memchr(p, '}', (size_t)(e - p));
-        if (!close)
-            jfail(I, SP_ERR_TEMPLATE, "Single '{' encountered in format string");
-        const char *field = p + 1;
-        size_t fl = (size_t)(close - field);
-        const char *conv = memchr(field, '!', fl), *spec = memchr(field, ':', fl);
-        if (spec)
-            jfail(I, SP_ERR_TEMPLATE, "format specifications in str.format are not supported");
-        size_t name_len = conv ? (size_t)(conv - field) : fl;
-        jv v;
-        if (name_len == 0) {
-            v = jarg(A, auto_idx++, NULL, jv_undef(NULL));
-            if (auto_idx > A->n)
-                jfail(I, SP_ERR_TEMPLATE, "Replacement index %zu out of range for positional args tuple",
-                      auto_idx - 1);
-        } else if (field[0] >= '0' && field[0] <= '9') {
-            size_t idx = (size_t)strtoul(field, NULL, 10);
-            if (idx >= A->n)
-                jfail(I, SP_ERR_TEMPLATE, "Replacement index %zu out of range for positional args tuple", idx);
-            v = A->a[idx];
-        } else {
-            char name[128];
-            snprintf(name, sizeof name, "%.*s", (int)(name_len < 127 ? name_len : 127), field);
-            v = jv_undef(NULL);
-            for (size_t k = 0; k < A->nk; k++)
-                if (!strcmp(A->kn[k], name))
-                    v = A->kv[k];
-            if (v.k == JK_UNDEF)
-                jfail(I, SP_ERR_TEMPLATE, "KeyError: '%s'", name);
-        }
-        if (conv && conv + 1 < close && conv[1] == 'r')
-            jv_write_repr(I, &b, v);
-        else
-            jv_write_str(I, &b, v);
-        p = close + 1;
-    }
-    return jv_str(I, b.p ? b.p : "", b.n);
-}
-
-/* ---- printf-style "%" -------------------------------------------------------------------- */
-
-jv jformat_percent(jinterp *I, jv fmt, jv args)
-{
-    jbuf b = {0};
-    size_t ai = 0;
-    bool tuple = args.k == JK_LIST && (args.u.l->flags & JL_TUPLE);
-    bool mapping = args.k == JK_DICT;
-    const char *p = S(fmt), *e = p + L(fmt);
-    while (p < e) {
-        if (*p != '%') {
-            jbuf_put(I, &b, p++, 1);
-            continue;
-        }
-        p++;
-        if (p < e && *p == '%') {
-            jbuf_puts(I, &b, "%");
-            p++;
-            continue;
-        }
-        jv v;
-        if (p < e && *p == '(') {
-            const char *close = memchr(p, ')', (size_t)(e - p));
-            if (!close || !mapping)
-                jfail(I, SP_ERR_TEMPLATE, "format requires a mapping");
-            jv *x = jd_get_str(args.u.d, p + 1, (size_t)(close - p - 1));
-            if (!x)
-                jfail(I, SP_ERR_TEMPLATE, "KeyError in %% formatting");
-            v = *x;
-            p = close + 1;
-        } else if (tuple) {
-            if (ai >= args.u.l->n)
-                jfail(I, SP_ERR_TEMPLATE, "not enough arguments for format string");
-            v = args.u.l->v[ai++];
-        } else {
-            if (ai++ > 0)
-                jfail(I, SP_ERR_TEMPLATE, "not enough arguments for format string");
-            v = args;
-        }
-        char spec[32] = "%";
-        size_t sl = 1;
-        while (p < e && strchr("-+ 0#", *p) && sl < 20)
-            spec[sl++] = *p++;
-        while (p < e && *p >= '0' && *p <= '9' && sl < 26)
-            spec[sl++] = *p++;
-        if (p < e && *p == '.') {
-            spec[sl++] = *p++;
-            while (p < e && *p >= '0' && *p <= '9' && sl < 30)
-                spec[sl++] = *p++;
-        }
-        if (p >= e)
-            jfail(I, SP_ERR_TEMPLATE, "incomplete format");
-        char conv = *p++;
-        char tmp[512];
-        switch (conv) {
-        case 's':
-        case 'r': {
-            jbuf sv = {0};
-            if (conv == 's')
-                jv_write_str(I, &sv, v);
-            else
-                jv_write_repr(I, &sv, v);
-            spec[sl++] = 's';
-            spec[sl] = '\0';
-            if (sl == 2)
-                jbuf_put(I, &b, sv.p ? sv.p : "", sv.n);
-            else {
-                snprintf(tmp, sizeof tmp, spec, sv.p ? sv.p : "");
-                jbuf_puts(I, &b, tmp);
-            }
-            break;
-        }
-        case 'd':
-        case 'i':
-        case 'x':
-        case 'X':
-        case 'o':
-        case 'c':
-            if (!jv_is_num(v))
-                jfail(I, SP_ERR_TEMPLATE, "%%%c format: a real number is required, not %s", conv,
-                      jv_type_name(v));
-            if (conv == 'c') {
-                char u[8];
-                jbuf_put(I, &b, u, sp_utf8_encode((uint32_t)jv_num(v), u));
-                break;
-            }
-            spec[sl++] = 'l';
-            spec[sl++] = 'l';
-            spec[sl++] = conv == 'i' ? 'd' : conv;
-            spec[sl] = '\0';
-            snprintf(tmp, sizeof tmp, spec, (long long)(v.k == JK_FLOAT ? trunc(v.u.f) : jv_num(v)));
-            jbuf_puts(I, &b, tmp);
-            break;
-        case 'f': case 'F': case 'e': case 'E': case 'g': case 'G':
-            if (!jv_is_num(v))
-                jfail(I, SP_ERR_TEMPLATE, "must be real number, not %s", jv_type_name(v));
-            spec[sl++] = conv;
-            spec[sl] = '\0';
-            snprintf(tmp, sizeof tmp, spec, jv_num(v));
-            jbuf_puts(I, &b, tmp);
-            break;
-        default:
-            jfail(I, SP_ERR_TEMPLATE, "unsupported format character '%c'", conv);
-        }
-    }
-    if ((tuple && ai < args.u.l->n) || (!tuple && !mapping && ai == 0))
-        jfail(I, SP_ERR_TEMPLATE, "not all arguments converted during string formatting");
-    return jv_str(I, b.p ? b.p : "", b.n);
-}
 
 /* ---- method lookup and calls ---------------------------------------------------------------- */
 
@@ -604,7 +33,7 @@ static bool in_list(const char *const *l, const char *s)
     return false;
 }
 
-jv jmethod_get(jinterp *I, jv self, const char *name, bool *found)
+jv jj_method_get(jinterp *I, jv self, const char *name, bool *found)
 {
     *found = false;
     const char *const *ok = NULL, *const *unsafe = NULL;
@@ -621,9 +50,9 @@ jv jmethod_get(jinterp *I, jv self, const char *name, bool *found)
             return self.u.l->v[self.u.l->v[0].u.i + 1];
         }
         if (strcmp(name, "next") && strcmp(name, "reset"))
-            return jv_undef(name);
+            return jj_undef(name);
         *found = true;
-        struct jfunc *fn = ja_alloc(I, sizeof *fn);
+        struct jfunc *fn = jj_alloc(I, sizeof *fn);
         fn->id = !strcmp(name, "next") ? F_CYCLER_NEXT : F_CYCLER_RESET;
         fn->name = name;
         fn->self = self;
@@ -631,12 +60,12 @@ jv jmethod_get(jinterp *I, jv self, const char *name, bool *found)
         return v;
     }
     if (unsafe && in_list(unsafe, name))
-        jfail(I, SP_ERR_TEMPLATE, "access to attribute '%s' of '%s' object is unsafe.", name,
-              jv_type_name(self));
+        jj_fail(I, SP_ERR_TEMPLATE, "access to attribute '%s' of '%s' object is unsafe.", name,
+              jj_type_name(self));
     if (!ok || !in_list(ok, name))
-        return jv_undef(name);
+        return jj_undef(name);
     *found = true;
-    struct jfunc *fn = ja_alloc(I, sizeof *fn);
+    struct jfunc *fn = jj_alloc(I, sizeof *fn);
     fn->id = F_METHOD;
     fn->name = name;
     fn->self = self;
@@ -646,7 +75,7 @@ jv jmethod_get(jinterp *I, jv self, const char *name, bool *found)
 
 static jv view(jinterp *I, jv d, int which)
 {
-    jdict *v = ja_alloc(I, sizeof *v);
+    jdict *v = jj_alloc(I, sizeof *v);
     *v = *d.u.d;
     v->which = which;
     jv out = {.k = JK_VIEW, .u = {.d = v}};
@@ -655,7 +84,7 @@ static jv view(jinterp *I, jv d, int which)
 
 static jv dict_method(jinterp *I, jv self, const char *m, const jargs *A)
 {
-    no_kwargs(I, A, m);
+    jj_no_kwargs(I, A, m);
     if (!strcmp(m, "items"))
         return view(I, self, 2);
     if (!strcmp(m, "keys"))
@@ -663,198 +92,40 @@ static jv dict_method(jinterp *I, jv self, const char *m, const jargs *A)
     if (!strcmp(m, "values"))
         return view(I, self, 1);
     if (!strcmp(m, "copy")) {
-        jv c = jv_dict(I, self.u.d->n);
+        jv c = jj_dict(I, self.u.d->n);
         for (size_t i = 0; i < self.u.d->n; i++)
-            jd_set(I, c.u.d, self.u.d->keys[i], self.u.d->vals[i]);
+            jj_dict_set(I, c.u.d, self.u.d->keys[i], self.u.d->vals[i]);
         return c;
     }
     /* get */
     if (A->n < 1 || A->n > 2)
-        jfail(I, SP_ERR_TEMPLATE, "get expected 1 or 2 arguments, got %zu", A->n);
-    jv *v = jd_get(I, self.u.d, A->a[0]);
-    return v ? *v : (A->n > 1 ? A->a[1] : jv_none());
+        jj_fail(I, SP_ERR_TEMPLATE, "get expected 1 or 2 arguments, got %zu", A->n);
+    jv *v = jj_dict_get(I, self.u.d, A->a[0]);
+    return v ? *v : (A->n > 1 ? A->a[1] : jj_none());
 }
 
 static jv list_method(jinterp *I, jv self, const char *m, const jargs *A)
 {
-    no_kwargs(I, A, m);
+    jj_no_kwargs(I, A, m);
     jlist *l = self.u.l;
     if (!strcmp(m, "copy")) {
-        jv c = jv_list(I, l->n, 0);
+        jv c = jj_list(I, l->n, 0);
         for (size_t i = 0; i < l->n; i++)
-            jl_push(I, c.u.l, l->v[i]);
+            jj_list_push(I, c.u.l, l->v[i]);
         return c;
     }
     if (A->n < 1)
-        jfail(I, SP_ERR_TEMPLATE, "%s() takes exactly one argument", m);
+        jj_fail(I, SP_ERR_TEMPLATE, "%s() takes exactly one argument", m);
     int64_t count = 0;
     for (size_t i = 0; i < l->n; i++)
-        if (jv_equal(I, l->v[i], A->a[0])) {
+        if (jj_equal(I, l->v[i], A->a[0])) {
             if (!strcmp(m, "index"))
-                return jv_int((int64_t)i);
+                return jj_int((int64_t)i);
             count++;
         }
     if (!strcmp(m, "index"))
-        jfail(I, SP_ERR_TEMPLATE, "ValueError: value is not in list");
-    return jv_int(count);
-}
-
-static jv str_method(jinterp *I, jv s, const char *m, const jargs *A)
-{
-#define IS(x) (!strcmp(m, x))
-    if (IS("format"))
-        return str_format(I, s, A);
-    if (IS("split") || IS("rsplit")) {
-        jv sep = jarg(A, 0, "sep", jv_none()), mx = jarg(A, 1, "maxsplit", jv_int(-1));
-        return split(I, s, sep, mx.k == JK_INT ? mx.u.i : -1, IS("rsplit"));
-    }
-    no_kwargs(I, A, m);
-    if (IS("strip") || IS("lstrip") || IS("rstrip"))
-        return jstr_strip(I, s, jarg(A, 0, NULL, jv_none()), !IS("rstrip"), !IS("lstrip"));
-    if (IS("startswith") || IS("endswith"))
-        return jv_bool(prefix_match(I, s, jarg(A, 0, NULL, jv_undef(NULL)), IS("endswith")));
-    if (IS("replace")) {
-        jv c = jarg(A, 2, NULL, jv_int(-1));
-        return jstr_replace(I, s, jarg(A, 0, NULL, jv_undef(NULL)), jarg(A, 1, NULL, jv_undef(NULL)),
-                            c.k == JK_INT ? c.u.i : -1);
-    }
-    if (IS("upper"))
-        return jstr_case(I, s, 1);
-    if (IS("lower") || IS("casefold"))
-        return jstr_case(I, s, 0);
-    if (IS("capitalize"))
-        return jstr_case(I, s, 2);
-    if (IS("title"))
-        return jstr_case(I, s, 3);
-    if (IS("swapcase"))
-        return jstr_case(I, s, 4);
-    if (IS("find") || IS("rfind") || IS("index") || IS("rindex")) {
-        int64_t r = find(I, s, jarg(A, 0, NULL, jv_undef(NULL)), A, m[0] == 'r');
-        if (r < 0 && (IS("index") || IS("rindex")))
-            jfail(I, SP_ERR_TEMPLATE, "ValueError: substring not found");
-        return jv_int(r);
-    }
-    if (IS("count")) {
-        jv n = want_str(I, jarg(A, 0, NULL, jv_undef(NULL)), "count");
-        if (!L(n))
-            return jv_int((int64_t)ju_len(S(s), L(s)) + 1);
-        int64_t c = 0;
-        for (size_t i = 0; i + L(n) <= L(s);)
-            if (find_at(s, n, i)) {
-                c++;
-                i += L(n);
-            } else {
-                i++;
-            }
-        return jv_int(c);
-    }
-    if (IS("join")) {
-        bool ok;
-        jlist *items = jv_iterate(I, jarg(A, 0, NULL, jv_none()), &ok);
-        if (!ok)
-            jfail(I, SP_ERR_TEMPLATE, "can only join an iterable");
-        jbuf b = {0};
-        for (size_t i = 0; i < items->n; i++) {
-            if (items->v[i].k != JK_STR)
-                jfail(I, SP_ERR_TEMPLATE, "sequence item %zu: expected str instance, %s found", i,
-                      jv_type_name(items->v[i]));
-            if (i)
-                jbuf_put(I, &b, S(s), L(s));
-            jbuf_put(I, &b, S(items->v[i]), L(items->v[i]));
-        }
-        return jv_str(I, b.p ? b.p : "", b.n);
-    }
-    if (IS("isdigit"))
-        return jv_bool(all_chars(s, is_digit));
-    if (IS("isdecimal"))
-        return jv_bool(all_chars(s, is_decimal));
-    if (IS("isnumeric"))
-        return jv_bool(all_chars(s, is_numeric));
-    if (IS("isalpha"))
-        return jv_bool(all_chars(s, is_alpha));
-    if (IS("isalnum"))
-        return jv_bool(all_chars(s, is_alnum));
-    if (IS("isspace"))
-        return jv_bool(all_chars(s, ju_is_space));
-    if (IS("islower") || IS("isupper")) {
-        jv lo = jstr_case(I, s, 0), up = jstr_case(I, s, 1);
-        bool has_cased = !jv_equal(I, lo, up);
-        return jv_bool(has_cased && jv_equal(I, s, IS("islower") ? lo : up));
-    }
-    if (IS("istitle"))
-        return jv_bool(L(s) && jv_equal(I, s, jstr_case(I, s, 3)) && !jv_equal(I, jstr_case(I, s, 0), jstr_case(I, s, 1)));
-    if (IS("zfill") || IS("ljust") || IS("rjust") || IS("center")) {
-        jv w = jarg(A, 0, NULL, jv_undef(NULL));
-        if (w.k != JK_INT)
-            jfail(I, SP_ERR_TEMPLATE, "%s: an integer width is required", m);
-        uint32_t fill = ' ';
-        jv fv = jarg(A, 1, NULL, jv_none());
-        if (fv.k == JK_STR && L(fv))
-            sp_utf8_decode((const unsigned char *)S(fv), L(fv), &fill);
-        if (IS("zfill")) {
-            bool sign = L(s) && (S(s)[0] == '-' || S(s)[0] == '+');
-            jv body = jstr_pad(I, sign ? sub(I, s, 1, L(s)) : s, w.u.i - (sign ? 1 : 0), '0', 1);
-            if (!sign)
-                return body;
-            jbuf b = {0};
-            jbuf_put(I, &b, S(s), 1);
-            jbuf_put(I, &b, S(body), L(body));
-            return jv_str(I, b.p, b.n);
-        }
-        return jstr_pad(I, s, w.u.i, fill, IS("ljust") ? -1 : IS("rjust") ? 1 : 0);
-    }
-    if (IS("partition") || IS("rpartition")) {
-        jv sep = want_str(I, jarg(A, 0, NULL, jv_undef(NULL)), m);
-        int64_t hit = -1;
-        for (size_t i = 0; i + L(sep) <= L(s); i++)
-            if (find_at(s, sep, i)) {
-                hit = (int64_t)i;
-                if (IS("partition"))
-                    break;
-            }
-        jv t = jv_list(I, 3, JL_TUPLE);
-        if (hit < 0) {
-            jv e = jv_cstr(I, "");
-            jl_push(I, t.u.l, IS("partition") ? s : e);
-            jl_push(I, t.u.l, e);
-            jl_push(I, t.u.l, IS("partition") ? e : s);
-        } else {
-            jl_push(I, t.u.l, sub(I, s, 0, (size_t)hit));
-            jl_push(I, t.u.l, sep);
-            jl_push(I, t.u.l, sub(I, s, (size_t)hit + L(sep), L(s)));
-        }
-        return t;
-    }
-    if (IS("splitlines")) {
-        jv out = jv_list(I, 0, 0);
-        size_t start = 0;
-        for (size_t i = 0; i < L(s);) {
-            uint32_t c;
-            size_t l = sp_utf8_decode((const unsigned char *)S(s) + i, L(s) - i, &c);
-            if (!l)
-                l = 1;
-            if (c == '\n' || c == '\r' || c == 0x0b || c == 0x0c || c == 0x1c || c == 0x1d ||
-                c == 0x1e || c == 0x85 || c == 0x2028 || c == 0x2029) {
-                if (c == '\r' && i + 1 < L(s) && S(s)[i + 1] == '\n')
-                    l = 2;
-                jl_push(I, out.u.l, sub(I, s, start, i));
-                start = i + l;
-            }
-            i += l;
-        }
-        if (start < L(s))
-            jl_push(I, out.u.l, sub(I, s, start, L(s)));
-        return out;
-    }
-    if (IS("removeprefix") || IS("removesuffix")) {
-        jv a = want_str(I, jarg(A, 0, NULL, jv_undef(NULL)), m);
-        bool end = IS("removesuffix");
-        if (prefix_match(I, s, a, end))
-            return end ? sub(I, s, 0, L(s) - L(a)) : sub(I, s, L(a), L(s));
-        return s;
-    }
-#undef IS
-    jfail(I, SP_ERR_TEMPLATE, "'str' object has no attribute '%s'", m);
+        jj_fail(I, SP_ERR_TEMPLATE, "ValueError: value is not in list");
+    return jj_int(count);
 }
 
 /* markupsafe.Markup wraps these str methods: on a Markup string they return Markup. */
@@ -869,12 +140,12 @@ static bool markup_keeps(const char *m)
     return false;
 }
 
-jv jmethod_call(jinterp *I, jv self, const char *name, jv *args, size_t n_args,
+jv jj_method_call(jinterp *I, jv self, const char *name, jv *args, size_t n_args,
                 const char **kw_names, jv *kw_vals, size_t n_kw)
 {
     jargs A = {args, n_args, kw_names, kw_vals, n_kw};
     if (self.k == JK_STR) {
-        jv r = str_method(I, self, name, &A);
+        jv r = jj_str_method(I, self, name, &A);
         if (self.safe && r.k == JK_STR && markup_keeps(name))
             r.safe = 1;
         return r;
@@ -883,7 +154,7 @@ jv jmethod_call(jinterp *I, jv self, const char *name, jv *args, size_t n_args,
         return dict_method(I, self, name, &A);
     if (self.k == JK_LIST)
         return list_method(I, self, name, &A);
-    jfail(I, SP_ERR_TEMPLATE, "'%s' object has no method '%s'", jv_type_name(self), name);
+    jj_fail(I, SP_ERR_TEMPLATE, "'%s' object has no method '%s'", jj_type_name(self), name);
 }
 
 /* ---- globals ------------------------------------------------------------------------------- */
@@ -895,7 +166,7 @@ static struct jfunc GLOBAL_FNS[] = {
     {.id = F_JOINER, .name = "joiner"},
 };
 
-jv jglobal(const char *name, bool *found)
+jv jj_global(const char *name, bool *found)
 {
     for (size_t i = 0; i < sizeof GLOBAL_FNS / sizeof GLOBAL_FNS[0]; i++)
         if (!strcmp(GLOBAL_FNS[i].name, name)) {
@@ -904,7 +175,7 @@ jv jglobal(const char *name, bool *found)
             return v;
         }
     *found = false;
-    return jv_undef(name);
+    return jj_undef(name);
 }
 
 static int64_t int_arg(jinterp *I, jv v, const char *what)
@@ -913,14 +184,14 @@ static int64_t int_arg(jinterp *I, jv v, const char *what)
         return v.u.i;
     if (v.k == JK_BOOL)
         return v.u.b;
-    jfail(I, SP_ERR_TEMPLATE, "%s: '%s' object cannot be interpreted as an integer", what,
-          jv_type_name(v));
+    jj_fail(I, SP_ERR_TEMPLATE, "%s: '%s' object cannot be interpreted as an integer", what,
+          jj_type_name(v));
 }
 
 static jv g_range(jinterp *I, jv *a, size_t n)
 {
     if (n < 1 || n > 3)
-        jfail(I, SP_ERR_TEMPLATE, "range expected 1 to 3 arguments, got %zu", n);
+        jj_fail(I, SP_ERR_TEMPLATE, "range expected 1 to 3 arguments, got %zu", n);
     int64_t start = 0, stop, step = 1;
     if (n == 1)
         stop = int_arg(I, a[0], "range");
@@ -931,22 +202,25 @@ static jv g_range(jinterp *I, jv *a, size_t n)
             step = int_arg(I, a[2], "range");
     }
     if (step == 0)
-        jfail(I, SP_ERR_TEMPLATE, "range() arg 3 must not be zero");
-    int64_t count = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
-                             : (start > stop ? (start - stop - step - 1) / -step : 0);
+        jj_fail(I, SP_ERR_TEMPLATE, "range() arg 3 must not be zero");
+    /* spans and steps as uint64: range(-2**63, 2**63-1) must not overflow */
+    uint64_t span = step > 0 ? (stop > start ? (uint64_t)stop - (uint64_t)start : 0)
+                             : (start > stop ? (uint64_t)start - (uint64_t)stop : 0);
+    uint64_t ast = step > 0 ? (uint64_t)step : (uint64_t)0 - (uint64_t)step;
+    uint64_t count = span / ast + (span % ast != 0);
     if (count > JINJA_MAX_RANGE)
-        jfail(I, SP_ERR_LIMIT, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (%d).",
+        jj_fail(I, SP_ERR_LIMIT, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (%d).",
               JINJA_MAX_RANGE);
-    jv out = jv_list(I, (size_t)count, 0);
-    for (int64_t i = 0; i < count; i++)
-        jl_push(I, out.u.l, jv_int(start + i * step));
+    jv out = jj_list(I, (size_t)count, 0);
+    for (int64_t i = 0; i < (int64_t)count; i++)
+        jj_list_push(I, out.u.l, jj_int(start + i * step)); /* within [start, stop): no overflow */
     return out;
 }
 
 static jv g_strftime(jinterp *I, jv *a, size_t n)
 {
     if (n != 1 || a[0].k != JK_STR)
-        jfail(I, SP_ERR_TEMPLATE, "strftime_now(format) needs one string");
+        jj_fail(I, SP_ERR_TEMPLATE, "strftime_now(format) needs one string");
     struct tm tm;
     memset(&tm, 0, sizeof tm);
     const char *now = I->opt ? I->opt->now : NULL;
@@ -954,7 +228,7 @@ static jv g_strftime(jinterp *I, jv *a, size_t n)
         int y, mo, d, h = 0, mi = 0, s = 0;
         if (sscanf(now, "%d-%d-%dT%d:%d:%d", &y, &mo, &d, &h, &mi, &s) < 3 &&
             sscanf(now, "%d-%d-%d %d:%d:%d", &y, &mo, &d, &h, &mi, &s) < 3)
-            jfail(I, SP_ERR_INVALID_ARG, "--now '%s' is not an ISO 8601 date-time", now);
+            jj_fail(I, SP_ERR_INVALID_ARG, "--now '%s' is not an ISO 8601 date-time", now);
         tm.tm_year = y - 1900;
         tm.tm_mon = mo - 1;
         tm.tm_mday = d;
@@ -969,28 +243,28 @@ static jv g_strftime(jinterp *I, jv *a, size_t n)
         localtime_r(&t, &tm);
     }
     char out[512];
-    size_t len = strftime(out, sizeof out, S(a[0]), &tm);
-    if (!len && L(a[0]))
+    size_t len = strftime(out, sizeof out, a[0].u.s->s, &tm);
+    if (!len && a[0].u.s->len)
         out[0] = '\0';
-    return jv_cstr(I, out);
+    return jj_cstr(I, out);
 }
 
 static jv g_namespace(jinterp *I, jv *a, size_t n, const char **kn, jv *kv, size_t nk)
 {
-    jv ns = jv_dict(I, nk);
+    jv ns = jj_dict(I, nk);
     ns.k = JK_NS;
     for (size_t i = 0; i < n; i++) {
         if (a[i].k != JK_DICT)
-            jfail(I, SP_ERR_TEMPLATE, "namespace() positional arguments must be mappings");
+            jj_fail(I, SP_ERR_TEMPLATE, "namespace() positional arguments must be mappings");
         for (size_t k = 0; k < a[i].u.d->n; k++)
-            jd_set(I, ns.u.d, a[i].u.d->keys[k], a[i].u.d->vals[k]);
+            jj_dict_set(I, ns.u.d, a[i].u.d->keys[k], a[i].u.d->vals[k]);
     }
     for (size_t k = 0; k < nk; k++)
-        jd_set(I, ns.u.d, jv_cstr(I, kn[k]), kv[k]);
+        jj_dict_set(I, ns.u.d, jj_cstr(I, kn[k]), kv[k]);
     return ns;
 }
 
-jv jglobal_call(jinterp *I, jfid id, jv *args, size_t n_args, const char **kw_names,
+jv jj_global_call(jinterp *I, jfid id, jv *args, size_t n_args, const char **kw_names,
                 jv *kw_vals, size_t n_kw)
 {
     switch (id) {
@@ -1004,17 +278,17 @@ jv jglobal_call(jinterp *I, jfid id, jv *args, size_t n_args, const char **kw_na
     case F_RAISE: {
         jbuf b = {0};
         if (n_args)
-            jv_write_str(I, &b, args[0]);
-        jfail(I, SP_ERR_TEMPLATE, "%s", b.p ? b.p : "");
+            jj_write_str(I, &b, args[0]);
+        jj_fail(I, SP_ERR_TEMPLATE, "%s", b.p ? b.p : "");
     }
     case F_STRFTIME: return g_strftime(I, args, n_args);
     case F_CYCLER: {
         if (!n_args)
-            jfail(I, SP_ERR_TEMPLATE, "at least one item has to be provided");
-        jv c = jv_list(I, n_args + 1, 0);
-        jl_push(I, c.u.l, jv_int(0));
+            jj_fail(I, SP_ERR_TEMPLATE, "at least one item has to be provided");
+        jv c = jj_list(I, n_args + 1, 0);
+        jj_list_push(I, c.u.l, jj_int(0));
         for (size_t i = 0; i < n_args; i++)
-            jl_push(I, c.u.l, args[i]);
+            jj_list_push(I, c.u.l, args[i]);
         c.k = JK_CYCLER;
         return c;
     }
@@ -1027,15 +301,15 @@ jv jglobal_call(jinterp *I, jfid id, jv *args, size_t n_args, const char **kw_na
     }
     case F_CYCLER_RESET:
         args[0].u.l->v[0].u.i = 0;
-        return jv_none();
+        return jj_none();
     case F_JOINER: {
-        jv sep = n_args ? args[0] : jv_cstr(I, ", ");
+        jv sep = n_args ? args[0] : jj_cstr(I, ", ");
         for (size_t k = 0; k < n_kw; k++)
             if (!strcmp(kw_names[k], "sep"))
                 sep = kw_vals[k];
-        jv j = jv_list(I, 2, 0);
-        jl_push(I, j.u.l, jv_bool(false));
-        jl_push(I, j.u.l, sep);
+        jv j = jj_list(I, 2, 0);
+        jj_list_push(I, j.u.l, jj_bool(false));
+        jj_list_push(I, j.u.l, sep);
         j.k = JK_JOINER;
         return j;
     }
@@ -1043,11 +317,11 @@ jv jglobal_call(jinterp *I, jfid id, jv *args, size_t n_args, const char **kw_na
         jlist *j = args[0].u.l;
         if (!j->v[0].u.b) {
             j->v[0].u.b = true;
-            return jv_cstr(I, "");
+            return jj_cstr(I, "");
         }
         return j->v[1];
     }
     default: break;
     }
-    jfail(I, SP_ERR_TEMPLATE, "this function cannot be called");
+    jj_fail(I, SP_ERR_TEMPLATE, "this function cannot be called");
 }

@@ -35,7 +35,7 @@ _Noreturn static void perr(parser *P, const char *fmt, const char *arg)
 {
     char msg[256];
     snprintf(msg, sizeof msg, fmt, arg ? arg : "");
-    jfail(P->I, SP_ERR_TEMPLATE, "template syntax error at line %d: %s", cur(P)->line, msg);
+    jj_fail(P->I, SP_ERR_TEMPLATE, "template syntax error at line %d: %s", cur(P)->line, msg);
 }
 
 static bool is_op(parser *P, const char *op)
@@ -79,7 +79,7 @@ static const char *expect_name(parser *P)
 
 static jnode *node(parser *P, jnk kind)
 {
-    jnode *n = ja_alloc(P->I, sizeof *n);
+    jnode *n = jj_alloc(P->I, sizeof *n);
     memset(n, 0, sizeof *n);
     n->kind = kind;
     n->line = cur(P)->line;
@@ -96,7 +96,7 @@ static void kpush(parser *P, kids *k, jnode *n)
 {
     if (k->n == k->cap) {
         size_t cap = k->cap ? k->cap * 2 : 8;
-        jnode **v = ja_alloc(P->I, cap * sizeof *v);
+        jnode **v = jj_alloc(P->I, cap * sizeof *v);
         if (k->n)
             memcpy(v, k->v, k->n * sizeof *v);
         k->v = v;
@@ -108,7 +108,19 @@ static void kpush(parser *P, kids *k, jnode *n)
 static void enter(parser *P)
 {
     if (++P->depth > JINJA_MAX_PARSE_DEPTH)
-        jfail(P->I, SP_ERR_LIMIT, "template nested more than %d levels deep", JINJA_MAX_PARSE_DEPTH);
+        jj_fail(P->I, SP_ERR_LIMIT, "template nested more than %d levels deep", JINJA_MAX_PARSE_DEPTH);
+}
+
+/* A flat chain (a + b + c, x | f | g, a.b.c[0]) parses in a loop but builds a left-deep
+ * tree that evaluation walks recursively, one frame per link: every link counts as a
+ * level, so the tree height, and with it the evaluator's stack, stays bounded. The caller
+ * restores P->depth when the chain ends. */
+static void chain_link(parser *P)
+{
+    if (++P->depth > JINJA_MAX_PARSE_DEPTH)
+        jj_fail(P->I, SP_ERR_LIMIT,
+              "template expression nested or chained more than %d levels deep (line %d)",
+              JINJA_MAX_PARSE_DEPTH, cur(P)->line);
 }
 
 static jnode *parse_expr(parser *P);
@@ -159,7 +171,7 @@ static void parse_call_args(parser *P, jnode *n)
     n->n_kids = pos.n;
     n->n_kw = n_kw;
     if (n_kw) {
-        n->kw_names = ja_alloc(P->I, n_kw * sizeof *n->kw_names);
+        n->kw_names = jj_alloc(P->I, n_kw * sizeof *n->kw_names);
         memcpy(n->kw_names, kwn, n_kw * sizeof *kwn);
         n->kw_vals = kwv.v;
     }
@@ -169,7 +181,7 @@ static jnode *parse_filter(parser *P, jnode *arg)
 {
     jnode *f = node(P, E_FILTER);
     const char *name = expect_name(P);
-    if (!jfilter_exists(name))
+    if (!jj_filter_exists(name))
         perr(P, "no filter named '%s'", name);
     f->name = name;
     f->a = arg;
@@ -183,7 +195,7 @@ static jnode *parse_test(parser *P, jnode *arg)
     jnode *t = node(P, E_TEST);
     t->op = skip_name(P, "not");
     const char *name = expect_name(P);
-    if (!jtest_exists(name))
+    if (!jj_test_exists(name))
         perr(P, "no test named '%s'", name);
     t->name = name;
     t->a = arg;
@@ -198,7 +210,7 @@ static jnode *parse_test(parser *P, jnode *arg)
                           (c->type == T_OP && (!strcmp(c->s, "[") || !strcmp(c->s, "{") || !strcmp(c->s, "(")));
         if (starts_arg) {
             jnode *a = parse_unary(P, false);
-            t->kids = ja_alloc(P->I, sizeof *t->kids);
+            t->kids = jj_alloc(P->I, sizeof *t->kids);
             t->kids[0] = a;
             t->n_kids = 1;
         }
@@ -239,11 +251,11 @@ static jnode *parse_primary(parser *P)
     case T_NAME:
         P->pos++;
         if (!strcmp(t->s, "true") || !strcmp(t->s, "True"))
-            return const_node(P, jv_bool(true));
+            return const_node(P, jj_bool(true));
         if (!strcmp(t->s, "false") || !strcmp(t->s, "False"))
-            return const_node(P, jv_bool(false));
+            return const_node(P, jj_bool(false));
         if (!strcmp(t->s, "none") || !strcmp(t->s, "None"))
-            return const_node(P, jv_none());
+            return const_node(P, jj_none());
         n = node(P, E_NAME);
         n->name = t->s;
         if (P->macro && !strcmp(t->s, "varargs"))
@@ -258,7 +270,7 @@ static jnode *parse_primary(parser *P)
         size_t total = 0, k = P->pos;
         while (P->t->v[k].type == T_STRING)
             total += P->t->v[k++].len;
-        char *buf = ja_alloc(P->I, total + 1);
+        char *buf = jj_alloc(P->I, total + 1);
         size_t o = 0;
         while (cur(P)->type == T_STRING) {
             memcpy(buf + o, cur(P)->s, cur(P)->len);
@@ -266,10 +278,10 @@ static jnode *parse_primary(parser *P)
             P->pos++;
         }
         buf[o] = '\0';
-        return const_node(P, jv_str(P->I, buf, o));
+        return const_node(P, jj_str(P->I, buf, o));
     }
-    case T_INT: P->pos++; return const_node(P, jv_int(t->i));
-    case T_FLOAT: P->pos++; return const_node(P, jv_float(t->f));
+    case T_INT: P->pos++; return const_node(P, jj_int(t->i));
+    case T_FLOAT: P->pos++; return const_node(P, jj_float(t->f));
     case T_OP:
         if (skip_op(P, "(")) {
             if (skip_op(P, ")"))
@@ -335,7 +347,7 @@ static jnode *parse_subscript(parser *P, jnode *obj)
     }
     jnode *n = node(P, E_SLICE);
     n->a = obj;
-    n->kids = ja_alloc(P->I, 3 * sizeof *n->kids);
+    n->kids = jj_alloc(P->I, 3 * sizeof *n->kids);
     memcpy(n->kids, parts, sizeof parts);
     n->n_kids = 3;
     return n;
@@ -343,13 +355,13 @@ static jnode *parse_subscript(parser *P, jnode *obj)
 
 static jnode *parse_postfix(parser *P, jnode *n)
 {
-    for (;;) {
+    for (int d0 = P->depth;; chain_link(P)) {
         if (skip_op(P, ".")) {
             jnode *a;
             if (cur(P)->type == T_INT) { /* x.0 is x[0] */
                 a = node(P, E_ITEM);
                 a->a = n;
-                a->b = const_node(P, jv_int(cur(P)->i));
+                a->b = const_node(P, jj_int(cur(P)->i));
                 P->pos++;
             } else {
                 a = node(P, E_ATTR);
@@ -365,6 +377,7 @@ static jnode *parse_postfix(parser *P, jnode *n)
             parse_call_args(P, c);
             n = c;
         } else {
+            P->depth = d0;
             return n;
         }
     }
@@ -372,7 +385,7 @@ static jnode *parse_postfix(parser *P, jnode *n)
 
 static jnode *parse_filters(parser *P, jnode *n)
 {
-    for (;;) {
+    for (int d0 = P->depth;; chain_link(P)) {
         if (skip_op(P, "|"))
             n = parse_filter(P, n);
         else if (skip_name(P, "is"))
@@ -382,8 +395,10 @@ static jnode *parse_filters(parser *P, jnode *n)
             c->a = n;
             parse_call_args(P, c);
             n = c;
-        } else
+        } else {
+            P->depth = d0;
             return n;
+        }
     }
 }
 
@@ -419,19 +434,25 @@ static jnode *binop(parser *P, int op, jnode *a, jnode *b)
 static jnode *parse_pow(parser *P)
 {
     jnode *l = parse_unary(P, true);
-    while (skip_op(P, "**"))
+    int d0 = P->depth;
+    while (skip_op(P, "**")) {
+        chain_link(P);
         l = binop(P, OP_POW, l, parse_unary(P, true));
+    }
+    P->depth = d0;
     return l;
 }
 
 static jnode *parse_math2(parser *P)
 {
     jnode *l = parse_pow(P);
-    for (;;) {
+    for (int d0 = P->depth;; chain_link(P)) {
         int op = is_op(P, "*") ? OP_MUL : is_op(P, "/") ? OP_DIV : is_op(P, "//") ? OP_FLOORDIV
                  : is_op(P, "%") ? OP_MOD : -1;
-        if (op < 0)
+        if (op < 0) {
+            P->depth = d0;
             return l;
+        }
         P->pos++;
         l = binop(P, op, l, parse_pow(P));
     }
@@ -455,10 +476,12 @@ static jnode *parse_concat(parser *P)
 static jnode *parse_math1(parser *P)
 {
     jnode *l = parse_concat(P);
-    for (;;) {
+    for (int d0 = P->depth;; chain_link(P)) {
         int op = is_op(P, "+") ? OP_ADD : is_op(P, "-") ? OP_SUB : -1;
-        if (op < 0)
+        if (op < 0) {
+            P->depth = d0;
             return l;
+        }
         P->pos++;
         l = binop(P, op, l, parse_concat(P));
     }
@@ -467,7 +490,7 @@ static jnode *parse_math1(parser *P)
 static jnode *parse_compare(parser *P)
 {
     jnode *l = parse_math1(P);
-    for (;;) {
+    for (int d0 = P->depth;; chain_link(P)) {
         int op = is_op(P, "==") ? OP_EQ : is_op(P, "!=") ? OP_NE : is_op(P, "<") ? OP_LT
                  : is_op(P, "<=") ? OP_LE : is_op(P, ">") ? OP_GT : is_op(P, ">=") ? OP_GE
                  : is_name(P, "in") ? OP_IN : -1;
@@ -475,8 +498,10 @@ static jnode *parse_compare(parser *P)
             P->pos++;
             op = OP_NOTIN;
         }
-        if (op < 0)
+        if (op < 0) {
+            P->depth = d0;
             return l;
+        }
         P->pos++;
         jnode *c = node(P, E_COMPARE);
         c->op = op;
@@ -501,32 +526,40 @@ static jnode *parse_not(parser *P)
 static jnode *parse_and(parser *P)
 {
     jnode *l = parse_not(P);
+    int d0 = P->depth;
     while (skip_name(P, "and")) {
+        chain_link(P);
         jnode *n = node(P, E_AND);
         n->a = l;
         n->b = parse_not(P);
         l = n;
     }
+    P->depth = d0;
     return l;
 }
 
 static jnode *parse_or(parser *P)
 {
     jnode *l = parse_and(P);
+    int d0 = P->depth;
     while (skip_name(P, "or")) {
+        chain_link(P);
         jnode *n = node(P, E_OR);
         n->a = l;
         n->b = parse_and(P);
         l = n;
     }
+    P->depth = d0;
     return l;
 }
 
 static jnode *parse_expr(parser *P)
 {
+    int d0 = P->depth;
     enter(P);
     jnode *e = parse_or(P);
     while (skip_name(P, "if")) {
+        chain_link(P);
         jnode *c = node(P, E_COND);
         c->b = e;
         c->a = parse_or(P);
@@ -534,7 +567,7 @@ static jnode *parse_expr(parser *P)
             c->c = parse_expr(P);
         e = c;
     }
-    P->depth--;
+    P->depth = d0;
     return e;
 }
 
@@ -582,7 +615,7 @@ static jnode *parse_if(parser *P)
     n->b = parse_body(P, ends, &ended);
     if (!strcmp(ended, "elif")) {
         jnode *body = node(P, N_BODY);
-        body->kids = ja_alloc(P->I, sizeof *body->kids);
+        body->kids = jj_alloc(P->I, sizeof *body->kids);
         body->kids[0] = parse_if(P); /* consumes through endif */
         body->n_kids = 1;
         n->c = body;
@@ -603,7 +636,7 @@ static jnode *parse_for(parser *P)
     jnode *target = parse_tuple_expr(P, true);
     if (target->kind != E_NAME && target->kind != E_TUPLE)
         perr(P, "invalid for-loop target%s", NULL);
-    n->kids = ja_alloc(P->I, sizeof *n->kids);
+    n->kids = jj_alloc(P->I, sizeof *n->kids);
     n->kids[0] = target;
     n->n_kids = 1;
     if (!skip_name(P, "in"))
@@ -777,7 +810,7 @@ static jnode *parse_body(parser *P, const char *const *ends, const char **ended)
         }
         if (t->type == T_TEXT) {
             jnode *n = node(P, N_TEXT);
-            n->value = jv_str(P->I, t->s, t->len);
+            n->value = jj_str(P->I, t->s, t->len);
             kpush(P, &k, n);
             P->pos++;
         } else if (t->type == T_VAR_BEGIN) {
@@ -813,7 +846,7 @@ static jnode *parse_body(parser *P, const char *const *ends, const char **ended)
     return body;
 }
 
-jnode *jparse(jinterp *I, const jtokens *toks)
+jnode *jj_parse(jinterp *I, const jtokens *toks)
 {
     parser P = {I, toks, 0, 0, 0, NULL};
     const char *ended = NULL;

@@ -6,6 +6,7 @@
 #include "util/json_scan.h"
 #include "util/utf8.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -16,18 +17,18 @@
 
 /* ---- arena and errors ------------------------------------------------------------------ */
 
-void *ja_alloc(jinterp *I, size_t n)
+void *jj_alloc(jinterp *I, size_t n)
 {
     jarena *a = &I->arena;
     n = (n + 15) & ~(size_t)15;
     if (!a->head || a->head->used + n > a->head->cap) {
         size_t cap = n > (1u << 20) ? n : (1u << 20);
         if (a->total + cap > a->limit)
-            jfail(I, SP_ERR_LIMIT, "template used more than %zu MB of memory",
+            jj_fail(I, SP_ERR_LIMIT, "template used more than %zu MB of memory",
                   (size_t)(a->limit >> 20));
         ja_chunk *c = malloc(sizeof *c + cap);
         if (!c)
-            jfail(I, SP_ERR_NOMEM, "out of memory while rendering a template");
+            jj_fail(I, SP_ERR_NOMEM, "out of memory while rendering a template");
         c->next = a->head;
         c->used = 0;
         c->cap = cap;
@@ -39,7 +40,7 @@ void *ja_alloc(jinterp *I, size_t n)
     return p;
 }
 
-void ja_free_all(jarena *a)
+void jj_free_all(jarena *a)
 {
     while (a->head) {
         ja_chunk *n = a->head->next;
@@ -49,7 +50,7 @@ void ja_free_all(jarena *a)
     a->total = 0;
 }
 
-_Noreturn void jfail(jinterp *I, sp_status st, const char *fmt, ...)
+_Noreturn void jj_fail(jinterp *I, sp_status st, const char *fmt, ...)
 {
     if (I->err) {
         va_list ap;
@@ -69,22 +70,47 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-void jtick(jinterp *I)
+void jj_tick(jinterp *I)
 {
     if (++I->steps > JINJA_MAX_STEPS)
-        jfail(I, SP_ERR_LIMIT, "template exceeded %llu evaluation steps",
+        jj_fail(I, SP_ERR_LIMIT, "template exceeded %llu evaluation steps",
               (unsigned long long)JINJA_MAX_STEPS);
     if ((I->steps & 4095) == 0 && I->deadline_ms > 0 && now_ms() > I->deadline_ms)
-        jfail(I, SP_ERR_LIMIT, "template rendering exceeded its time limit");
+        jj_fail(I, SP_ERR_LIMIT, "template rendering exceeded its time limit");
+}
+
+void jj_work(jinterp *I, size_t bytes)
+{
+    I->work += bytes + 1;
+    if (I->work >= (1u << 22)) {
+        I->work = 0;
+        if (I->deadline_ms > 0 && now_ms() > I->deadline_ms)
+            jj_fail(I, SP_ERR_LIMIT, "template rendering exceeded its time limit");
+    }
+}
+
+_Noreturn void jj_int_overflow(jinterp *I, const char *what)
+{
+    jj_fail(I, SP_ERR_TEMPLATE,
+          "integer overflow in %s: the result does not fit in 64 bits (specula's integers are int64)",
+          what);
+}
+
+int64_t jj_int_from_double(jinterp *I, double x, const char *what)
+{
+    /* -2^63 is exact as a double; 2^63 is the first value that does not fit */
+    if (!(x >= -9223372036854775808.0 && x < 9223372036854775808.0))
+        jj_int_overflow(I, what);
+    return (int64_t)x;
 }
 
 /* ---- constructors ----------------------------------------------------------------------- */
 
-jv jv_str(jinterp *I, const char *s, size_t n)
+jv jj_str(jinterp *I, const char *s, size_t n)
 {
     if (n > JINJA_MAX_STRING)
-        jfail(I, SP_ERR_LIMIT, "template built a string of %zu bytes", n);
-    jstr *p = ja_alloc(I, sizeof *p + n + 1);
+        jj_fail(I, SP_ERR_LIMIT, "template built a string of %zu bytes", n);
+    jstr *p = jj_alloc(I, sizeof *p + n + 1);
     p->len = n;
     if (n)
         memcpy(p->s, s, n);
@@ -93,27 +119,27 @@ jv jv_str(jinterp *I, const char *s, size_t n)
     return v;
 }
 
-jv jv_cstr(jinterp *I, const char *s)
+jv jj_cstr(jinterp *I, const char *s)
 {
-    return jv_str(I, s, strlen(s));
+    return jj_str(I, s, strlen(s));
 }
 
-jv jv_list(jinterp *I, size_t cap, uint8_t flags)
+jv jj_list(jinterp *I, size_t cap, uint8_t flags)
 {
-    jlist *l = ja_alloc(I, sizeof *l);
+    jlist *l = jj_alloc(I, sizeof *l);
     l->n = 0;
     l->cap = cap;
-    l->v = cap ? ja_alloc(I, cap * sizeof *l->v) : NULL;
+    l->v = cap ? jj_alloc(I, cap * sizeof *l->v) : NULL;
     l->flags = flags;
     jv v = {.k = JK_LIST, .u = {.l = l}};
     return v;
 }
 
-void jl_push(jinterp *I, jlist *l, jv v)
+void jj_list_push(jinterp *I, jlist *l, jv v)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 8;
-        jv *nv = ja_alloc(I, cap * sizeof *nv);
+        jv *nv = jj_alloc(I, cap * sizeof *nv);
         if (l->n)
             memcpy(nv, l->v, l->n * sizeof *nv);
         l->v = nv;
@@ -122,20 +148,20 @@ void jl_push(jinterp *I, jlist *l, jv v)
     l->v[l->n++] = v;
 }
 
-jv jv_dict(jinterp *I, size_t cap)
+jv jj_dict(jinterp *I, size_t cap)
 {
-    jdict *d = ja_alloc(I, sizeof *d);
+    jdict *d = jj_alloc(I, sizeof *d);
     memset(d, 0, sizeof *d);
     if (cap) {
-        d->keys = ja_alloc(I, cap * sizeof *d->keys);
-        d->vals = ja_alloc(I, cap * sizeof *d->vals);
+        d->keys = jj_alloc(I, cap * sizeof *d->keys);
+        d->vals = jj_alloc(I, cap * sizeof *d->vals);
         d->cap = cap;
     }
     jv v = {.k = JK_DICT, .u = {.d = d}};
     return v;
 }
 
-jv *jd_get_str(const jdict *d, const char *key, size_t len)
+jv *jj_dict_get_str(const jdict *d, const char *key, size_t len)
 {
     for (size_t i = 0; i < d->n; i++)
         if (d->keys[i].k == JK_STR && d->keys[i].u.s->len == len &&
@@ -144,26 +170,26 @@ jv *jd_get_str(const jdict *d, const char *key, size_t len)
     return NULL;
 }
 
-jv *jd_get(jinterp *I, const jdict *d, jv key)
+jv *jj_dict_get(jinterp *I, const jdict *d, jv key)
 {
     if (key.k == JK_STR)
-        return jd_get_str(d, key.u.s->s, key.u.s->len);
+        return jj_dict_get_str(d, key.u.s->s, key.u.s->len);
     for (size_t i = 0; i < d->n; i++)
-        if (jv_equal(I, d->keys[i], key))
+        if (jj_equal(I, d->keys[i], key))
             return &d->vals[i];
     return NULL;
 }
 
-void jd_set(jinterp *I, jdict *d, jv key, jv val)
+void jj_dict_set(jinterp *I, jdict *d, jv key, jv val)
 {
-    jv *old = jd_get(I, d, key);
+    jv *old = jj_dict_get(I, d, key);
     if (old) {
         *old = val;
         return;
     }
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 8;
-        jv *k = ja_alloc(I, cap * sizeof *k), *v = ja_alloc(I, cap * sizeof *v);
+        jv *k = jj_alloc(I, cap * sizeof *k), *v = jj_alloc(I, cap * sizeof *v);
         if (d->n) {
             memcpy(k, d->keys, d->n * sizeof *k);
             memcpy(v, d->vals, d->n * sizeof *v);
@@ -178,7 +204,7 @@ void jd_set(jinterp *I, jdict *d, jv key, jv val)
 
 /* ---- Python semantics -------------------------------------------------------------------- */
 
-const char *jv_type_name(jv v)
+const char *jj_type_name(jv v)
 {
     switch ((jk)v.k) {
     case JK_UNDEF: return "Undefined";
@@ -201,7 +227,7 @@ const char *jv_type_name(jv v)
     return "object";
 }
 
-bool jv_truthy(jinterp *I, jv v)
+bool jj_truthy(jinterp *I, jv v)
 {
     (void)I;
     switch ((jk)v.k) {
@@ -218,12 +244,12 @@ bool jv_truthy(jinterp *I, jv v)
     }
 }
 
-bool jv_is_num(jv v)
+bool jj_is_num(jv v)
 {
     return v.k == JK_BOOL || v.k == JK_INT || v.k == JK_FLOAT;
 }
 
-double jv_num(jv v)
+double jj_num(jv v)
 {
     return v.k == JK_FLOAT ? v.u.f : v.k == JK_INT ? (double)v.u.i : (double)v.u.b;
 }
@@ -233,12 +259,33 @@ static int64_t jv_intval(jv v)
     return v.k == JK_INT ? v.u.i : (int64_t)v.u.b;
 }
 
-bool jv_equal(jinterp *I, jv a, jv b)
+/* Containers can share items (`ns.l = [ns.l, ns.l]` doubles the tree each time), so
+ * comparing, printing or serializing them can take exponential time: every recursive step
+ * ticks the step and time budget, and nesting deeper than JINJA_MAX_VALUE_DEPTH is an
+ * error (Python raises RecursionError). */
+static void value_step(jinterp *I, int depth)
 {
-    if (jv_is_num(a) && jv_is_num(b)) {
+    jj_tick(I);
+    if (depth > JINJA_MAX_VALUE_DEPTH)
+        jj_fail(I, SP_ERR_LIMIT, "value nested deeper than %d (RecursionError)", JINJA_MAX_VALUE_DEPTH);
+}
+
+static bool equal_rec(jinterp *I, jv a, jv b, int depth);
+
+/* Python compares container items with identity first (PyObject_RichCompareBool). */
+static bool item_equal(jinterp *I, jv a, jv b, int depth)
+{
+    if (a.k == b.k && (a.k == JK_LIST || a.k == JK_DICT || a.k == JK_NS) && a.u.l == b.u.l)
+        return true;
+    return equal_rec(I, a, b, depth + 1);
+}
+
+static bool equal_rec(jinterp *I, jv a, jv b, int depth)
+{
+    if (jj_is_num(a) && jj_is_num(b)) {
         if (a.k != JK_FLOAT && b.k != JK_FLOAT)
             return jv_intval(a) == jv_intval(b);
-        return jv_num(a) == jv_num(b);
+        return jj_num(a) == jj_num(b);
     }
     if (a.k != b.k)
         return false;
@@ -252,8 +299,9 @@ bool jv_equal(jinterp *I, jv a, jv b)
             return x == y;
         if ((x->flags & JL_TUPLE) != (y->flags & JL_TUPLE) || x->n != y->n)
             return false;
+        value_step(I, depth);
         for (size_t i = 0; i < x->n; i++)
-            if (!jv_equal(I, x->v[i], y->v[i]))
+            if (!item_equal(I, x->v[i], y->v[i], depth))
                 return false;
         return true;
     }
@@ -261,9 +309,10 @@ bool jv_equal(jinterp *I, jv a, jv b)
         jdict *x = a.u.d, *y = b.u.d;
         if (x->n != y->n)
             return false;
+        value_step(I, depth);
         for (size_t i = 0; i < x->n; i++) {
-            jv *o = jd_get(I, y, x->keys[i]);
-            if (!o || !jv_equal(I, x->vals[i], *o))
+            jv *o = jj_dict_get(I, y, x->keys[i]);
+            if (!o || !item_equal(I, x->vals[i], *o, depth))
                 return false;
         }
         return true;
@@ -272,18 +321,23 @@ bool jv_equal(jinterp *I, jv a, jv b)
     }
 }
 
-int jv_compare(jinterp *I, jv a, jv b)
+bool jj_equal(jinterp *I, jv a, jv b)
+{
+    return equal_rec(I, a, b, 0);
+}
+
+static int compare_rec(jinterp *I, jv a, jv b, int depth)
 {
     if (a.k == JK_UNDEF || b.k == JK_UNDEF)
-        jfail(I, SP_ERR_TEMPLATE, "'%s' is undefined",
+        jj_fail(I, SP_ERR_TEMPLATE, "'%s' is undefined",
               (a.k == JK_UNDEF ? a.u.undef : b.u.undef) ? (a.k == JK_UNDEF ? a.u.undef : b.u.undef)
                                                          : "value");
-    if (jv_is_num(a) && jv_is_num(b)) {
+    if (jj_is_num(a) && jj_is_num(b)) {
         if (a.k != JK_FLOAT && b.k != JK_FLOAT) {
             int64_t x = jv_intval(a), y = jv_intval(b);
             return x < y ? -1 : x > y;
         }
-        double x = jv_num(a), y = jv_num(b);
+        double x = jj_num(a), y = jj_num(b);
         return x < y ? -1 : x > y;
     }
     if (a.k == JK_STR && b.k == JK_STR) {
@@ -296,20 +350,66 @@ int jv_compare(jinterp *I, jv a, jv b)
     if (a.k == JK_LIST && b.k == JK_LIST && !((a.u.l->flags | b.u.l->flags) & JL_GEN) &&
         (a.u.l->flags & JL_TUPLE) == (b.u.l->flags & JL_TUPLE)) {
         jlist *x = a.u.l, *y = b.u.l;
+        value_step(I, depth);
         for (size_t i = 0; i < x->n && i < y->n; i++) {
-            if (jv_equal(I, x->v[i], y->v[i]))
+            if (item_equal(I, x->v[i], y->v[i], depth))
                 continue;
-            return jv_compare(I, x->v[i], y->v[i]);
+            return compare_rec(I, x->v[i], y->v[i], depth + 1);
         }
         return x->n < y->n ? -1 : x->n > y->n;
     }
-    jfail(I, SP_ERR_TEMPLATE, "'<' not supported between instances of '%s' and '%s'",
-          jv_type_name(a), jv_type_name(b));
+    jj_fail(I, SP_ERR_TEMPLATE, "'<' not supported between instances of '%s' and '%s'",
+          jj_type_name(a), jj_type_name(b));
+}
+
+int jj_compare(jinterp *I, jv a, jv b)
+{
+    return compare_rec(I, a, b, 0);
+}
+
+/* Jinja2 sorts by a list of keys ([key] < [key']): equal keys never reach '<', so
+ * [None, None]|sort works while [None, 1]|sort raises. */
+static int sort_key_cmp(jinterp *I, jv a, jv b)
+{
+    return jj_equal(I, a, b) ? 0 : jj_compare(I, a, b);
+}
+
+void jj_sort_by(jinterp *I, jv *items, jv *keys, size_t n, bool reverse)
+{
+    if (n < 2)
+        return;
+    size_t h = n / 2;
+    jj_sort_by(I, items, keys, h, reverse);
+    jj_sort_by(I, items + h, keys + h, n - h, reverse);
+    jv *ti = jj_alloc(I, n * sizeof *ti), *tk = jj_alloc(I, n * sizeof *tk);
+    size_t a = 0, b = h, o = 0;
+    while (a < h && b < n) {
+        jj_tick(I);
+        int c = sort_key_cmp(I, keys[b], keys[a]);
+        bool take_b = reverse ? c > 0 : c < 0;
+        if (take_b) {
+            ti[o] = items[b];
+            tk[o++] = keys[b++];
+        } else {
+            ti[o] = items[a];
+            tk[o++] = keys[a++];
+        }
+    }
+    while (a < h) {
+        ti[o] = items[a];
+        tk[o++] = keys[a++];
+    }
+    while (b < n) {
+        ti[o] = items[b];
+        tk[o++] = keys[b++];
+    }
+    memcpy(items, ti, n * sizeof *ti);
+    memcpy(keys, tk, n * sizeof *tk);
 }
 
 /* ---- strings ------------------------------------------------------------------------------ */
 
-size_t ju_len(const char *s, size_t n)
+size_t jj_utf8_len(const char *s, size_t n)
 {
     size_t c = 0;
     for (size_t i = 0; i < n; i++)
@@ -317,22 +417,22 @@ size_t ju_len(const char *s, size_t n)
     return c;
 }
 
-bool ju_is_space(uint32_t c)
+bool jj_is_space(uint32_t c)
 {
     return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
            c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
            c == 0x202f || c == 0x205f || c == 0x3000;
 }
 
-void jbuf_put(jinterp *I, jbuf *b, const char *s, size_t n)
+void jj_buf_put(jinterp *I, jbuf *b, const char *s, size_t n)
 {
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->n + n + 1)
             cap *= 2;
         if (cap > JINJA_MAX_OUTPUT + 64)
-            jfail(I, SP_ERR_LIMIT, "template output exceeded %u MB", JINJA_MAX_OUTPUT >> 20);
-        char *p = ja_alloc(I, cap);
+            jj_fail(I, SP_ERR_LIMIT, "template output exceeded %u MB", JINJA_MAX_OUTPUT >> 20);
+        char *p = jj_alloc(I, cap);
         if (b->n)
             memcpy(p, b->p, b->n);
         b->p = p;
@@ -344,23 +444,23 @@ void jbuf_put(jinterp *I, jbuf *b, const char *s, size_t n)
     b->p[b->n] = '\0';
 }
 
-void jbuf_puts(jinterp *I, jbuf *b, const char *s)
+void jj_buf_puts(jinterp *I, jbuf *b, const char *s)
 {
-    jbuf_put(I, b, s, strlen(s));
+    jj_buf_put(I, b, s, strlen(s));
 }
 
-void jv_write_float(jinterp *I, jbuf *b, double f)
+static void jj_write_float(jinterp *I, jbuf *b, double f)
 {
     if (isnan(f)) {
-        jbuf_puts(I, b, "nan");
+        jj_buf_puts(I, b, "nan");
         return;
     }
     if (isinf(f)) {
-        jbuf_puts(I, b, f < 0 ? "-inf" : "inf");
+        jj_buf_puts(I, b, f < 0 ? "-inf" : "inf");
         return;
     }
     if (f == 0.0) {
-        jbuf_puts(I, b, signbit(f) ? "-0.0" : "0.0");
+        jj_buf_puts(I, b, signbit(f) ? "-0.0" : "0.0");
         return;
     }
     /* shortest digits that round-trip, as Python's repr */
@@ -419,7 +519,7 @@ void jv_write_float(jinterp *I, jbuf *b, double f)
         o += (size_t)snprintf(out + o, sizeof out - o, "e%c%02d", exp10 < 0 ? '-' : '+',
                               exp10 < 0 ? -exp10 : exp10);
     }
-    jbuf_put(I, b, out, o);
+    jj_buf_put(I, b, out, o);
 }
 
 static bool is_printable(uint32_t c)
@@ -442,7 +542,7 @@ static void write_str_repr(jinterp *I, jbuf *b, const char *s, size_t n)
 {
     bool has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
     char q = has_sq && !has_dq ? '"' : '\'';
-    jbuf_put(I, b, &q, 1);
+    jj_buf_put(I, b, &q, 1);
     for (size_t i = 0; i < n;) {
         uint32_t c;
         size_t l = sp_utf8_decode((const unsigned char *)s + i, n - i, &c);
@@ -454,149 +554,159 @@ static void write_str_repr(jinterp *I, jbuf *b, const char *s, size_t n)
         if (c == (uint32_t)q || c == '\\') {
             tmp[0] = '\\';
             tmp[1] = (char)c;
-            jbuf_put(I, b, tmp, 2);
+            jj_buf_put(I, b, tmp, 2);
         } else if (c == '\n') {
-            jbuf_puts(I, b, "\\n");
+            jj_buf_puts(I, b, "\\n");
         } else if (c == '\r') {
-            jbuf_puts(I, b, "\\r");
+            jj_buf_puts(I, b, "\\r");
         } else if (c == '\t') {
-            jbuf_puts(I, b, "\\t");
+            jj_buf_puts(I, b, "\\t");
         } else if (is_printable(c)) {
-            jbuf_put(I, b, s + i, l);
+            jj_buf_put(I, b, s + i, l);
         } else if (c <= 0xff) {
             snprintf(tmp, sizeof tmp, "\\x%02x", c);
-            jbuf_puts(I, b, tmp);
+            jj_buf_puts(I, b, tmp);
         } else if (c <= 0xffff) {
             snprintf(tmp, sizeof tmp, "\\u%04x", c);
-            jbuf_puts(I, b, tmp);
+            jj_buf_puts(I, b, tmp);
         } else {
             snprintf(tmp, sizeof tmp, "\\U%08x", c);
-            jbuf_puts(I, b, tmp);
+            jj_buf_puts(I, b, tmp);
         }
         i += l;
     }
-    jbuf_put(I, b, &q, 1);
+    jj_buf_put(I, b, &q, 1);
 }
 
-static void write_seq(jinterp *I, jbuf *b, const jv *v, size_t n, bool tuple)
+static void repr_rec(jinterp *I, jbuf *b, jv v, int depth);
+
+static void write_seq(jinterp *I, jbuf *b, const jv *v, size_t n, bool tuple, int depth)
 {
-    jbuf_puts(I, b, tuple ? "(" : "[");
+    value_step(I, depth);
+    jj_buf_puts(I, b, tuple ? "(" : "[");
     for (size_t i = 0; i < n; i++) {
         if (i)
-            jbuf_puts(I, b, ", ");
-        jv_write_repr(I, b, v[i]);
+            jj_buf_puts(I, b, ", ");
+        repr_rec(I, b, v[i], depth + 1);
     }
     if (tuple && n == 1)
-        jbuf_puts(I, b, ",");
-    jbuf_puts(I, b, tuple ? ")" : "]");
+        jj_buf_puts(I, b, ",");
+    jj_buf_puts(I, b, tuple ? ")" : "]");
 }
 
-static void write_dict(jinterp *I, jbuf *b, const jdict *d)
+static void write_dict(jinterp *I, jbuf *b, const jdict *d, int depth)
 {
-    jbuf_puts(I, b, "{");
+    value_step(I, depth);
+    jj_buf_puts(I, b, "{");
     for (size_t i = 0; i < d->n; i++) {
         if (i)
-            jbuf_puts(I, b, ", ");
-        jv_write_repr(I, b, d->keys[i]);
-        jbuf_puts(I, b, ": ");
-        jv_write_repr(I, b, d->vals[i]);
+            jj_buf_puts(I, b, ", ");
+        repr_rec(I, b, d->keys[i], depth + 1);
+        jj_buf_puts(I, b, ": ");
+        repr_rec(I, b, d->vals[i], depth + 1);
     }
-    jbuf_puts(I, b, "}");
+    jj_buf_puts(I, b, "}");
 }
 
-void jv_write_repr(jinterp *I, jbuf *b, jv v)
+static void repr_rec(jinterp *I, jbuf *b, jv v, int depth)
 {
     char tmp[64];
     switch ((jk)v.k) {
-    case JK_UNDEF: jbuf_puts(I, b, "Undefined"); return;
-    case JK_NONE: jbuf_puts(I, b, "None"); return;
-    case JK_BOOL: jbuf_puts(I, b, v.u.b ? "True" : "False"); return;
+    case JK_UNDEF: jj_buf_puts(I, b, "Undefined"); return;
+    case JK_NONE: jj_buf_puts(I, b, "None"); return;
+    case JK_BOOL: jj_buf_puts(I, b, v.u.b ? "True" : "False"); return;
     case JK_INT:
         snprintf(tmp, sizeof tmp, "%lld", (long long)v.u.i);
-        jbuf_puts(I, b, tmp);
+        jj_buf_puts(I, b, tmp);
         return;
-    case JK_FLOAT: jv_write_float(I, b, v.u.f); return;
+    case JK_FLOAT: jj_write_float(I, b, v.u.f); return;
     case JK_STR: write_str_repr(I, b, v.u.s->s, v.u.s->len); return;
     case JK_LIST:
         if (v.u.l->flags & JL_GEN)
-            jbuf_puts(I, b, "<generator object>");
+            jj_buf_puts(I, b, "<generator object>");
         else
-            write_seq(I, b, v.u.l->v, v.u.l->n, v.u.l->flags & JL_TUPLE);
+            write_seq(I, b, v.u.l->v, v.u.l->n, v.u.l->flags & JL_TUPLE, depth);
         return;
-    case JK_DICT: write_dict(I, b, v.u.d); return;
+    case JK_DICT: write_dict(I, b, v.u.d, depth); return;
     case JK_NS:
-        jbuf_puts(I, b, "<Namespace ");
-        write_dict(I, b, v.u.d);
-        jbuf_puts(I, b, ">");
+        jj_buf_puts(I, b, "<Namespace ");
+        write_dict(I, b, v.u.d, depth);
+        jj_buf_puts(I, b, ">");
         return;
     case JK_VIEW: {
         const jdict *d = v.u.d;
         static const char *const names[] = {"dict_keys(", "dict_values(", "dict_items("};
-        jbuf_puts(I, b, names[d->which]);
-        jbuf_puts(I, b, "[");
+        jj_buf_puts(I, b, names[d->which]);
+        jj_buf_puts(I, b, "[");
+        value_step(I, depth);
         for (size_t i = 0; i < d->n; i++) {
             if (i)
-                jbuf_puts(I, b, ", ");
+                jj_buf_puts(I, b, ", ");
             if (d->which == 0)
-                jv_write_repr(I, b, d->keys[i]);
+                repr_rec(I, b, d->keys[i], depth + 1);
             else if (d->which == 1)
-                jv_write_repr(I, b, d->vals[i]);
+                repr_rec(I, b, d->vals[i], depth + 1);
             else {
                 jv pair[2] = {d->keys[i], d->vals[i]};
-                write_seq(I, b, pair, 2, true);
+                write_seq(I, b, pair, 2, true, depth + 1);
             }
         }
-        jbuf_puts(I, b, "])");
+        jj_buf_puts(I, b, "])");
         return;
     }
-    case JK_MACRO: jbuf_puts(I, b, "<Macro>"); return;
-    case JK_FUNC: jbuf_puts(I, b, "<built-in function>"); return;
-    case JK_LOOP: jbuf_puts(I, b, "<LoopContext>"); return;
-    case JK_CYCLER: jbuf_puts(I, b, "<Cycler>"); return;
-    case JK_JOINER: jbuf_puts(I, b, "<Joiner>"); return;
+    case JK_MACRO: jj_buf_puts(I, b, "<Macro>"); return;
+    case JK_FUNC: jj_buf_puts(I, b, "<built-in function>"); return;
+    case JK_LOOP: jj_buf_puts(I, b, "<LoopContext>"); return;
+    case JK_CYCLER: jj_buf_puts(I, b, "<Cycler>"); return;
+    case JK_JOINER: jj_buf_puts(I, b, "<Joiner>"); return;
     }
 }
 
-void jv_write_str(jinterp *I, jbuf *b, jv v)
+void jj_write_repr(jinterp *I, jbuf *b, jv v)
+{
+    repr_rec(I, b, v, 0);
+}
+
+void jj_write_str(jinterp *I, jbuf *b, jv v)
 {
     if (v.k == JK_STR)
-        jbuf_put(I, b, v.u.s->s, v.u.s->len);
+        jj_buf_put(I, b, v.u.s->s, v.u.s->len);
     else if (v.k == JK_UNDEF)
         return;
     else
-        jv_write_repr(I, b, v);
+        jj_write_repr(I, b, v);
 }
 
-jv jv_to_str(jinterp *I, jv v)
+jv jj_to_str(jinterp *I, jv v)
 {
     if (v.k == JK_STR)
         return v;
     jbuf b = {0};
-    jv_write_str(I, &b, v);
-    return jv_str(I, b.p ? b.p : "", b.n);
+    jj_write_str(I, &b, v);
+    return jj_str(I, b.p ? b.p : "", b.n);
 }
 
 /* ---- iteration and length --------------------------------------------------------------- */
 
-jlist *jv_iterate(jinterp *I, jv v, bool *ok)
+jlist *jj_iterate(jinterp *I, jv v, bool *ok)
 {
     *ok = true;
     switch ((jk)v.k) {
     case JK_LIST:
         if (v.u.l->flags & JL_GEN) {
             if (v.u.l->flags & JL_CONSUMED)
-                return jv_list(I, 0, 0).u.l;
+                return jj_list(I, 0, 0).u.l;
             v.u.l->flags |= JL_CONSUMED;
         }
         return v.u.l;
-    case JK_UNDEF: return jv_list(I, 0, 0).u.l;
+    case JK_UNDEF: return jj_list(I, 0, 0).u.l;
     case JK_STR: {
-        jlist *l = jv_list(I, v.u.s->len, 0).u.l;
+        jlist *l = jj_list(I, v.u.s->len, 0).u.l;
         for (size_t i = 0; i < v.u.s->len;) {
             size_t n = sp_utf8_seq_len((const unsigned char *)v.u.s->s + i, v.u.s->len - i);
             if (!n)
                 n = 1;
-            jl_push(I, l, jv_str(I, v.u.s->s + i, n));
+            jj_list_push(I, l, jj_str(I, v.u.s->s + i, n));
             i += n;
         }
         return l;
@@ -605,17 +715,17 @@ jlist *jv_iterate(jinterp *I, jv v, bool *ok)
     case JK_VIEW: {
         const jdict *d = v.u.d;
         int which = v.k == JK_VIEW ? d->which : 0;
-        jlist *l = jv_list(I, d->n, 0).u.l;
+        jlist *l = jj_list(I, d->n, 0).u.l;
         for (size_t i = 0; i < d->n; i++) {
             if (which == 0)
-                jl_push(I, l, d->keys[i]);
+                jj_list_push(I, l, d->keys[i]);
             else if (which == 1)
-                jl_push(I, l, d->vals[i]);
+                jj_list_push(I, l, d->vals[i]);
             else {
-                jv t = jv_list(I, 2, JL_TUPLE);
-                jl_push(I, t.u.l, d->keys[i]);
-                jl_push(I, t.u.l, d->vals[i]);
-                jl_push(I, l, t);
+                jv t = jj_list(I, 2, JL_TUPLE);
+                jj_list_push(I, t.u.l, d->keys[i]);
+                jj_list_push(I, t.u.l, d->vals[i]);
+                jj_list_push(I, l, t);
             }
         }
         return l;
@@ -624,11 +734,11 @@ jlist *jv_iterate(jinterp *I, jv v, bool *ok)
     }
 }
 
-int64_t jv_len(jinterp *I, jv v)
+int64_t jj_len(jinterp *I, jv v)
 {
     switch ((jk)v.k) {
     case JK_UNDEF: return 0;
-    case JK_STR: return (int64_t)ju_len(v.u.s->s, v.u.s->len);
+    case JK_STR: return (int64_t)jj_utf8_len(v.u.s->s, v.u.s->len);
     case JK_LIST:
         if (!(v.u.l->flags & JL_GEN))
             return (int64_t)v.u.l->n;
@@ -638,7 +748,7 @@ int64_t jv_len(jinterp *I, jv v)
     case JK_NS: return (int64_t)v.u.d->n;
     default: break;
     }
-    jfail(I, SP_ERR_TEMPLATE, "object of type '%s' has no len()", jv_type_name(v));
+    jj_fail(I, SP_ERR_TEMPLATE, "object of type '%s' has no len()", jj_type_name(v));
 }
 
 /* ---- JSON in ------------------------------------------------------------------------------ */
@@ -648,56 +758,69 @@ typedef struct jparse_ctx {
     sp_jscan *j;
     char *buf;
     size_t cap;
+    sp_error scan_err; /* the scanner's message, copied into the render's error */
 } jparse_ctx;
+
+_Noreturn static void json_fail(jparse_ctx *c)
+{
+    jj_fail(c->I, SP_ERR_FORMAT, "%s", c->scan_err.msg[0] ? c->scan_err.msg : "malformed JSON");
+}
+
+_Noreturn static void json_fail_at(jparse_ctx *c, size_t pos, const char *msg, const char *arg)
+{
+    char where[96];
+    sp_jscan_where(c->j, pos, where, sizeof where);
+    jj_fail(c->I, SP_ERR_FORMAT, "%s: %s%s at %s", c->j->what, msg, arg, where);
+}
 
 static jv json_value(jparse_ctx *c, int depth)
 {
     jinterp *I = c->I;
     sp_jscan *j = c->j;
     if (depth > 256)
-        jfail(I, SP_ERR_FORMAT, "%s: JSON nested too deeply", j->what);
+        json_fail_at(c, j->pos, "JSON nested more than 256 levels deep", "");
     char ch = sp_jscan_peek(j);
     size_t len;
     if (ch == '"') {
         if (!sp_jscan_string(j, &c->buf, &c->cap, &len))
-            jfail(I, SP_ERR_FORMAT, "%s", I->err ? I->err->msg : "malformed JSON");
-        return jv_str(I, c->buf, len);
+            json_fail(c);
+        return jj_str(I, c->buf, len);
     }
     if (ch == '{') {
         j->pos++;
-        jv d = jv_dict(I, 0);
+        jv d = jj_dict(I, 0);
         bool first = true;
         while (sp_jscan_next(j, '}', &first)) {
             if (!sp_jscan_string(j, &c->buf, &c->cap, &len) || !sp_jscan_expect(j, ':'))
                 break;
-            jv k = jv_str(I, c->buf, len);
-            jd_set(I, d.u.d, k, json_value(c, depth + 1));
+            jv k = jj_str(I, c->buf, len);
+            jj_dict_set(I, d.u.d, k, json_value(c, depth + 1));
         }
         if (j->failed)
-            jfail(I, SP_ERR_FORMAT, "%s", I->err ? I->err->msg : "malformed JSON");
+            json_fail(c);
         return d;
     }
     if (ch == '[') {
         j->pos++;
-        jv l = jv_list(I, 0, 0);
+        jv l = jj_list(I, 0, 0);
         bool first = true;
         while (sp_jscan_next(j, ']', &first))
-            jl_push(I, l.u.l, json_value(c, depth + 1));
+            jj_list_push(I, l.u.l, json_value(c, depth + 1));
         if (j->failed)
-            jfail(I, SP_ERR_FORMAT, "%s", I->err ? I->err->msg : "malformed JSON");
+            json_fail(c);
         return l;
     }
     if (ch == 't' && j->pos + 4 <= j->n && !memcmp(j->s + j->pos, "true", 4)) {
         j->pos += 4;
-        return jv_bool(true);
+        return jj_bool(true);
     }
     if (ch == 'f' && j->pos + 5 <= j->n && !memcmp(j->s + j->pos, "false", 5)) {
         j->pos += 5;
-        return jv_bool(false);
+        return jj_bool(false);
     }
     if (ch == 'n' && j->pos + 4 <= j->n && !memcmp(j->s + j->pos, "null", 4)) {
         j->pos += 4;
-        return jv_none();
+        return jj_none();
     }
     if (ch == '-' || (ch >= '0' && ch <= '9')) {
         size_t s = j->pos, e = s;
@@ -708,29 +831,32 @@ static jv json_value(jparse_ctx *c, int depth)
         }
         char num[64];
         if (e - s >= sizeof num)
-            jfail(I, SP_ERR_FORMAT, "%s: number too long at byte %zu", j->what, s);
+            json_fail_at(c, s, "number too long", "");
         memcpy(num, j->s + s, e - s);
         num[e - s] = '\0';
         j->pos = e;
         char *end;
         if (!is_float) {
+            errno = 0;
             long long v = strtoll(num, &end, 10);
-            if (*end == '\0' && !(v == LLONG_MAX || v == LLONG_MIN))
-                return jv_int(v);
+            if (*end == '\0' && errno == ERANGE) /* Python's json gives a big int */
+                json_fail_at(c, s, "integer does not fit in 64 bits: ", num);
+            if (*end == '\0')
+                return jj_int(v);
         }
         double f = strtod(num, &end);
         if (*end)
-            jfail(I, SP_ERR_FORMAT, "%s: bad number '%s'", j->what, num);
-        return jv_float(f);
+            json_fail_at(c, s, "bad number ", num);
+        return jj_float(f);
     }
-    jfail(I, SP_ERR_FORMAT, "%s: malformed JSON near byte %zu", j->what, j->pos);
+    json_fail_at(c, j->pos, "malformed JSON: unexpected character", "");
 }
 
-jv jv_from_json_text(jinterp *I, const char *text, size_t n, const char *what)
+jv jj_from_json_text(jinterp *I, const char *text, size_t n, const char *what)
 {
     sp_jscan j;
-    sp_jscan_init(&j, text, n, what, I->err);
-    jparse_ctx c = {I, &j, NULL, 0};
+    jparse_ctx c = {I, &j, NULL, 0, {0}};
+    sp_jscan_init(&j, text, n, what, &c.scan_err);
     /* the scanner's string buffer is malloc'd: keep it on the arena's free path */
     jv v;
     jmp_buf saved;
@@ -744,7 +870,7 @@ jv jv_from_json_text(jinterp *I, const char *text, size_t n, const char *what)
     if (sp_jscan_peek(&j) != 0) {
         free(c.buf);
         memcpy(I->fail, saved, sizeof saved);
-        jfail(I, SP_ERR_FORMAT, "%s: trailing data after the JSON value at byte %zu", what, j.pos);
+        json_fail_at(&c, j.pos, "trailing data after the JSON value", "");
     }
     free(c.buf);
     memcpy(I->fail, saved, sizeof saved);
@@ -755,25 +881,25 @@ jv jv_from_json_text(jinterp *I, const char *text, size_t n, const char *what)
 
 static void json_string(jinterp *I, jbuf *b, const char *s, size_t n, bool ascii)
 {
-    jbuf_puts(I, b, "\"");
+    jj_buf_puts(I, b, "\"");
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
         char tmp[16];
         if (c == '"' || c == '\\') {
             tmp[0] = '\\';
             tmp[1] = (char)c;
-            jbuf_put(I, b, tmp, 2);
+            jj_buf_put(I, b, tmp, 2);
             i++;
         } else if (c < 0x20) {
             switch (c) {
-            case '\n': jbuf_puts(I, b, "\\n"); break;
-            case '\r': jbuf_puts(I, b, "\\r"); break;
-            case '\t': jbuf_puts(I, b, "\\t"); break;
-            case '\b': jbuf_puts(I, b, "\\b"); break;
-            case '\f': jbuf_puts(I, b, "\\f"); break;
+            case '\n': jj_buf_puts(I, b, "\\n"); break;
+            case '\r': jj_buf_puts(I, b, "\\r"); break;
+            case '\t': jj_buf_puts(I, b, "\\t"); break;
+            case '\b': jj_buf_puts(I, b, "\\b"); break;
+            case '\f': jj_buf_puts(I, b, "\\f"); break;
             default:
                 snprintf(tmp, sizeof tmp, "\\u%04x", c);
-                jbuf_puts(I, b, tmp);
+                jj_buf_puts(I, b, tmp);
             }
             i++;
         } else if (c >= 0x80 && ascii) {
@@ -789,31 +915,31 @@ static void json_string(jinterp *I, jbuf *b, const char *s, size_t n, bool ascii
             } else {
                 snprintf(tmp, sizeof tmp, "\\u%04x", cp);
             }
-            jbuf_puts(I, b, tmp);
+            jj_buf_puts(I, b, tmp);
             i += l;
         } else {
-            jbuf_put(I, b, s + i, 1);
+            jj_buf_put(I, b, s + i, 1);
             i++;
         }
     }
-    jbuf_puts(I, b, "\"");
+    jj_buf_puts(I, b, "\"");
 }
 
 static void json_float(jinterp *I, jbuf *b, double f)
 {
     if (isnan(f))
-        jbuf_puts(I, b, "NaN");
+        jj_buf_puts(I, b, "NaN");
     else if (isinf(f))
-        jbuf_puts(I, b, f < 0 ? "-Infinity" : "Infinity");
+        jj_buf_puts(I, b, f < 0 ? "-Infinity" : "Infinity");
     else
-        jv_write_float(I, b, f);
+        jj_write_float(I, b, f);
 }
 
 static void json_newline(jinterp *I, jbuf *b, const char *indent, int level)
 {
-    jbuf_puts(I, b, "\n");
+    jj_buf_puts(I, b, "\n");
     for (int i = 0; i < level; i++)
-        jbuf_puts(I, b, indent);
+        jj_buf_puts(I, b, indent);
 }
 
 /* A dict key as json.dumps converts it. */
@@ -824,54 +950,46 @@ static void json_key(jinterp *I, jbuf *b, jv k, bool ascii)
     case JK_STR: json_string(I, b, k.u.s->s, k.u.s->len, ascii); return;
     case JK_INT:
         snprintf(tmp, sizeof tmp, "\"%lld\"", (long long)k.u.i);
-        jbuf_puts(I, b, tmp);
+        jj_buf_puts(I, b, tmp);
         return;
-    case JK_BOOL: jbuf_puts(I, b, k.u.b ? "\"true\"" : "\"false\""); return;
-    case JK_NONE: jbuf_puts(I, b, "\"null\""); return;
+    case JK_BOOL: jj_buf_puts(I, b, k.u.b ? "\"true\"" : "\"false\""); return;
+    case JK_NONE: jj_buf_puts(I, b, "\"null\""); return;
     case JK_FLOAT:
-        jbuf_puts(I, b, "\"");
+        jj_buf_puts(I, b, "\"");
         json_float(I, b, k.u.f);
-        jbuf_puts(I, b, "\"");
+        jj_buf_puts(I, b, "\"");
         return;
     default:
-        jfail(I, SP_ERR_TEMPLATE, "keys must be str, int, float, bool or None, not %s",
-              jv_type_name(k));
+        jj_fail(I, SP_ERR_TEMPLATE, "keys must be str, int, float, bool or None, not %s",
+              jj_type_name(k));
     }
 }
 
 static jdict *sorted_dict(jinterp *I, const jdict *d)
 {
-    jdict *s = jv_dict(I, d->n).u.d;
-    size_t *idx = ja_alloc(I, (d->n ? d->n : 1) * sizeof *idx);
-    for (size_t i = 0; i < d->n; i++)
-        idx[i] = i;
-    for (size_t i = 1; i < d->n; i++) /* insertion sort: stable, dicts are small */
-        for (size_t k = i; k > 0 && jv_compare(I, d->keys[idx[k]], d->keys[idx[k - 1]]) < 0; k--) {
-            size_t t = idx[k];
-            idx[k] = idx[k - 1];
-            idx[k - 1] = t;
-        }
-    for (size_t i = 0; i < d->n; i++) {
-        s->keys[i] = d->keys[idx[i]];
-        s->vals[i] = d->vals[idx[i]];
+    jdict *s = jj_dict(I, d->n).u.d;
+    if (d->n) {
+        memcpy(s->keys, d->keys, d->n * sizeof *s->keys);
+        memcpy(s->vals, d->vals, d->n * sizeof *s->vals);
     }
+    jj_sort_by(I, s->vals, s->keys, d->n, false); /* sorted(d.items()): keys are unique */
     s->n = d->n;
     return s;
 }
 
-void jv_tojson(jinterp *I, jbuf *b, jv v, const char *indent, const char *item_sep,
+void jj_tojson(jinterp *I, jbuf *b, jv v, const char *indent, const char *item_sep,
                const char *key_sep, bool sort_keys, bool ascii, int level)
 {
     char tmp[64];
-    jtick(I);
-    if (level > 500)
-        jfail(I, SP_ERR_TEMPLATE, "tojson: value nested too deeply");
+    jj_tick(I);
+    if (level > JINJA_MAX_VALUE_DEPTH)
+        jj_fail(I, SP_ERR_TEMPLATE, "tojson: value nested too deeply");
     switch ((jk)v.k) {
-    case JK_NONE: jbuf_puts(I, b, "null"); return;
-    case JK_BOOL: jbuf_puts(I, b, v.u.b ? "true" : "false"); return;
+    case JK_NONE: jj_buf_puts(I, b, "null"); return;
+    case JK_BOOL: jj_buf_puts(I, b, v.u.b ? "true" : "false"); return;
     case JK_INT:
         snprintf(tmp, sizeof tmp, "%lld", (long long)v.u.i);
-        jbuf_puts(I, b, tmp);
+        jj_buf_puts(I, b, tmp);
         return;
     case JK_FLOAT: json_float(I, b, v.u.f); return;
     case JK_STR: json_string(I, b, v.u.s->s, v.u.s->len, ascii); return;
@@ -879,45 +997,45 @@ void jv_tojson(jinterp *I, jbuf *b, jv v, const char *indent, const char *item_s
         if (!(v.u.l->flags & JL_GEN)) {
             const jlist *l = v.u.l;
             if (!l->n) {
-                jbuf_puts(I, b, "[]");
+                jj_buf_puts(I, b, "[]");
                 return;
             }
-            jbuf_puts(I, b, "[");
+            jj_buf_puts(I, b, "[");
             for (size_t i = 0; i < l->n; i++) {
                 if (i)
-                    jbuf_puts(I, b, item_sep);
+                    jj_buf_puts(I, b, item_sep);
                 if (indent)
                     json_newline(I, b, indent, level + 1);
-                jv_tojson(I, b, l->v[i], indent, item_sep, key_sep, sort_keys, ascii, level + 1);
+                jj_tojson(I, b, l->v[i], indent, item_sep, key_sep, sort_keys, ascii, level + 1);
             }
             if (indent)
                 json_newline(I, b, indent, level);
-            jbuf_puts(I, b, "]");
+            jj_buf_puts(I, b, "]");
             return;
         }
         break;
     case JK_DICT: {
         const jdict *d = sort_keys ? sorted_dict(I, v.u.d) : v.u.d;
         if (!d->n) {
-            jbuf_puts(I, b, "{}");
+            jj_buf_puts(I, b, "{}");
             return;
         }
-        jbuf_puts(I, b, "{");
+        jj_buf_puts(I, b, "{");
         for (size_t i = 0; i < d->n; i++) {
             if (i)
-                jbuf_puts(I, b, item_sep);
+                jj_buf_puts(I, b, item_sep);
             if (indent)
                 json_newline(I, b, indent, level + 1);
             json_key(I, b, d->keys[i], ascii);
-            jbuf_puts(I, b, key_sep);
-            jv_tojson(I, b, d->vals[i], indent, item_sep, key_sep, sort_keys, ascii, level + 1);
+            jj_buf_puts(I, b, key_sep);
+            jj_tojson(I, b, d->vals[i], indent, item_sep, key_sep, sort_keys, ascii, level + 1);
         }
         if (indent)
             json_newline(I, b, indent, level);
-        jbuf_puts(I, b, "}");
+        jj_buf_puts(I, b, "}");
         return;
     }
     default: break;
     }
-    jfail(I, SP_ERR_TEMPLATE, "Object of type %s is not JSON serializable", jv_type_name(v));
+    jj_fail(I, SP_ERR_TEMPLATE, "Object of type %s is not JSON serializable", jj_type_name(v));
 }

@@ -13,6 +13,7 @@
 
 #include "text/tok/regex.h"
 #include "text/tok/tokenizer.h"
+#include "text/tokenizer_config.h"
 #include "util/strmap.h"
 
 #include <stdbool.h>
@@ -287,14 +288,10 @@ struct sp_tokenizer {
     sp_post *post;
     sp_decoder *decoder;
 
-    /* tokenizer_config.json */
-    char *bos_token, *eos_token, *pad_token, *unk_token_str;
-    int32_t bos_id, eos_id;
-    bool add_bos_token, add_eos_token, has_add_bos;
-    char *chat_template;    /* default chat template, or NULL */
-    char **named_templates, **named_template_names;
-    size_t n_named_templates;
-    void *config_json;      /* cJSON of tokenizer_config.json (for templates), or NULL */
+    /* tokenizer_config.json (all zero when there is none) */
+    sp_tok_config config;
+    int32_t bos_id, eos_id; /* of config's bos_token / eos_token, or -1 */
+    char *jinja_template;   /* chat_template.jinja beside it, or NULL */
 };
 
 void sp_normalizer_free(sp_normalizer *n);

@@ -3,6 +3,7 @@
  * Every id is checked against the vocabulary, every merge against the tokens it names,
  * and unknown component types are a clear "unsupported" error naming the field. */
 #include "text/tok/tok_internal.h"
+#include "util/ckd.h"
 #include "util/error.h"
 #include "util/json.h"
 #include "util/json_scan.h"
@@ -127,11 +128,13 @@ static sp_status parse_norm_children(loader *L, const cJSON *arr, int depth, sp_
     n->children = calloc(k ? k : 1, sizeof *n->children);
     if (!n->children)
         return nomem(L);
+    /* a child that fails half-built is still counted, so the parent's free releases it */
     for (const cJSON *c = arr->child; c; c = c->next) {
         sp_status st = parse_normalizer(L, c, depth + 1, &n->children[n->n_children]);
+        if (n->children[n->n_children])
+            n->n_children++;
         if (st != SP_OK)
             return st;
-        n->n_children++;
     }
     return SP_OK;
 }
@@ -281,9 +284,11 @@ static sp_status parse_pretok(loader *L, const cJSON *o, int depth, sp_pretok **
         size_t k = (size_t)cJSON_GetArraySize(arr);
         if (!(p->children = calloc(k ? k : 1, sizeof *p->children)))
             return nomem(L);
-        for (const cJSON *c = arr->child; c && st == SP_OK; c = c->next)
-            if ((st = parse_pretok(L, c, depth + 1, &p->children[p->n_children])) == SP_OK)
+        for (const cJSON *c = arr->child; c && st == SP_OK; c = c->next) {
+            st = parse_pretok(L, c, depth + 1, &p->children[p->n_children]);
+            if (p->children[p->n_children]) /* counted even half-built: freed with p */
                 p->n_children++;
+        }
     } else {
         return sp_err(L->err, SP_ERR_UNSUPPORTED, "%s: pre_tokenizer type '%s' is not supported",
                       L->what, ty);
@@ -355,9 +360,11 @@ static sp_status parse_decoder(loader *L, const cJSON *o, int depth, sp_decoder 
         size_t k = (size_t)cJSON_GetArraySize(arr);
         if (!(d->children = calloc(k ? k : 1, sizeof *d->children)))
             return nomem(L);
-        for (const cJSON *c = arr->child; c && st == SP_OK; c = c->next)
-            if ((st = parse_decoder(L, c, depth + 1, &d->children[d->n_children])) == SP_OK)
+        for (const cJSON *c = arr->child; c && st == SP_OK; c = c->next) {
+            st = parse_decoder(L, c, depth + 1, &d->children[d->n_children]);
+            if (d->children[d->n_children]) /* counted even half-built: freed with d */
                 d->n_children++;
+        }
     } else {
         return sp_err(L->err, SP_ERR_UNSUPPORTED, "%s: decoder type '%s' is not supported",
                       L->what, ty);
@@ -369,7 +376,10 @@ static sp_status parse_decoder(loader *L, const cJSON *o, int depth, sp_decoder 
 
 static sp_status post_item(loader *L, sp_post *p, bool seq, const int32_t *ids, size_t n)
 {
-    struct sp_post_item *g = realloc(p->items, (p->n_items + 1) * sizeof *g);
+    size_t bytes;
+    if (sp_ckd_mul_size(&bytes, p->n_items + 1, sizeof *p->items))
+        return nomem(L);
+    struct sp_post_item *g = realloc(p->items, bytes);
     if (!g)
         return nomem(L);
     p->items = g;
@@ -377,7 +387,7 @@ static sp_status post_item(loader *L, sp_post *p, bool seq, const int32_t *ids, 
     memset(it, 0, sizeof *it);
     it->is_sequence = seq;
     if (n) {
-        if (!(it->ids = malloc(n * sizeof *it->ids)))
+        if (sp_ckd_mul_size(&bytes, n, sizeof *it->ids) || !(it->ids = malloc(bytes)))
             return nomem(L);
         memcpy(it->ids, ids, n * sizeof *ids);
         it->n_ids = n;
@@ -477,9 +487,11 @@ static sp_status parse_post(loader *L, const cJSON *o, int depth, sp_post **out)
         size_t k = (size_t)cJSON_GetArraySize(arr);
         if (!(p->children = calloc(k ? k : 1, sizeof *p->children)))
             return nomem(L);
-        for (const cJSON *c = arr->child; c && st == SP_OK; c = c->next)
-            if ((st = parse_post(L, c, depth + 1, &p->children[p->n_children])) == SP_OK)
+        for (const cJSON *c = arr->child; c && st == SP_OK; c = c->next) {
+            st = parse_post(L, c, depth + 1, &p->children[p->n_children]);
+            if (p->children[p->n_children]) /* counted even half-built: freed with p */
                 p->n_children++;
+        }
     } else {
         return sp_err(L->err, SP_ERR_UNSUPPORTED, "%s: post_processor type '%s' is not supported",
                       L->what, ty);
@@ -605,10 +617,14 @@ typedef struct merge_batch {
 
 static bool batch_put(merge_batch *mb, const char *s, size_t n, size_t *off)
 {
-    if (mb->len + n > mb->cap) {
-        size_t cap = mb->cap ? 2 * mb->cap : 65536;
-        while (cap < mb->len + n)
-            cap *= 2;
+    size_t need;
+    if (sp_ckd_add_size(&need, mb->len, n))
+        return false;
+    if (need > mb->cap) {
+        size_t cap = mb->cap ? mb->cap : 65536;
+        while (cap < need)
+            if (sp_ckd_mul_size(&cap, cap, 2))
+                return false;
         char *p = realloc(mb->text, cap);
         if (!p)
             return false;
@@ -838,7 +854,10 @@ static bool trie_add(sp_trie *tr, const char *s, size_t n, int32_t token)
             ch = tr->nodes[ch].sibling;
         if (ch < 0) {
             if (tr->n == tr->cap) {
-                sp_trie_node *g = realloc(tr->nodes, tr->cap * 2 * sizeof *g);
+                size_t bytes; /* node indices are int32 */
+                if (tr->cap >= INT32_MAX / 2 || sp_ckd_mul3_size(&bytes, tr->cap, 2, sizeof *tr->nodes))
+                    return false;
+                sp_trie_node *g = realloc(tr->nodes, bytes);
                 if (!g)
                     return false;
                 tr->nodes = g;

@@ -358,8 +358,10 @@ static void cache_store(sp_bpe_cache_entry *e, const char *s, size_t n, const in
     }
     free(e->key);
     free(e->ids);
-    memcpy(key, s, n);
-    memcpy(v, ids, k * sizeof *v);
+    if (n)
+        memcpy(key, s, n);
+    if (k) /* an empty result (empty vocabulary) has no ids: ids may be NULL */
+        memcpy(v, ids, k * sizeof *v);
     *e = (sp_bpe_cache_entry){key, (uint32_t)n, (uint32_t)k, v};
 }
 

@@ -46,98 +46,33 @@ void sp_tokenizer_close(sp_tokenizer *t)
     sp_pretok_free(t->pretok);
     sp_post_free(t->post);
     sp_decoder_free(t->decoder);
-    free(t->bos_token);
-    free(t->eos_token);
-    free(t->pad_token);
-    free(t->unk_token_str);
-    free(t->chat_template);
-    for (size_t i = 0; i < t->n_named_templates; i++) {
-        free(t->named_templates[i]);
-        free(t->named_template_names[i]);
-    }
-    free(t->named_templates);
-    free(t->named_template_names);
-    cJSON_Delete(t->config_json);
+    sp_tok_config_fini(&t->config);
+    free(t->jinja_template);
     free(t->path);
     free(t->dir);
     free(t);
 }
 
-/* A special token in tokenizer_config.json: a string or {"content": ...}. */
-static char *special_string(const cJSON *cfg, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
-    if (cJSON_IsObject(v))
-        v = cJSON_GetObjectItemCaseSensitive(v, "content");
-    return cJSON_IsString(v) ? strdup(v->valuestring) : NULL;
-}
-
-static sp_status load_templates(sp_tokenizer *t, const cJSON *cfg, const char *dir,
-                                sp_error *err)
-{
-    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
-    if (cJSON_IsString(ct)) {
-        if (!(t->chat_template = strdup(ct->valuestring)))
-            return sp_err(err, SP_ERR_NOMEM, "out of memory");
-    } else if (cJSON_IsArray(ct)) {
-        size_t n = (size_t)cJSON_GetArraySize(ct);
-        t->named_templates = calloc(n ? n : 1, sizeof(char *));
-        t->named_template_names = calloc(n ? n : 1, sizeof(char *));
-        if (!t->named_templates || !t->named_template_names)
-            return sp_err(err, SP_ERR_NOMEM, "out of memory");
-        for (const cJSON *e = ct->child; e; e = e->next) {
-            const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
-            const cJSON *tpl = cJSON_GetObjectItemCaseSensitive(e, "template");
-            if (!cJSON_IsString(name) || !cJSON_IsString(tpl))
-                return sp_err(err, SP_ERR_FORMAT, "tokenizer_config.json: field 'chat_template': "
-                              "list entries need a 'name' and a 'template' string");
-            size_t i = t->n_named_templates++;
-            t->named_template_names[i] = strdup(name->valuestring);
-            t->named_templates[i] = strdup(tpl->valuestring);
-            if (!t->named_templates[i] || !t->named_template_names[i])
-                return sp_err(err, SP_ERR_NOMEM, "out of memory");
-        }
-    }
-    /* transformers saves templates as chat_template.jinja beside the config */
-    char *jp = dir ? sp_path_join(dir, "chat_template.jinja") : NULL;
-    sp_status st = SP_OK;
-    if (jp && sp_file_exists(jp)) {
-        char *text;
-        st = sp_read_file(jp, CONFIG_MAX_BYTES, &text, NULL, err);
-        if (st == SP_OK) {
-            free(t->chat_template);
-            t->chat_template = text;
-        }
-    }
-    free(jp);
-    return st;
-}
-
+/* tokenizer_config.json (optional; tokenizer_config.h reads it) and the
+ * chat_template.jinja that transformers saves beside it. */
 static sp_status load_config(sp_tokenizer *t, const char *cfg_path, const char *dir,
                              sp_error *err)
 {
-    cJSON *cfg = NULL;
     if (cfg_path && sp_file_exists(cfg_path)) {
-        sp_status st = sp_json_parse_file(cfg_path, CONFIG_MAX_BYTES, &cfg, err);
+        sp_status st = sp_tok_config_load(cfg_path, &t->config, err);
         if (st != SP_OK)
             return st;
-        if (!cJSON_IsObject(cfg)) {
-            cJSON_Delete(cfg);
-            return sp_err(err, SP_ERR_FORMAT, "%s: not a JSON object", cfg_path);
-        }
     }
-    t->config_json = cfg;
-    t->bos_token = special_string(cfg, "bos_token");
-    t->eos_token = special_string(cfg, "eos_token");
-    t->pad_token = special_string(cfg, "pad_token");
-    t->unk_token_str = special_string(cfg, "unk_token");
-    const cJSON *ab = cJSON_GetObjectItemCaseSensitive(cfg, "add_bos_token");
-    t->has_add_bos = cJSON_IsBool(ab);
-    t->add_bos_token = cJSON_IsTrue(ab);
-    t->add_eos_token = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "add_eos_token"));
-    t->bos_id = t->bos_token ? sp_tokenizer_token_id(t, t->bos_token) : -1;
-    t->eos_id = t->eos_token ? sp_tokenizer_token_id(t, t->eos_token) : -1;
-    return load_templates(t, cfg, dir, err);
+    const char *bos = sp_tok_config_special(&t->config, "bos_token");
+    const char *eos = sp_tok_config_special(&t->config, "eos_token");
+    t->bos_id = bos ? sp_tokenizer_token_id(t, bos) : -1;
+    t->eos_id = eos ? sp_tokenizer_token_id(t, eos) : -1;
+    char *jp = dir ? sp_path_join(dir, "chat_template.jinja") : NULL;
+    sp_status st = SP_OK;
+    if (jp && sp_file_exists(jp))
+        st = sp_read_file(jp, CONFIG_MAX_BYTES, &t->jinja_template, NULL, err);
+    free(jp);
+    return st;
 }
 
 /* Resolves PATH to tokenizer.json, its directory, and tokenizer_config.json. */
@@ -195,13 +130,34 @@ sp_status sp_tokenizer_open(const char *path, sp_tokenizer **out, sp_error *err)
     return SP_OK;
 }
 
+sp_status sp_tokenizer_from_text(const char *json, size_t n, const char *config_json,
+                                 size_t config_len, sp_tokenizer **out, sp_error *err)
+{
+    *out = NULL;
+    sp_tokenizer *t = calloc(1, sizeof *t);
+    if (!t)
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    t->bos_id = t->eos_id = -1;
+    sp_status st = sp_tokenizer_load_text(t, json, n, "tokenizer.json", err);
+    if (st == SP_OK && config_json)
+        st = sp_tok_config_parse(config_json, config_len, "tokenizer_config.json", &t->config, err);
+    if (st == SP_OK)
+        st = load_config(t, NULL, NULL, err);
+    if (st != SP_OK) {
+        sp_tokenizer_close(t);
+        return st;
+    }
+    *out = t;
+    return SP_OK;
+}
+
 /* ---- lookups ------------------------------------------------------------------------- */
 
 int64_t sp_tokenizer_n_vocab(const sp_tokenizer *t) { return t->n_vocab; }
 int32_t sp_tokenizer_bos_id(const sp_tokenizer *t) { return t->bos_id; }
 int32_t sp_tokenizer_eos_id(const sp_tokenizer *t) { return t->eos_id; }
 const char *sp_tokenizer_dir(const sp_tokenizer *t) { return t->dir; }
-const void *sp_tokenizer_config_json(const sp_tokenizer *t) { return t->config_json; }
+const void *sp_tokenizer_config_json(const sp_tokenizer *t) { return t->config.json; }
 
 const char *sp_tokenizer_id_to_token(const sp_tokenizer *t, int32_t id, size_t *len)
 {
@@ -239,27 +195,15 @@ int32_t sp_tokenizer_token_id(const sp_tokenizer *t, const char *token)
 
 const char *sp_tokenizer_special(const sp_tokenizer *t, const char *name)
 {
-    if (!strcmp(name, "bos_token"))
-        return t->bos_token;
-    if (!strcmp(name, "eos_token"))
-        return t->eos_token;
-    if (!strcmp(name, "pad_token"))
-        return t->pad_token;
-    if (!strcmp(name, "unk_token"))
-        return t->unk_token_str;
-    return NULL;
+    return sp_tok_config_special(&t->config, name);
 }
 
 const char *sp_tokenizer_chat_template(const sp_tokenizer *t, const char *name)
 {
-    const char *def = t->chat_template;
-    for (size_t i = 0; i < t->n_named_templates; i++) {
-        if (name && !strcmp(t->named_template_names[i], name))
-            return t->named_templates[i];
-        if (!def && !strcmp(t->named_template_names[i], "default"))
-            def = t->named_templates[i];
-    }
-    return def;
+    const char *named = name ? sp_tok_config_template(&t->config, name) : NULL;
+    if (named)
+        return named;
+    return t->jinja_template ? t->jinja_template : sp_tok_config_template(&t->config, "default");
 }
 
 /* ---- encoding -------------------------------------------------------------------------- */
@@ -382,12 +326,12 @@ sp_status sp_tokenizer_encode_prompt(sp_tokenizer *t, const char *text, size_t l
                                      int32_t **ids, size_t *n_ids, sp_error *err)
 {
     sp_tok_ids out = {0};
-    bool bos = t->add_bos_token && t->bos_id >= 0 && !post_adds_bos(t->post, t->bos_id);
+    bool bos = t->config.add_bos && t->bos_id >= 0 && !post_adds_bos(t->post, t->bos_id);
     sp_status st = bos && !sp_tok_ids_push(&out, t->bos_id) ? sp_err(err, SP_ERR_NOMEM, "out of memory")
                                                             : SP_OK;
     if (st == SP_OK)
         st = sp_tokenizer_encode_into(t, text, len, true, &out, err);
-    if (st == SP_OK && t->add_eos_token && t->eos_id >= 0 && !sp_tok_ids_push(&out, t->eos_id))
+    if (st == SP_OK && t->config.add_eos && t->eos_id >= 0 && !sp_tok_ids_push(&out, t->eos_id))
         st = sp_err(err, SP_ERR_NOMEM, "out of memory");
     if (st != SP_OK) {
         free(out.v);

@@ -12,6 +12,11 @@
 
 #include "specula.h"
 
+/* A tokenizer from memory: the text of tokenizer.json and of tokenizer_config.json (or
+ * NULL). For tests and fuzzing; sp_tokenizer_open reads files. */
+sp_status sp_tokenizer_from_text(const char *json, size_t n, const char *config_json,
+                                 size_t config_len, sp_tokenizer **out, sp_error *err);
+
 /* A growable id list. */
 typedef struct sp_tok_ids {
     int32_t *v;

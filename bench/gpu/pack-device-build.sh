@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Packs a CUDA build made on this (Debian) machine for a GPU machine that lacks the
+# build's libraries (cJSON, PCRE2, utf8proc, cmocka): stripped executables under
+# DEST/build-cuda/ (the same relative paths as the build tree, so the tests' compiled-in
+# paths work once the repository root is linked at the build's path) and the shared
+# libraries they need under DEST/lib/ (set LD_LIBRARY_PATH there).
+#   bench/gpu/pack-device-build.sh [DEST]      (default .devbuild; BUILD_DIR=build-cuda)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+DEST=${1:-.devbuild}
+B=${BUILD_DIR:-build-cuda}
+cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DSPECULA_CUDA=ON >/dev/null
+cmake --build "$B" -j"$(nproc)" >/dev/null
+rm -rf "$DEST" && mkdir -p "$DEST/lib" "$DEST/$B/tests/cuda"
+# the tests that load models (the text tests do not need a GPU)
+bins="$B/specula $B/make_random_model $B/tests/cuda/test_cuda_kernels"
+for t in parity batch_invariance batch_sessions spec diag quant; do bins="$bins $B/tests/test_$t"; done
+for f in $bins; do
+    cp "$f" "$DEST/$f" && strip "$DEST/$f"
+done
+for f in $bins; do ldd "$f"; done | awk '/=> \// {print $3}' | sort -u |
+    grep -E 'libcjson|libpcre2|libutf8proc|libcmocka' | while read -r so; do cp -L "$so" "$DEST/lib/"; done
+du -sh "$DEST"

@@ -1,0 +1,122 @@
+/* backend.h: the ops the forward pass is written against, and the memory they run on.
+ *
+ * The forward pass (src/engine/) knows no backend: it calls these ops on pointers into
+ * backend memory (host memory for the CPU backend, device memory for CUDA) and never
+ * dereferences them itself. A backend is a table of functions plus its state; adding one
+ * (Metal, ROCm) means writing a new table, not touching the forward pass.
+ *
+ *   memory   alloc / free / upload / download, and `view` (read an op output on the host)
+ *   ops      embed, matmul (every weight format), matmul_t, rmsnorm, rope, add, swiglu,
+ *            gptoss_glu, copy2d, scale, attention (KV cache incl. sinks, sliding window, MLA
+ *            latent rows), moe_route, moe_ffn (the expert sum)
+ *   errors   ops return nothing: a backend records the first failure (a failed kernel
+ *            launch, with the op's name) and `finish` returns it after waiting for the
+ *            queued work. A forward pass calls finish before it reads results.
+ *
+ * Shapes are [rows, width] row-major fp32 unless stated; a weight is an sp_weight whose
+ * data and scale pointers are in this backend's memory. Numerics contract (every backend):
+ * an output row depends only on its own input row(s), the weights and the KV cache — never
+ * on how many rows share the call — and is run-to-run deterministic. */
+#ifndef SP_BACKEND_BACKEND_H
+#define SP_BACKEND_BACKEND_H
+
+#include "kernels/cpu/attention.h"
+#include "kernels/weight.h"
+#include "model/moe_route.h"
+#include "specula.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* One expert as the backend sees it (pointers in backend memory). gpt-oss: `gate` holds
+ * the interleaved gate_up matrix. */
+typedef struct sp_expert {
+    sp_weight gate, up, down;
+    const float *gate_up_bias; /* gpt-oss [2I] interleaved, else NULL */
+    const float *down_bias;    /* gpt-oss [H], else NULL */
+    bool in_major;             /* stored [in, out], used as x @ W (gpt-oss unquantized) */
+} sp_expert;
+
+typedef enum sp_glu_kind { SP_GLU_SWIGLU, SP_GLU_GPTOSS } sp_glu_kind;
+
+/* The expert block of one layer: out[t] = sum over the token's k experts, in ascending
+ * expert id, of w[t, j] * expert_{ids[t, j]}(x[t]). */
+typedef struct sp_moe_args {
+    const sp_expert *experts; /* [n_experts], the table itself in backend memory */
+    int64_t n_experts, top_k, n_embd, inter;
+    sp_glu_kind glu;
+    float alpha, limit;       /* gpt-oss GLU */
+    const float *x;           /* [n_tok, n_embd] */
+    int64_t n_tok;
+    const int32_t *ids;       /* [n_tok, top_k] */
+    const float *w;           /* [n_tok, top_k] */
+    float *out;               /* [n_tok, n_embd] */
+    void *scratch;            /* sp_moe_scratch_bytes() bytes of backend memory */
+} sp_moe_args;
+
+/* Scratch bytes moe_ffn needs for up to n_tok tokens (any backend). */
+size_t sp_moe_scratch_bytes(int64_t n_tok, int64_t top_k, int64_t n_experts, int64_t n_embd,
+                            int64_t inter);
+
+typedef struct sp_backend sp_backend;
+
+typedef struct sp_backend_ops {
+    const char *name; /* "cpu", "cuda" */
+    void (*destroy)(sp_backend *be);
+
+    sp_status (*alloc)(sp_backend *be, size_t bytes, void **out, sp_error *err);
+    void (*free)(sp_backend *be, void *p);
+    sp_status (*upload)(sp_backend *be, void *dst, const void *src, size_t bytes, sp_error *err);
+    sp_status (*download)(sp_backend *be, void *dst, const void *src, size_t bytes, sp_error *err);
+    /* The host-readable contents of n bytes at p: p itself where backend memory is host
+     * memory, else a copy in `staging` (n bytes). NULL (and the error recorded) on failure. */
+    const void *(*view)(sp_backend *be, const void *p, size_t n, void *staging);
+    /* Waits for queued ops; the first failure since the last finish, naming its op. */
+    sp_status (*finish)(sp_backend *be, sp_error *err);
+    /* Bytes free for this backend's allocations (the memory check). */
+    uint64_t (*free_bytes)(sp_backend *be);
+
+    void (*embed)(sp_backend *be, const sp_weight *table, const int32_t *ids, int64_t n,
+                  float *out);
+    void (*matmul)(sp_backend *be, const sp_weight *w, const float *x, int64_t n, float *y,
+                   const float *bias);
+    void (*matmul_t)(sp_backend *be, const sp_weight *w, int64_t row0, int64_t n_in,
+                     const float *x, int64_t x_stride, int64_t n, float *y, int64_t y_stride,
+                     const float *bias);
+    void (*rmsnorm)(sp_backend *be, const float *x, int64_t x_stride, const float *w,
+                    int64_t rows, int64_t dim, float eps, float *out, int64_t out_stride);
+    /* RoPE on the first rot_dim dims of n_heads heads per token, in place; cos_sin:
+     * [n, rot_dim] (rot_dim/2 cos then rot_dim/2 sin per token, see rope.h). */
+    void (*rope)(sp_backend *be, float *x, int64_t n, int64_t n_heads, int64_t tok_stride,
+                 int64_t head_stride, int64_t rot_dim, const float *cos_sin, bool interleaved);
+    void (*add)(sp_backend *be, float *y, const float *x, int64_t n);
+    void (*swiglu)(sp_backend *be, const float *gate, const float *up, int64_t n, float *out);
+    void (*gptoss_glu)(sp_backend *be, const float *gu, int64_t n, int64_t inter, float alpha,
+                       float limit, float *out);
+    void (*copy2d)(sp_backend *be, float *dst, int64_t dst_stride, const float *src,
+                   int64_t src_stride, int64_t rows, int64_t width);
+    void (*scale)(sp_backend *be, float *x, int64_t n, float factor);
+    /* a->scratch is ignored: a backend keeps what it needs (see attn_scratch_bytes). */
+    void (*attention)(sp_backend *be, const sp_attn_args *a);
+    void (*moe_route)(sp_backend *be, const sp_route_cfg *cfg, const float *logits, int64_t n,
+                      int32_t *ids, float *w);
+    void (*moe_ffn)(sp_backend *be, const sp_moe_args *a);
+} sp_backend_ops;
+
+struct sp_backend {
+    const sp_backend_ops *ops;
+    char device_name[320]; /* "cpu (2 threads)", "cuda:0 NVIDIA H100 80GB HBM3" */
+    uint64_t total_bytes;  /* the device's memory (0 when it is the host's) */
+    bool host_memory;      /* backend memory is host memory (weights need no copy) */
+};
+
+/* Opens the backend a device string names: "cpu", "cuda", "cuda:N", or "auto"/NULL (the
+ * first usable GPU, else the CPU). The CPU backend gets n_threads workers (0 = all CPUs).
+ * *chosen_auto tells whether "auto" picked it (the caller says which on stderr). */
+sp_status sp_backend_open(const char *device, int n_threads, sp_backend **out, sp_error *err);
+void sp_backend_close(sp_backend *be);
+
+/* Whether this build has the CUDA backend, and how many devices it sees. */
+int sp_backend_cuda_devices(void);
+
+#endif

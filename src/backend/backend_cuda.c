@@ -1,0 +1,301 @@
+/* backend_cuda.c: the CUDA backend — the ops of backend.h on device memory, running the
+ * kernels of src/kernels/cuda/ on one stream of one GPU.
+ *
+ * Ops only enqueue; the first failed launch is recorded with the op's name and returned
+ * by finish (after a stream sync, which also catches faults inside kernels). Uploads and
+ * downloads are synchronous. Fault injection for tests (never set in normal use):
+ *   SPECULA_CUDA_FAIL_OP=NAME     the first launch of op NAME reports a launch failure
+ *   SPECULA_CUDA_PLANT_BUG=NAME   op NAME's output is scaled by (1 + 1e-3) at its 3rd call:
+ *                                 a wrong kernel, for `specula diff` to find
+ * The file compiles to nothing in a CPU-only build. */
+#ifdef SPECULA_HAVE_CUDA
+#include "backend/backend_cuda.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "util/error.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(sizeof(spc_expert) == sizeof(sp_expert) &&
+                   offsetof(spc_expert, down_bias) == offsetof(sp_expert, down_bias) &&
+                   offsetof(spc_expert, in_major) == offsetof(sp_expert, in_major),
+               "spc_expert mirrors sp_expert");
+
+#define ERR_LAUNCH_FAILURE 719 /* cudaErrorLaunchFailure */
+
+typedef struct cuda_backend {
+    sp_backend base;
+    int index;
+    void *stream;
+    int status;       /* first failure since the last finish (a cudaError_t) */
+    char failed[64];  /* its op */
+    const char *fail_op, *plant_op;
+    int plant_calls;
+} cuda_backend;
+
+static cuda_backend *cu(sp_backend *be) { return (cuda_backend *)be; }
+
+static void check(cuda_backend *c, const char *op, int rc)
+{
+    if (c->fail_op && !strcmp(op, c->fail_op)) {
+        c->fail_op = NULL;
+        rc = ERR_LAUNCH_FAILURE;
+    }
+    if (rc && !c->status) {
+        c->status = rc;
+        snprintf(c->failed, sizeof c->failed, "%s", op);
+    }
+}
+
+/* The planted bug: a slightly wrong output on the op's 3rd call. */
+static void plant(cuda_backend *c, const char *op, float *out, int64_t n)
+{
+    if (c->plant_op && !strcmp(op, c->plant_op) && ++c->plant_calls == 3)
+        check(c, op, spc_scale(c->stream, out, n, 1.001f));
+}
+
+static void cuda_destroy(sp_backend *be)
+{
+    cuda_backend *c = cu(be);
+    spc_stream_sync(c->stream);
+    spc_stream_destroy(c->stream);
+    free(c);
+}
+
+static sp_status cuda_alloc(sp_backend *be, size_t bytes, void **out, sp_error *err)
+{
+    *out = NULL;
+    if (!bytes)
+        return SP_OK;
+    int rc = spc_malloc(out, bytes);
+    if (rc) {
+        size_t fr = 0, tot = 0;
+        spc_mem_info(&fr, &tot);
+        return sp_err(err, SP_ERR_NOMEM,
+                      "cuda:%d: cudaMalloc of %.1f MiB failed (%s; %.1f of %.1f MiB free)",
+                      cu(be)->index, bytes / 1048576.0, spc_error_string(rc), fr / 1048576.0,
+                      tot / 1048576.0);
+    }
+    return SP_OK;
+}
+
+static void cuda_free(sp_backend *be, void *p) { spc_free(p); }
+
+static sp_status copy_status(sp_backend *be, int rc, const char *what, size_t bytes, sp_error *err)
+{
+    if (!rc)
+        return SP_OK;
+    return sp_err(err, SP_ERR_INTERNAL, "cuda:%d: %s of %zu bytes failed: %s", cu(be)->index, what,
+                  bytes, spc_error_string(rc));
+}
+
+static sp_status cuda_upload(sp_backend *be, void *dst, const void *src, size_t bytes, sp_error *err)
+{
+    /* every pass starts with an upload: make this thread use our device (a session may be
+     * evaluated from another thread than the one that opened the model) */
+    spc_device_open(cu(be)->index, NULL, NULL);
+    if (!bytes)
+        return SP_OK;
+    return copy_status(be, spc_memcpy_h2d_sync(cu(be)->stream, dst, src, bytes), "upload", bytes, err);
+}
+
+static sp_status cuda_download(sp_backend *be, void *dst, const void *src, size_t bytes, sp_error *err)
+{
+    if (!bytes)
+        return SP_OK;
+    return copy_status(be, spc_memcpy_d2h_sync(cu(be)->stream, dst, src, bytes), "download", bytes,
+                       err);
+}
+
+static const void *cuda_view(sp_backend *be, const void *p, size_t n, void *staging)
+{
+    int rc = spc_memcpy_d2h_sync(cu(be)->stream, staging, p, n);
+    check(cu(be), "read back", rc);
+    return rc ? NULL : staging;
+}
+
+static sp_status cuda_finish(sp_backend *be, sp_error *err)
+{
+    cuda_backend *c = cu(be);
+    check(c, "stream sync", spc_stream_sync(c->stream));
+    int st = c->status;
+    c->status = 0;
+    if (st)
+        return sp_err(err, SP_ERR_INTERNAL, "cuda:%d: op %s failed: %s", c->index, c->failed,
+                      spc_error_string(st));
+    return SP_OK;
+}
+
+static uint64_t cuda_free_bytes(sp_backend *be)
+{
+    size_t fr = 0, tot = 0;
+    return spc_mem_info(&fr, &tot) ? 0 : (uint64_t)fr;
+}
+
+static void cuda_embed(sp_backend *be, const sp_weight *table, const int32_t *ids, int64_t n,
+                       float *out)
+{
+    check(cu(be), "embed", spc_weight_rows_f32(cu(be)->stream, table, ids, n, out));
+}
+
+static void cuda_matmul(sp_backend *be, const sp_weight *w, const float *x, int64_t n, float *y,
+                        const float *bias)
+{
+    check(cu(be), "matmul", spc_matmul(cu(be)->stream, w, x, n, y, bias));
+    plant(cu(be), "matmul", y, n * w->rows);
+}
+
+static void cuda_matmul_t(sp_backend *be, const sp_weight *w, int64_t row0, int64_t n_in,
+                          const float *x, int64_t x_stride, int64_t n, float *y, int64_t y_stride,
+                          const float *bias)
+{
+    check(cu(be), "matmul_t",
+          spc_matmul_t(cu(be)->stream, w, row0, n_in, x, x_stride, n, y, y_stride, bias));
+}
+
+static void cuda_rmsnorm(sp_backend *be, const float *x, int64_t x_stride, const float *w,
+                         int64_t rows, int64_t dim, float eps, float *out, int64_t out_stride)
+{
+    check(cu(be), "rmsnorm",
+          spc_rmsnorm(cu(be)->stream, x, x_stride, w, rows, dim, eps, out, out_stride));
+    if (out_stride == dim)
+        plant(cu(be), "rmsnorm", out, rows * dim);
+}
+
+static void cuda_rope(sp_backend *be, float *x, int64_t n, int64_t n_heads, int64_t tok_stride,
+                      int64_t head_stride, int64_t rot_dim, const float *cs, bool interleaved)
+{
+    check(cu(be), "rope",
+          spc_rope(cu(be)->stream, x, n, n_heads, tok_stride, head_stride, rot_dim, cs, interleaved));
+}
+
+static void cuda_add(sp_backend *be, float *y, const float *x, int64_t n)
+{
+    check(cu(be), "add", spc_add(cu(be)->stream, y, x, n));
+}
+
+static void cuda_swiglu(sp_backend *be, const float *g, const float *u, int64_t n, float *out)
+{
+    check(cu(be), "swiglu", spc_swiglu(cu(be)->stream, g, u, n, out));
+}
+
+static void cuda_gptoss_glu(sp_backend *be, const float *gu, int64_t n, int64_t I, float alpha,
+                            float limit, float *out)
+{
+    check(cu(be), "gptoss_glu", spc_gptoss_glu(cu(be)->stream, gu, n, I, alpha, limit, out));
+}
+
+static void cuda_copy2d(sp_backend *be, float *dst, int64_t dst_stride, const float *src,
+                        int64_t src_stride, int64_t rows, int64_t width)
+{
+    check(cu(be), "copy2d",
+          spc_copy2d(cu(be)->stream, dst, dst_stride, src, src_stride, rows, width));
+}
+
+static void cuda_scale(sp_backend *be, float *x, int64_t n, float f)
+{
+    check(cu(be), "scale", spc_scale(cu(be)->stream, x, n, f));
+}
+
+static void cuda_attention(sp_backend *be, const sp_attn_args *a)
+{
+    check(cu(be), "attention", spc_attention(cu(be)->stream, a));
+    plant(cu(be), "attention", a->out, a->n_tok * a->n_heads * a->v_dim);
+}
+
+static void cuda_moe_route(sp_backend *be, const sp_route_cfg *cfg, const float *logits, int64_t n,
+                           int32_t *ids, float *w)
+{
+    check(cu(be), "moe_route", spc_moe_route(cu(be)->stream, cfg, logits, n, ids, w));
+}
+
+static void cuda_moe_ffn(sp_backend *be, const sp_moe_args *a)
+{
+    int64_t wide = 2 * a->inter > a->n_embd ? 2 * a->inter : a->n_embd;
+    float *sa = a->scratch;
+    spc_moe_args g = {
+        .experts = (const spc_expert *)a->experts,
+        .n_experts = a->n_experts,
+        .act = a->glu == SP_GLU_GPTOSS ? SPC_ACT_GPTOSS_GLU : SPC_ACT_SWIGLU,
+        .H = a->n_embd,
+        .I = a->inter,
+        .alpha = a->alpha,
+        .limit = a->limit,
+        .x = a->x,
+        .n_tok = a->n_tok,
+        .k = a->top_k,
+        .ids = a->ids,
+        .w = a->w,
+        .out = a->out,
+        .scratch_a = sa,
+        .scratch_b = sa + a->n_tok * a->top_k * wide,
+    };
+    check(cu(be), "moe_ffn", spc_moe_ffn(cu(be)->stream, &g));
+    plant(cu(be), "moe_ffn", a->out, a->n_tok * a->n_embd);
+}
+
+static const sp_backend_ops cuda_ops = {
+    .name = "cuda",
+    .destroy = cuda_destroy,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .view = cuda_view,
+    .finish = cuda_finish,
+    .free_bytes = cuda_free_bytes,
+    .embed = cuda_embed,
+    .matmul = cuda_matmul,
+    .matmul_t = cuda_matmul_t,
+    .rmsnorm = cuda_rmsnorm,
+    .rope = cuda_rope,
+    .add = cuda_add,
+    .swiglu = cuda_swiglu,
+    .gptoss_glu = cuda_gptoss_glu,
+    .copy2d = cuda_copy2d,
+    .scale = cuda_scale,
+    .attention = cuda_attention,
+    .moe_route = cuda_moe_route,
+    .moe_ffn = cuda_moe_ffn,
+};
+
+int sp_cuda_backend_devices(void) { return spc_device_count(); }
+
+const char *sp_cuda_backend_why_none(void)
+{
+    return "no NVIDIA GPU or driver found (cudaGetDeviceCount reports none)";
+}
+
+static const char *env_or_null(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+sp_status sp_cuda_backend_new(int index, sp_backend **out, sp_error *err)
+{
+    *out = NULL;
+    cuda_backend *c = calloc(1, sizeof *c);
+    if (!c)
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    spc_device_info info;
+    int rc = spc_device_open(index, &info, &c->stream);
+    if (rc) {
+        free(c);
+        return sp_err(err, SP_ERR_UNSUPPORTED, "cuda:%d: cannot open the device: %s", index,
+                      spc_error_string(rc));
+    }
+    c->index = index;
+    c->base.ops = &cuda_ops;
+    c->base.total_bytes = info.total_mem;
+    c->fail_op = env_or_null("SPECULA_CUDA_FAIL_OP");
+    c->plant_op = env_or_null("SPECULA_CUDA_PLANT_BUG");
+    snprintf(c->base.device_name, sizeof c->base.device_name, "cuda:%d %s (sm_%d%d, %.1f GiB)",
+             index, info.name, info.cc_major, info.cc_minor, info.total_mem / 1073741824.0);
+    *out = &c->base;
+    return SP_OK;
+}
+
+#endif /* SPECULA_HAVE_CUDA */

@@ -1,0 +1,143 @@
+/* moe_cpu.c: the expert sum of a mixture-of-experts layer on the CPU.
+ *
+ *   selections (t, j) grouped by expert, in token order within an expert
+ *   y_e = expert_e(x rows routed to e)        one batched matmul per expert (a row's
+ *                                             result does not depend on its group: matmul.h)
+ *   out[t] = sum over the token's experts in ascending id of w[t, j] * y       (fp32)
+ *
+ * The order of the weighted sum is fixed per token (ascending expert id, as transformers'
+ * index_add_ loop), so a token's output never depends on which tokens share its batch. */
+#include "backend/backend_cpu.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+#include "util/ckd.h"
+
+#include <string.h>
+
+/* The scratch carve-up, in the order sp_moe_scratch_bytes counts it. */
+typedef struct moe_scratch {
+    int32_t *count; /* [E + 1] selections per expert, then prefix offsets */
+    int32_t *fill;  /* [E] */
+    int32_t *list;  /* [n * k] selections (t * k + j) grouped by expert */
+    float *xg;      /* [n, H] inputs gathered for one expert */
+    float *g, *u;   /* [n, 2I] */
+    float *y;       /* [n, H] one expert's outputs */
+    float *slots;   /* [n * k, H] every selection's expert output */
+} moe_scratch;
+
+static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+size_t sp_moe_scratch_bytes(int64_t n, int64_t k, int64_t E, int64_t H, int64_t I)
+{
+    size_t ints = align16((size_t)E + 1) + align16((size_t)E) + align16((size_t)(n * k));
+    size_t cpu_floats = align16((size_t)(n * H)) * 2 + align16((size_t)(n * 2 * I)) * 2 +
+                        align16((size_t)(n * k * H));
+    /* a GPU computes each selection separately: two buffers of [n k, max(2I, H)] */
+    size_t wide = (size_t)(2 * I > H ? 2 * I : H);
+    size_t gpu_floats = 2 * (size_t)(n * k) * wide;
+    size_t floats = cpu_floats > gpu_floats ? cpu_floats : gpu_floats;
+    return (ints + floats) * 4;
+}
+
+static moe_scratch carve(const sp_moe_args *a)
+{
+    int64_t n = a->n_tok, k = a->top_k, E = a->n_experts, H = a->n_embd, I = a->inter;
+    moe_scratch s;
+    int32_t *ip = a->scratch;
+    s.count = ip;
+    ip += align16((size_t)E + 1);
+    s.fill = ip;
+    ip += align16((size_t)E);
+    s.list = ip;
+    ip += align16((size_t)(n * k));
+    float *fp = (float *)ip;
+    s.xg = fp;
+    fp += align16((size_t)(n * H));
+    s.g = fp;
+    fp += align16((size_t)(n * 2 * I));
+    s.u = fp;
+    fp += align16((size_t)(n * 2 * I));
+    s.y = fp;
+    fp += align16((size_t)(n * H));
+    s.slots = fp;
+    return s;
+}
+
+/* One expert over the cnt gathered rows of s->xg; result in s->y. */
+static void run_expert(sp_backend *be, const sp_moe_args *a, const sp_expert *x, moe_scratch *s,
+                       int64_t cnt)
+{
+    int64_t H = a->n_embd, I = a->inter;
+    if (a->glu == SP_GLU_GPTOSS) {
+        if (x->in_major)
+            be->ops->matmul_t(be, &x->gate, 0, H, s->xg, H, cnt, s->g, 2 * I, x->gate_up_bias);
+        else
+            be->ops->matmul(be, &x->gate, s->xg, cnt, s->g, x->gate_up_bias);
+        be->ops->gptoss_glu(be, s->g, cnt, I, a->alpha, a->limit, s->u);
+        if (x->in_major)
+            be->ops->matmul_t(be, &x->down, 0, I, s->u, I, cnt, s->y, H, x->down_bias);
+        else
+            be->ops->matmul(be, &x->down, s->u, cnt, s->y, x->down_bias);
+        return;
+    }
+    be->ops->matmul(be, &x->gate, s->xg, cnt, s->g, NULL);
+    be->ops->matmul(be, &x->up, s->xg, cnt, s->u, NULL);
+    sp_swiglu(s->g, s->u, cnt * I, s->g);
+    be->ops->matmul(be, &x->down, s->g, cnt, s->y, NULL);
+}
+
+/* Groups the (token, slot) selections by expert: list[count[e] .. count[e + 1]). */
+static void group_by_expert(moe_scratch *s, const int32_t *ids, int64_t n, int64_t E, int64_t k)
+{
+    memset(s->count, 0, (size_t)(E + 1) * sizeof *s->count);
+    for (int64_t i = 0; i < n * k; i++)
+        s->count[ids[i] + 1]++;
+    for (int64_t e = 0; e < E; e++)
+        s->count[e + 1] += s->count[e];
+    memcpy(s->fill, s->count, (size_t)E * sizeof *s->fill);
+    for (int64_t i = 0; i < n * k; i++) /* token order within an expert */
+        s->list[s->fill[ids[i]]++] = (int32_t)i;
+}
+
+/* out[t] = sum of w * y over the token's selections in ascending expert id. */
+static void weighted_sum(const sp_moe_args *a, const moe_scratch *s)
+{
+    int64_t k = a->top_k, H = a->n_embd;
+    for (int64_t t = 0; t < a->n_tok; t++) {
+        const int32_t *ids = a->ids + t * k;
+        float *out = a->out + t * H;
+        memset(out, 0, (size_t)H * sizeof(float));
+        int32_t done = -1;
+        for (int64_t j = 0; j < k; j++) {
+            int64_t pick = -1;
+            for (int64_t q = 0; q < k; q++)
+                if (ids[q] > done && (pick < 0 || ids[q] < ids[pick]))
+                    pick = q;
+            done = ids[pick];
+            float wv = a->w[t * k + pick];
+            const float *y = s->slots + (size_t)(t * k + pick) * (size_t)H;
+            for (int64_t h = 0; h < H; h++) {
+                float p = y[h] * wv;
+                out[h] += p;
+            }
+        }
+    }
+}
+
+void sp_cpu_moe_ffn(sp_backend *be, const sp_moe_args *a)
+{
+    moe_scratch s = carve(a);
+    int64_t k = a->top_k, H = a->n_embd;
+    group_by_expert(&s, a->ids, a->n_tok, a->n_experts, k);
+    for (int64_t e = 0; e < a->n_experts; e++) {
+        int64_t b = s.count[e], cnt = s.count[e + 1] - b;
+        if (!cnt)
+            continue;
+        for (int64_t r = 0; r < cnt; r++)
+            memcpy(s.xg + r * H, a->x + (s.list[b + r] / k) * H, (size_t)H * sizeof(float));
+        run_expert(be, a, &a->experts[e], &s, cnt);
+        for (int64_t r = 0; r < cnt; r++)
+            memcpy(s.slots + (size_t)s.list[b + r] * (size_t)H, s.y + r * H, (size_t)H * sizeof(float));
+    }
+    weighted_sum(a, &s);
+}

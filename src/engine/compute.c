@@ -1,0 +1,151 @@
+/* compute.c: the size plan and allocation of a forward pass's working memory (see
+ * compute.h). */
+#include "engine/compute.h"
+#include "util/ckd.h"
+#include "util/error.h"
+
+#include <stdlib.h>
+
+/* A bump allocator in bytes over one block (base NULL: only sizing), 64-byte granules,
+ * overflow-checked. */
+typedef struct plan {
+    unsigned char *base;
+    size_t used;
+    bool overflow;
+} plan;
+
+static void *take(plan *p, size_t n, size_t elem)
+{
+    size_t bytes, end;
+    if (sp_ckd_mul_size(&bytes, n, elem) || sp_ckd_add_size(&bytes, bytes, 63) ||
+        sp_ckd_add_size(&end, p->used, bytes & ~(size_t)63)) {
+        p->overflow = true;
+        return NULL;
+    }
+    void *r = p->base ? p->base + p->used : NULL;
+    p->used = end;
+    return r;
+}
+
+static size_t rows(plan *p, int64_t cap, int64_t width)
+{
+    size_t n;
+    if (width < 0 || sp_ckd_mul_size(&n, (size_t)cap, (size_t)width)) {
+        p->overflow = true;
+        return 0;
+    }
+    return n;
+}
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Widest dense MLP (gate/up) among dense layers and shared experts; widest expert. */
+static void mlp_widths(const sp_model *m, int64_t *dense, int64_t *expert)
+{
+    *dense = max64(m->cfg->intermediate_size, 0);
+    *expert = 0;
+    for (int64_t l = 0; l < m->n_layers; l++) {
+        const sp_layer *L = &m->layers[l];
+        if (!L->moe)
+            *dense = max64(*dense, L->w_gate.rows);
+        else
+            *expert = max64(*expert, L->expert_inter);
+        if (L->sh_gate.format != SP_WF_NONE)
+            *dense = max64(*dense, L->sh_gate.rows);
+    }
+}
+
+static void lay_out(const sp_model *m, int64_t cap, sp_compute *c, plan *p)
+{
+    int64_t H = m->n_embd, dense, expert;
+    mlp_widths(m, &dense, &expert);
+    int64_t E = m->cfg->n_experts, K = m->cfg->n_experts_per_tok;
+    c->x = take(p, rows(p, cap, H), 4);
+    c->xn = take(p, rows(p, cap, H), 4);
+    c->q = take(p, rows(p, cap, m->q_dim), 4);
+    c->k = take(p, rows(p, cap, m->kv_dim_k), 4);
+    c->v = take(p, rows(p, cap, m->kv_dim_v), 4);
+    c->att = take(p, rows(p, cap, m->n_heads * m->v_dim), 4);
+    c->o = take(p, rows(p, cap, H), 4);
+    c->gate = take(p, rows(p, cap, dense), 4);
+    c->up = take(p, rows(p, cap, dense), 4);
+    c->ffn = take(p, rows(p, cap, H), 4);
+    if (m->arch->attn == SP_ATTN_MLA) {
+        int64_t nh = m->n_heads;
+        c->mla_a = take(p, rows(p, cap, max64(m->mla_q_lora, m->kv_dim_k)), 4);
+        c->mla_b = take(p, rows(p, cap, nh * (m->mla_nope + m->mla_rope)), 4);
+        c->mla_c = take(p, rows(p, cap, nh * m->mla_v), 4);
+        c->mla_t = take(p, rows(p, cap, m->mla_kv_lora), 4);
+        c->mla_u = take(p, rows(p, cap, m->mla_v), 4);
+    }
+    c->tokens = take(p, (size_t)cap, 4);
+    c->rope_cs = take(p, rows(p, cap, m->rope.dim), 4);
+    c->logits = take(p, rows(p, SP_LOGIT_ROWS, m->n_vocab), 4);
+    if (E > 0 && K > 0) {
+        c->router = take(p, rows(p, cap, E), 4);
+        c->moe_w = take(p, rows(p, cap, K), 4);
+        c->moe_ids = take(p, rows(p, cap, K), 4);
+        c->moe_scratch = take(p, sp_moe_scratch_bytes(cap, K, E, H, expert), 1);
+    }
+}
+
+uint64_t sp_compute_bytes(const sp_model *m, int64_t cap, bool *overflow)
+{
+    sp_compute c = {0};
+    plan p = {0};
+    lay_out(m, cap, &c, &p);
+    *overflow = p.overflow;
+    return p.overflow ? 0 : (uint64_t)p.used;
+}
+
+sp_status sp_compute_new(sp_model *m, int64_t cap, sp_compute **out, sp_error *err)
+{
+    *out = NULL;
+    bool ovf;
+    uint64_t bytes = sp_compute_bytes(m, cap, &ovf);
+    if (ovf)
+        return sp_err(err, SP_ERR_NOMEM, "buffers for %lld-token passes: size overflows",
+                      (long long)cap);
+    sp_compute *c = calloc(1, sizeof *c);
+    if (!c)
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    c->be = m->be;
+    c->cap = cap;
+    c->h_tokens = malloc((size_t)cap * sizeof *c->h_tokens);
+    c->h_rope_cs = malloc((size_t)cap * (size_t)(m->rope.dim ? m->rope.dim : 1) * sizeof(float));
+    sp_status st = c->h_tokens && c->h_rope_cs ? SP_OK : sp_err(err, SP_ERR_NOMEM, "out of memory");
+    if (st == SP_OK)
+        st = m->be->ops->alloc(m->be, (size_t)bytes, &c->mem, err);
+    if (st != SP_OK) {
+        sp_compute_free(c);
+        return st;
+    }
+    plan p = {c->mem, 0, false};
+    lay_out(m, cap, c, &p);
+    *out = c;
+    return SP_OK;
+}
+
+void sp_compute_free(sp_compute *c)
+{
+    if (!c)
+        return;
+    if (c->mem)
+        c->be->ops->free(c->be, c->mem);
+    free(c->h_tokens);
+    free(c->h_rope_cs);
+    free(c->h_view);
+    free(c);
+}
+
+float *sp_compute_view_staging(sp_compute *c, size_t n)
+{
+    if (n > c->h_view_floats) {
+        float *p = realloc(c->h_view, n * sizeof(float));
+        if (!p)
+            return NULL;
+        c->h_view = p;
+        c->h_view_floats = n;
+    }
+    return c->h_view;
+}

@@ -1,0 +1,51 @@
+/* compute.h: the working memory of a forward pass over up to `cap` tokens — one per model,
+ * shared by all its sessions (a pass holds the model's lock), in backend memory, laid out
+ * from one size plan. The same plan sizes the memory check (model_mem.c), so what is
+ * checked is what is allocated.
+ *
+ * Activations ([cap, width] fp32 unless stated):
+ *   x, xn            residual stream, normed input             width n_embd
+ *   q, k, v, att, o  attention                                 q_dim, kv_dim_k, kv_dim_v,
+ *                                                              heads * v_dim, n_embd
+ *   gate, up, ffn    dense MLP / shared experts, block output  widest MLP, n_embd
+ *   mla_*            MLA: q_a or kv_a rows, raw queries, per-head values and one head's
+ *                    latent output and value
+ *   router, moe_w    router logits [cap, E], chosen weights [cap, k]
+ *   moe_ids, tokens  int32 [cap, k], [cap]
+ *   rope_cs          [cap, rope dim] cos/sin of each token's position
+ *   logits           [SP_LOGIT_ROWS, n_vocab]: the LM head runs in slices of rows
+ *   moe_scratch      the backend's expert-block scratch (sp_moe_scratch_bytes)
+ * Host staging (malloc): tokens and cos/sin before upload, and op outputs read back for
+ * observers on backends whose memory is not the host's. */
+#ifndef SP_ENGINE_COMPUTE_H
+#define SP_ENGINE_COMPUTE_H
+
+#include "model/model.h"
+
+#define SP_LOGIT_ROWS 32
+
+typedef struct sp_compute {
+    sp_backend *be;
+    int64_t cap;
+    void *mem; /* one backend allocation holding everything below */
+    float *x, *xn, *q, *k, *v, *att, *o, *gate, *up, *ffn;
+    float *mla_a, *mla_b, *mla_c, *mla_t, *mla_u;
+    float *router, *moe_w;
+    int32_t *moe_ids, *tokens;
+    float *rope_cs, *logits;
+    void *moe_scratch;
+
+    int32_t *h_tokens;  /* [cap] */
+    float *h_rope_cs;   /* [cap, rope dim] */
+    float *h_view;      /* observer staging, h_view_floats */
+    size_t h_view_floats;
+} sp_compute;
+
+/* Bytes of backend memory a pass over cap tokens needs (0 with *overflow on overflow). */
+uint64_t sp_compute_bytes(const sp_model *m, int64_t cap, bool *overflow);
+sp_status sp_compute_new(sp_model *m, int64_t cap, sp_compute **out, sp_error *err);
+void sp_compute_free(sp_compute *c);
+/* Host staging of at least n floats for reading op outputs back (observers). */
+float *sp_compute_view_staging(sp_compute *c, size_t n);
+
+#endif

@@ -1,0 +1,227 @@
+/* exec_weights.c: the model's weights as its backend sees them (model->exec).
+ *
+ * On a backend whose memory is the host's, exec holds the same views as the model (the
+ * mapped checkpoint and the converted fp32 vectors): nothing is copied. Otherwise every
+ * checkpoint shard's mapping goes to the device in one copy, in its stored bytes (packed
+ * FP4/FP8 stays packed), each converted vector is copied once, and every pointer of every
+ * weight view is rebased into those copies; expert tables are copied too, so a kernel can
+ * pick an expert by an id it reads on the device. A pointer found in no region is a bug
+ * and fails loading with the tensor's name. */
+#include "engine/exec_weights.h"
+#include "util/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct region {
+    const unsigned char *host;
+    size_t n;
+    void *dev;
+} region;
+
+struct sp_exec_store {
+    region *r;
+    size_t n, cap;
+    void **tables; /* expert tables and other device allocations */
+    size_t n_tables, cap_tables;
+    sp_layer *layers;
+    const char *bad; /* name of a weight whose pointer is in no region */
+};
+
+static sp_status push_region(sp_exec_store *s, const void *host, size_t n, sp_error *err)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        region *p = realloc(s->r, cap * sizeof *p);
+        if (!p)
+            return sp_err(err, SP_ERR_NOMEM, "out of memory");
+        s->r = p;
+        s->cap = cap;
+    }
+    s->r[s->n++] = (region){host, n, NULL};
+    return SP_OK;
+}
+
+static sp_status push_table(sp_exec_store *s, void *dev, sp_error *err)
+{
+    if (s->n_tables == s->cap_tables) {
+        size_t cap = s->cap_tables ? s->cap_tables * 2 : 16;
+        void **p = realloc(s->tables, cap * sizeof *p);
+        if (!p)
+            return sp_err(err, SP_ERR_NOMEM, "out of memory");
+        s->tables = p;
+        s->cap_tables = cap;
+    }
+    s->tables[s->n_tables++] = dev;
+    return SP_OK;
+}
+
+/* The device address of host pointer p (NULL stays NULL). */
+static const void *rebase(sp_exec_store *s, const void *p, const char *what)
+{
+    if (!p)
+        return NULL;
+    const unsigned char *h = p;
+    for (size_t i = 0; i < s->n; i++)
+        if (h >= s->r[i].host && h < s->r[i].host + s->r[i].n)
+            return (unsigned char *)s->r[i].dev + (h - s->r[i].host);
+    if (!s->bad)
+        s->bad = what ? what : "(unnamed)";
+    return NULL;
+}
+
+static void rebase_weight(sp_exec_store *s, sp_weight *w)
+{
+    if (w->format == SP_WF_NONE)
+        return;
+    w->data = rebase(s, w->data, w->name);
+    w->scales = rebase(s, w->scales, w->name);
+}
+
+#define REBASE_VEC(s, field, name) ((field) = rebase((s), (field), (name)))
+
+static sp_status rebase_experts(sp_backend *be, sp_exec_store *s, sp_layer *L, sp_error *err)
+{
+    size_t bytes = (size_t)L->n_experts * sizeof(sp_expert);
+    sp_expert *tmp = malloc(bytes);
+    if (!tmp)
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    memcpy(tmp, L->experts, bytes);
+    for (int64_t e = 0; e < L->n_experts; e++) {
+        sp_expert *x = &tmp[e];
+        rebase_weight(s, &x->gate);
+        rebase_weight(s, &x->up);
+        rebase_weight(s, &x->down);
+        REBASE_VEC(s, x->gate_up_bias, x->gate.name);
+        REBASE_VEC(s, x->down_bias, x->down.name);
+    }
+    void *dev = NULL;
+    sp_status st = be->ops->alloc(be, bytes, &dev, err);
+    if (st == SP_OK && (st = push_table(s, dev, err)) != SP_OK)
+        be->ops->free(be, dev);
+    else if (st == SP_OK)
+        st = be->ops->upload(be, dev, tmp, bytes, err);
+    free(tmp);
+    if (st == SP_OK)
+        L->experts = dev;
+    return st;
+}
+
+static sp_status rebase_layer(sp_backend *be, sp_exec_store *s, sp_layer *L, sp_error *err)
+{
+    sp_weight *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wq_a, &L->wq_b, &L->wkv_a,
+                         &L->wkv_b, &L->w_gate, &L->w_up, &L->w_down, &L->router,
+                         &L->sh_gate, &L->sh_up, &L->sh_down};
+    for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+        rebase_weight(s, mats[i]);
+    const float **vecs[] = {&L->attn_norm, &L->mlp_norm, &L->bq, &L->bk, &L->bv, &L->bo,
+                            &L->q_norm, &L->k_norm, &L->sinks, &L->q_a_norm, &L->kv_a_norm,
+                            &L->router_bias, &L->score_bias};
+    for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++)
+        *vecs[i] = rebase(s, *vecs[i], L->wo.name ? L->wo.name : "layer vector");
+    if (L->moe && L->experts)
+        return rebase_experts(be, s, L, err);
+    return SP_OK;
+}
+
+/* Copies every shard mapping and converted vector to the device. */
+static sp_status upload_regions(sp_model *m, sp_exec_store *s, sp_error *err)
+{
+    sp_backend *be = m->be;
+    sp_status st = SP_OK;
+    for (size_t i = 0; i < m->ckpt->n_shards && st == SP_OK; i++) {
+        const sp_mapped_file *f = &m->ckpt->shards[i]->file;
+        if (f->n_bytes)
+            st = push_region(s, f->data, f->n_bytes, err);
+    }
+    for (size_t i = 0; i < m->n_owned && st == SP_OK; i++)
+        st = push_region(s, m->owned[i], (m->owned_n[i] ? m->owned_n[i] : 1) * sizeof(float), err);
+    for (size_t i = 0; i < s->n && st == SP_OK; i++) {
+        st = be->ops->alloc(be, s->r[i].n, &s->r[i].dev, err);
+        if (st == SP_OK)
+            st = be->ops->upload(be, s->r[i].dev, s->r[i].host, s->r[i].n, err);
+    }
+    if (st == SP_OK)
+        st = be->ops->finish(be, err);
+    return st;
+}
+
+static sp_status build_device(sp_model *m, sp_error *err)
+{
+    sp_exec_store *s = calloc(1, sizeof *s);
+    if (!s)
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    m->exec_store = s;
+    sp_status st = upload_regions(m, s, err);
+    if (st == SP_OK && !(s->layers = calloc((size_t)m->n_layers, sizeof *s->layers)))
+        st = sp_err(err, SP_ERR_NOMEM, "out of memory");
+    if (st != SP_OK)
+        return st;
+    m->exec.tok_embd = m->tok_embd;
+    m->exec.lm_head = m->lm_head;
+    rebase_weight(s, &m->exec.tok_embd);
+    rebase_weight(s, &m->exec.lm_head);
+    m->exec.final_norm = rebase(s, m->final_norm, "model.norm.weight");
+    memcpy(s->layers, m->layers, (size_t)m->n_layers * sizeof *s->layers);
+    for (int64_t l = 0; l < m->n_layers && st == SP_OK; l++)
+        st = rebase_layer(m->be, s, &s->layers[l], err);
+    m->exec.layers = s->layers;
+    if (st == SP_OK && s->bad)
+        st = sp_err(err, SP_ERR_INTERNAL, "%s: weight '%s' lies outside the checkpoint mappings",
+                    m->dir, s->bad);
+    if (st == SP_OK)
+        st = m->be->ops->finish(m->be, err);
+    return st;
+}
+
+sp_status sp_exec_weights_build(sp_model *m, sp_error *err)
+{
+    if (m->be->host_memory) {
+        m->exec = (sp_weights){m->tok_embd, m->lm_head, m->final_norm, m->layers};
+        return SP_OK;
+    }
+    return build_device(m, err);
+}
+
+void sp_exec_weights_free(sp_model *m)
+{
+    sp_exec_store *s = m->exec_store;
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->r[i].dev)
+            m->be->ops->free(m->be, s->r[i].dev);
+    for (size_t i = 0; i < s->n_tables; i++)
+        m->be->ops->free(m->be, s->tables[i]);
+    free(s->r);
+    free(s->tables);
+    free(s->layers);
+    free(s);
+    m->exec_store = NULL;
+}
+
+uint64_t sp_exec_weights_device_bytes(const sp_model *m)
+{
+    uint64_t b = 0;
+    if (m->be->host_memory)
+        return 0;
+    for (size_t i = 0; i < m->ckpt->n_shards; i++)
+        b += m->ckpt->shards[i]->file.n_bytes;
+    for (size_t i = 0; i < m->n_owned; i++)
+        b += (uint64_t)m->owned_n[i] * sizeof(float);
+    for (int64_t l = 0; l < m->n_layers; l++)
+        b += (uint64_t)m->layers[l].n_experts * sizeof(sp_expert);
+    return b;
+}
+
+sp_weight sp_exec_weight_of(const sp_model *m, const sp_weight *host)
+{
+    sp_weight w = *host;
+    if (m->exec_store) {
+        sp_exec_store *s = m->exec_store;
+        const char *bad = s->bad;
+        rebase_weight(s, &w);
+        s->bad = bad; /* a miss here is reported by the caller through a NULL data */
+    }
+    return w;
+}

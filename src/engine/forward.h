@@ -1,0 +1,47 @@
+/* forward.h: the forward pass as the runtime calls it — the tokens of one or several
+ * sequences, each with its own KV cache and length, evaluated together.
+ *
+ * Every weight matrix is read once per pass for all the tokens in it; a pass holds at most
+ * the model's compute capacity (sp_model_reserve) and longer inputs are split into several
+ * passes. A token's logits depend only on its sequence's tokens, never on the other
+ * sequences or on how the tokens were split into passes (every op is row-local and
+ * attention reads the KV cache). */
+#ifndef SP_ENGINE_FORWARD_H
+#define SP_ENGINE_FORWARD_H
+
+#include "engine/kv_cache.h"
+#include "engine/trace_points.h"
+
+/* Who watches a sequence's op outputs, and an explicit fault-injection hook: when perturb
+ * is set, the output of perturb_op at perturb_layer is multiplied by perturb_factor (in
+ * backend memory, before later ops read it) — for demonstrating and testing diagnostics.
+ * Observers only read. */
+typedef struct sp_observer {
+    sp_trace_cb cb; /* may be NULL */
+    void *ctx;
+    bool perturb;
+    int perturb_layer;
+    sp_op perturb_op;
+    float perturb_factor;
+} sp_observer;
+
+typedef struct sp_seq_eval {
+    sp_kv *kv;
+    int64_t pos0;          /* the sequence's length before these tokens */
+    const int32_t *tokens; /* [n], validated by the caller */
+    int64_t n;
+    float *logits;         /* host [n, n_vocab]: every row's logits, or NULL */
+    float *last;           /* host [n_vocab]: the last row's logits, or NULL */
+    const sp_observer *obs; /* NULL: not observed */
+} sp_seq_eval;
+
+/* Evaluates the sequences' tokens in passes of at most max_tokens (0: the capacity), writing
+ * their k/v rows into the caches at pos0... . Backend failures (a failed kernel launch)
+ * come back as a status naming the op. */
+sp_status sp_forward(sp_model *m, const sp_seq_eval *seqs, int64_t n_seqs, int64_t max_tokens,
+                     sp_error *err);
+
+/* Grows the model's pass buffers to hold cap tokens (never shrinks). */
+sp_status sp_model_reserve(sp_model *m, int64_t cap, sp_error *err);
+
+#endif

@@ -1,0 +1,60 @@
+/* forward_internal.h: one pass of the forward pass, shared by its blocks (forward.c: the
+ * layer loop, GQA attention, dense MLP, head; forward_moe.c: expert blocks; forward_mla.c:
+ * latent attention). A pass is a run of segments — consecutive tokens of one sequence —
+ * stacked as the rows of the pass's activations. */
+#ifndef SP_ENGINE_FORWARD_INTERNAL_H
+#define SP_ENGINE_FORWARD_INTERNAL_H
+
+#include "engine/compute.h"
+#include "engine/forward.h"
+
+typedef struct sp_seg {
+    const sp_seq_eval *seq;
+    int64_t row0;  /* first row in the pass */
+    int64_t n;     /* rows */
+    int64_t pos0;  /* position of the first row */
+    int64_t first; /* index of the first row within seq->tokens */
+} sp_seg;
+
+typedef struct sp_pass {
+    sp_model *m;
+    sp_backend *be;
+    sp_compute *c;
+    const sp_weights *w;
+    sp_seg *segs;
+    int64_t n_segs, n; /* segments, rows */
+    bool observed;     /* some segment has an observer */
+    sp_status st;      /* first failure reading an output back for an observer */
+    sp_error *err;
+} sp_pass;
+
+/* Whether the pass is observed. Building with SP_NO_TRACE_HOOKS removes the checks
+ * altogether (only to measure what they cost: see docs/BENCHMARKS.md). */
+#ifdef SP_NO_TRACE_HOOKS
+#define SP_TRACE_ON(P) ((void)(P), 0)
+#else
+#define SP_TRACE_ON(P) ((P)->observed)
+#endif
+
+/* Offers rows [r0, r0 + n) of segment g of an op output data [pass rows, width] (backend
+ * memory) to the segment's observer, applying its perturbation first. */
+void sp_emit_rows(sp_pass *P, const sp_seg *g, int layer, sp_op op, int64_t width, float *data,
+                  int64_t r0, int64_t n);
+
+/* Offers every segment's rows of data [P->n, width]. */
+static inline void sp_emit(sp_pass *P, int layer, sp_op op, int64_t width, float *data)
+{
+    if (!SP_TRACE_ON(P))
+        return;
+    for (int64_t i = 0; i < P->n_segs; i++)
+        if (P->segs[i].seq->obs)
+            sp_emit_rows(P, &P->segs[i], layer, op, width, data + P->segs[i].row0 * width, 0,
+                         P->segs[i].n);
+}
+
+/* xn [n, H] -> c->ffn [n, H] */
+void sp_forward_moe(sp_pass *P, int64_t l);
+/* xn [n, H] -> c->o [n, H] (after o_proj); stores the pass's k/v rows in the caches. */
+void sp_forward_mla(sp_pass *P, int64_t l);
+
+#endif

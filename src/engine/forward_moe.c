@@ -1,0 +1,113 @@
+/* forward_moe.c: the mixture-of-experts block.
+ *
+ *   logits = router(xn) (+ bias)                 fp32, one row per token
+ *   (ids, w) = route(logits)                     per token (moe_route.h)
+ *   out = sum over the token's experts in ascending id of w * expert(xn)   (backend moe_ffn)
+ *         (+ shared experts: a dense SwiGLU MLP)
+ *
+ * Routing is a pure per-token function and the weighted sum's order is fixed per token, so
+ * a token's output never depends on which tokens share its pass; the backend may group the
+ * pass's tokens by expert to read each expert's weights once. */
+#include "engine/forward_internal.h"
+#include "util/error.h"
+
+static sp_route_cfg route_cfg(const sp_model *m, const sp_layer *L)
+{
+    const sp_hf_config *c = m->cfg;
+    sp_route_cfg r = {
+        .kind = m->arch->moe,
+        .n_experts = L->n_experts,
+        .top_k = L->top_k,
+        .norm = m->arch->norm_topk_default || c->norm_topk_prob,
+        .n_group = c->n_group,
+        .topk_group = c->topk_group,
+        .scaling = (float)c->routed_scaling_factor,
+        .score_bias = L->score_bias,
+    };
+    if (r.kind == SP_MOE_SIGMOID_GROUP)
+        r.norm = c->has_norm_topk_prob ? c->norm_topk_prob : true; /* DeepseekV3Config default */
+    return r;
+}
+
+/* The chosen experts as trace rows: k ids then k weights, as floats (read back). */
+static void emit_selection(sp_pass *P, int64_t l, int64_t k)
+{
+    sp_backend *be = P->be;
+    sp_compute *c = P->c;
+    int64_t n = P->n;
+    float *rows = sp_compute_view_staging(c, (size_t)(n * 2 * k + n * 2 * k));
+    if (!rows) {
+        P->st = sp_err(P->err, SP_ERR_NOMEM, "out of memory reading the chosen experts back");
+        return;
+    }
+    int32_t *ids = (int32_t *)(rows + n * 2 * k);
+    float *w = rows + n * 2 * k + n * k;
+    sp_status st = be->ops->download(be, ids, c->moe_ids, (size_t)(n * k) * sizeof *ids, P->err);
+    if (st == SP_OK)
+        st = be->ops->download(be, w, c->moe_w, (size_t)(n * k) * sizeof *w, P->err);
+    if (st != SP_OK) {
+        P->st = st;
+        return;
+    }
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t j = 0; j < k; j++) {
+            rows[t * 2 * k + j] = (float)ids[t * k + j];
+            rows[t * 2 * k + k + j] = w[t * k + j];
+        }
+    /* host rows already: offered directly (no perturbation applies to a selection) */
+    for (int64_t i = 0; i < P->n_segs; i++) {
+        const sp_seg *g = &P->segs[i];
+        const sp_observer *o = g->seq->obs;
+        if (!o || !o->cb)
+            continue;
+        sp_trace_event ev = {(int)l, SP_OP_MOE_EXPERTS, g->pos0, g->n, 2 * k, rows + g->row0 * 2 * k,
+                             g->seq->tokens + g->first};
+        o->cb(o->ctx, &ev);
+    }
+}
+
+static void shared_experts(sp_pass *P, const sp_layer *L)
+{
+    sp_backend *be = P->be;
+    sp_compute *c = P->c;
+    int64_t I = L->sh_gate.rows, H = P->m->n_embd;
+    be->ops->matmul(be, &L->sh_gate, c->xn, P->n, c->gate, NULL);
+    be->ops->matmul(be, &L->sh_up, c->xn, P->n, c->up, NULL);
+    be->ops->swiglu(be, c->gate, c->up, P->n * I, c->gate);
+    be->ops->matmul(be, &L->sh_down, c->gate, P->n, c->o, NULL);
+    be->ops->add(be, c->ffn, c->o, P->n * H);
+}
+
+void sp_forward_moe(sp_pass *P, int64_t l)
+{
+    sp_model *m = P->m;
+    sp_backend *be = P->be;
+    sp_compute *c = P->c;
+    const sp_layer *L = &P->w->layers[l];
+    int64_t E = L->n_experts, k = L->top_k, H = m->n_embd;
+    be->ops->matmul(be, &L->router, c->xn, P->n, c->router, L->router_bias);
+    sp_emit(P, (int)l, SP_OP_MOE_ROUTER, E, c->router);
+    sp_route_cfg rc = route_cfg(m, L);
+    be->ops->moe_route(be, &rc, c->router, P->n, c->moe_ids, c->moe_w);
+    if (SP_TRACE_ON(P))
+        emit_selection(P, l, k);
+    sp_moe_args a = {
+        .experts = L->experts,
+        .n_experts = E,
+        .top_k = k,
+        .n_embd = H,
+        .inter = L->expert_inter,
+        .glu = m->arch->act == SP_ACT_GPTOSS_GLU ? SP_GLU_GPTOSS : SP_GLU_SWIGLU,
+        .alpha = (float)m->cfg->swiglu_alpha,
+        .limit = (float)m->cfg->swiglu_limit,
+        .x = c->xn,
+        .n_tok = P->n,
+        .ids = c->moe_ids,
+        .w = c->moe_w,
+        .out = c->ffn,
+        .scratch = c->moe_scratch,
+    };
+    be->ops->moe_ffn(be, &a);
+    if (L->sh_gate.format != SP_WF_NONE)
+        shared_experts(P, L);
+}

@@ -1,0 +1,144 @@
+/* cuda_attention.cu: causal attention over the KV cache (see cuda_ops.h, attention.h).
+ *
+ * One block of AT_THREADS per (query token, head). Keys lo..pos are taken in chunks of
+ * AT_CHUNK (= AT_THREADS) starting at lo, the query's first visible position. Per chunk:
+ * scores (one warp per key: lanes stride over the head dim with fmaf, xor-butterfly),
+ * the chunk max, p_j = exp(s_j - m) with m the running max, the chunk's sum of p by a
+ * fixed tree, the output accumulators (thread d owns output dims d, d + AT_THREADS, ...)
+ * rescaled then p_j v_j added for j ascending. The sink joins the denominator at the
+ * end. Everything depends only on (pos, window, dims): batch-invariant. */
+#include "kernels/cuda/decode.cuh"
+
+#include <math.h>
+
+#define AT_THREADS 128
+#define AT_WARPS (AT_THREADS / 32)
+#define AT_CHUNK AT_THREADS
+#define AT_MAXD 576
+#define AT_DPT ((AT_MAXD + AT_THREADS - 1) / AT_THREADS)
+
+static __device__ __forceinline__ float block_sum(float v, float *red)
+{
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+        v = __fadd_rn(v, __shfl_xor_sync(SPC_FULL_MASK, v, off));
+    if ((threadIdx.x & 31) == 0)
+        red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float s = red[0];
+#pragma unroll
+    for (int k = 1; k < AT_WARPS; k++)
+        s = __fadd_rn(s, red[k]);
+    __syncthreads();
+    return s;
+}
+
+static __device__ __forceinline__ float block_max(float v, float *red)
+{
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(SPC_FULL_MASK, v, off));
+    if ((threadIdx.x & 31) == 0)
+        red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float s = red[0];
+#pragma unroll
+    for (int k = 1; k < AT_WARPS; k++)
+        s = fmaxf(s, red[k]);
+    __syncthreads();
+    return s;
+}
+
+__global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
+{
+    __shared__ float qs[AT_MAXD];
+    __shared__ float sc[AT_CHUNK];
+    __shared__ float red[AT_WARPS];
+    const int64_t h = blockIdx.x, t = blockIdx.y;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t pos = a.pos0 + t;
+    int64_t lo = 0;
+    if (a.window > 0 && pos - a.window + 1 > 0)
+        lo = pos - a.window + 1;
+    const int64_t kvh = h / (a.n_heads / a.n_kv_heads);
+    const int64_t ks = a.k_stride ? a.k_stride : a.n_kv_heads * a.qk_dim;
+    const int64_t vs = a.v_stride ? a.v_stride : a.n_kv_heads * a.v_dim;
+    const float *q = a.q + t * a.q_stride + h * a.qk_dim;
+    for (int64_t d = threadIdx.x; d < a.qk_dim; d += AT_THREADS)
+        qs[d] = q[d];
+    __syncthreads();
+
+    float m = -INFINITY, denom = 0.0f, acc[AT_DPT];
+#pragma unroll
+    for (int i = 0; i < AT_DPT; i++)
+        acc[i] = 0.0f;
+    const float *kbase = a.k_cache + kvh * a.qk_dim;
+    const float *vbase = a.v_cache + kvh * a.v_dim;
+
+    for (int64_t cb = lo; cb <= pos; cb += AT_CHUNK) {
+        int n = (int)(pos - cb + 1 < AT_CHUNK ? pos - cb + 1 : AT_CHUNK);
+        for (int jj = warp; jj < n; jj += AT_WARPS) {
+            const float *k = kbase + (cb + jj) * ks;
+            float s = 0.0f;
+            for (int64_t d = lane; d < a.qk_dim; d += 32)
+                s = fmaf(qs[d], k[d], s);
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1)
+                s = __fadd_rn(s, __shfl_xor_sync(SPC_FULL_MASK, s, off));
+            if (lane == 0)
+                sc[jj] = __fmul_rn(s, a.scale);
+        }
+        __syncthreads();
+        float mine = threadIdx.x < n ? sc[threadIdx.x] : -INFINITY;
+        float cm = block_max(mine, red);
+        float mn = fmaxf(m, cm);
+        float corr = m == -INFINITY ? 0.0f : expf(__fsub_rn(m, mn));
+        float p = threadIdx.x < n ? expf(__fsub_rn(mine, mn)) : 0.0f;
+        sc[threadIdx.x] = p; /* each thread rewrites its own slot; block_max synced reads */
+        float ps = block_sum(p, red); /* its barriers also publish sc */
+        denom = __fadd_rn(__fmul_rn(denom, corr), ps);
+#pragma unroll
+        for (int i = 0; i < AT_DPT; i++) {
+            int64_t d = threadIdx.x + (int64_t)i * AT_THREADS;
+            if (d < a.v_dim) {
+                float o = __fmul_rn(acc[i], corr);
+                const float *v = vbase + cb * vs + d;
+                for (int jj = 0; jj < n; jj++)
+                    o = fmaf(sc[jj], v[jj * vs], o);
+                acc[i] = o;
+            }
+        }
+        m = mn;
+        __syncthreads(); /* sc is rewritten by the next chunk */
+    }
+    if (a.sinks) {
+        float sink = a.sinks[h];
+        float mn = fmaxf(m, sink);
+        float corr = m == -INFINITY ? 0.0f : expf(__fsub_rn(m, mn));
+        denom = __fadd_rn(__fmul_rn(denom, corr), expf(__fsub_rn(sink, mn)));
+#pragma unroll
+        for (int i = 0; i < AT_DPT; i++)
+            acc[i] = __fmul_rn(acc[i], corr);
+    }
+    float inv = __fdiv_rn(1.0f, denom);
+    float *o = a.out + (t * a.n_heads + h) * a.v_dim;
+#pragma unroll
+    for (int i = 0; i < AT_DPT; i++) {
+        int64_t d = threadIdx.x + (int64_t)i * AT_THREADS;
+        if (d < a.v_dim)
+            o[d] = __fmul_rn(acc[i], inv);
+    }
+}
+
+extern "C" int spc_attention(void *stream, const sp_attn_args *a)
+{
+    if (!a || a->n_tok < 0 || a->n_heads <= 0 || a->n_kv_heads <= 0 ||
+        a->n_heads % a->n_kv_heads || a->qk_dim <= 0 || a->qk_dim > AT_MAXD || a->v_dim <= 0 ||
+        a->v_dim > AT_MAXD || a->n_tok > 65535 || a->pos0 < 0)
+        return a && a->n_tok == 0 ? 0 : (int)cudaErrorInvalidValue;
+    if (a->n_tok == 0)
+        return 0;
+    dim3 grid((unsigned)a->n_heads, (unsigned)a->n_tok);
+    k_attention<<<grid, AT_THREADS, 0, (cudaStream_t)stream>>>(*a);
+    return spc_launch_status();
+}

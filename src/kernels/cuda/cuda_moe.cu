@@ -1,0 +1,348 @@
+/* cuda_moe.cu: MoE routing and the expert sum (see cuda_ops.h, model/moe_route.h,
+ * model/forward_moe.c).
+ *
+ * Routing: one thread per token runs sp_moe_route's exact sequence of operations.
+ * Expert FFN: every (token, slot) pair runs its expert alone (the expert chosen on the
+ * device from the id, through a device-resident table), with the matmul's warp-per-row
+ * reduction (one token per tile: the same per-token order as spc_matmul) or, for
+ * input-major experts, the transposed product; then the weighted sum per token in
+ * ascending expert id. */
+#include "kernels/cuda/decode.cuh"
+
+#include <math.h>
+
+#define RT_THREADS 32
+#define RT_MAX_E 1024
+#define RT_MAX_K 64
+#define RT_MAX_G 64
+
+/* ---- routing ----------------------------------------------------------------------- */
+
+struct rt_cfg {
+    int kind;
+    int64_t E, k;
+    bool norm;
+    int64_t G, topk_group;
+    float scaling;
+    const float *bias;
+};
+
+static __device__ int64_t rt_best(const float *v, int64_t n, const bool *taken)
+{
+    int64_t b = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (!taken[i] && (b < 0 || v[i] > v[b]))
+            b = i;
+    return b;
+}
+
+static __device__ void rt_top_k(const float *v, int64_t n, int64_t k, int32_t *ids, bool *taken)
+{
+    for (int64_t i = 0; i < n; i++)
+        taken[i] = false;
+    for (int64_t j = 0; j < k; j++) {
+        int64_t b = rt_best(v, n, taken);
+        ids[j] = (int32_t)b;
+        if (b >= 0)
+            taken[b] = true;
+    }
+}
+
+static __device__ void rt_softmax(float *v, int64_t n)
+{
+    float m = v[0];
+    for (int64_t i = 1; i < n; i++)
+        m = v[i] > m ? v[i] : m;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        v[i] = expf(__fsub_rn(v[i], m));
+        sum = __fadd_rn(sum, v[i]);
+    }
+    for (int64_t i = 0; i < n; i++)
+        v[i] = __fdiv_rn(v[i], sum);
+}
+
+static __device__ void rt_renorm(float *w, int64_t k, float eps)
+{
+    float sum = 0.0f;
+    for (int64_t j = 0; j < k; j++)
+        sum = __fadd_rn(sum, w[j]);
+    sum = __fadd_rn(sum, eps);
+    for (int64_t j = 0; j < k; j++)
+        w[j] = __fdiv_rn(w[j], sum);
+}
+
+/* One block per token; its first thread runs the sequential reference algorithm on
+ * shared-memory arrays (no large per-thread stack: local memory is reserved for every
+ * resident thread of the device). */
+__global__ void __launch_bounds__(RT_THREADS)
+k_moe_route(const rt_cfg c, const float *__restrict__ logits, int64_t n_tok, int32_t *ids_out,
+            float *w_out)
+{
+    __shared__ float s[RT_MAX_E], choice[RT_MAX_E];
+    __shared__ bool taken[RT_MAX_E];
+    __shared__ int32_t ids[RT_MAX_K];
+    __shared__ float w[RT_MAX_K];
+    __shared__ float gscore[RT_MAX_G];
+    __shared__ int32_t keep[RT_MAX_G], two[2];
+    __shared__ bool kept[RT_MAX_G];
+    const int64_t t = blockIdx.x;
+    if (threadIdx.x != 0 || t >= n_tok)
+        return;
+    const int64_t E = c.E, k = c.k;
+    const float *l = logits + t * E;
+    if (c.kind == SP_MOE_SOFTMAX_TOPK) {
+        for (int64_t i = 0; i < E; i++)
+            s[i] = l[i];
+        rt_softmax(s, E);
+        rt_top_k(s, E, k, ids, taken);
+        for (int64_t j = 0; j < k; j++)
+            w[j] = s[ids[j]];
+        if (c.norm)
+            rt_renorm(w, k, 0.0f);
+    } else if (c.kind == SP_MOE_TOPK_SOFTMAX) {
+        for (int64_t i = 0; i < E; i++)
+            s[i] = l[i];
+        rt_top_k(s, E, k, ids, taken);
+        for (int64_t j = 0; j < k; j++)
+            w[j] = s[ids[j]];
+        rt_softmax(w, k);
+    } else {
+        const int64_t G = c.G, per = E / G;
+        for (int64_t i = 0; i < E; i++) {
+            s[i] = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-l[i])));
+            choice[i] = __fadd_rn(s[i], c.bias ? c.bias[i] : 0.0f);
+        }
+        for (int64_t g = 0; g < G; g++) {
+            rt_top_k(choice + g * per, per, 2, two, taken);
+            gscore[g] = __fadd_rn(choice[g * per + two[0]], choice[g * per + two[1]]);
+        }
+        rt_top_k(gscore, G, c.topk_group, keep, taken);
+        for (int64_t g = 0; g < G; g++)
+            kept[g] = false;
+        for (int64_t j = 0; j < c.topk_group; j++)
+            kept[keep[j]] = true;
+        for (int64_t i = 0; i < E; i++)
+            if (!kept[i / per])
+                choice[i] = -INFINITY;
+        rt_top_k(choice, E, k, ids, taken);
+        for (int64_t j = 0; j < k; j++)
+            w[j] = s[ids[j]];
+        if (c.norm)
+            rt_renorm(w, k, 1e-20f);
+        for (int64_t j = 0; j < k; j++)
+            w[j] = __fmul_rn(w[j], c.scaling);
+    }
+    for (int64_t j = 0; j < k; j++) {
+        ids_out[t * k + j] = ids[j];
+        w_out[t * k + j] = w[j];
+    }
+}
+
+extern "C" int spc_moe_route(void *stream, const sp_route_cfg *cfg, const float *logits,
+                             int64_t n_tok, int32_t *ids, float *w)
+{
+    if (!cfg || n_tok < 0 || cfg->n_experts <= 0 || cfg->n_experts > RT_MAX_E || cfg->top_k <= 0 ||
+        cfg->top_k > RT_MAX_K || cfg->top_k > cfg->n_experts)
+        return (int)cudaErrorInvalidValue;
+    if (cfg->kind != SP_MOE_SOFTMAX_TOPK && cfg->kind != SP_MOE_TOPK_SOFTMAX &&
+        cfg->kind != SP_MOE_SIGMOID_GROUP)
+        return (int)cudaErrorInvalidValue;
+    if (cfg->kind == SP_MOE_SIGMOID_GROUP &&
+        (cfg->n_group <= 0 || cfg->n_group > RT_MAX_G || cfg->n_experts % cfg->n_group ||
+         cfg->n_experts / cfg->n_group < 2 || cfg->topk_group <= 0 || cfg->topk_group > cfg->n_group))
+        return (int)cudaErrorInvalidValue;
+    if (!n_tok)
+        return 0;
+    rt_cfg c = {(int)cfg->kind, cfg->n_experts, cfg->top_k, cfg->norm, cfg->n_group,
+                cfg->topk_group, cfg->scaling, cfg->score_bias};
+    if (n_tok > 0x7fffffff)
+        return (int)cudaErrorInvalidValue;
+    k_moe_route<<<(unsigned)n_tok, RT_THREADS, 0, (cudaStream_t)stream>>>(c, logits, n_tok, ids, w);
+    return spc_launch_status();
+}
+
+/* ---- expert FFN -------------------------------------------------------------------- */
+
+#define MR_WARPS 4
+#define MC_THREADS 128
+
+/* stage: 0 gate (or gpt-oss gate_up), 1 up, 2 down */
+static __device__ __forceinline__ const sp_weight &mx_weight(const spc_expert &e, int stage)
+{
+    return stage == 0 ? e.gate : stage == 1 ? e.up : e.down;
+}
+
+static __device__ __forceinline__ const float *mx_bias(const spc_expert &e, int stage, bool gptoss)
+{
+    if (!gptoss)
+        return NULL;
+    return stage == 0 ? e.gate_up_bias : stage == 2 ? e.down_bias : NULL;
+}
+
+/* Row-major experts: one warp per output row, one (token, slot) pair per grid.y. */
+__global__ void __launch_bounds__(MR_WARPS * 32)
+k_moe_rows(const spc_expert *__restrict__ experts, int64_t n_experts,
+           const int32_t *__restrict__ ids, int stage, bool gptoss, const float *x, int64_t x_div,
+           int64_t x_stride, int64_t n_out, float *y)
+{
+    const int64_t p = blockIdx.y;
+    const int64_t r = (int64_t)blockIdx.x * MR_WARPS + (threadIdx.x >> 5);
+    if (r >= n_out)
+        return;
+    const int32_t e = ids[p];
+    float *yo = y + p * n_out + r;
+    if (e < 0 || e >= n_experts) {
+        if ((threadIdx.x & 31) == 0)
+            *yo = __uint_as_float(0x7fffffffu);
+        return;
+    }
+    const spc_expert &ex = experts[e];
+    if (ex.in_major)
+        return;
+    const sp_weight w = mx_weight(ex, stage);
+    const float *bias = mx_bias(ex, stage, gptoss);
+    const float *xr = x + (p / x_div) * x_stride;
+    const bool vec = spc_weight_vec_ok_dev(w);
+    if (r >= w.rows)
+        return;
+    float acc[1];
+    switch (w.format) {
+    case SP_WF_F32: spc_warp_row<SP_WF_F32, 1>(w, r, xr, 0, 1, vec, acc); break;
+    case SP_WF_BF16: spc_warp_row<SP_WF_BF16, 1>(w, r, xr, 0, 1, vec, acc); break;
+    case SP_WF_F16: spc_warp_row<SP_WF_F16, 1>(w, r, xr, 0, 1, vec, acc); break;
+    case SP_WF_MXFP4: spc_warp_row<SP_WF_MXFP4, 1>(w, r, xr, 0, 1, vec, acc); break;
+    case SP_WF_NVFP4: spc_warp_row<SP_WF_NVFP4, 1>(w, r, xr, 0, 1, vec, acc); break;
+    case SP_WF_FP8_BLOCK: spc_warp_row<SP_WF_FP8_BLOCK, 1>(w, r, xr, 0, 1, vec, acc); break;
+    default: acc[0] = __uint_as_float(0x7fffffffu); break;
+    }
+    if ((threadIdx.x & 31) == 0)
+        *yo = bias ? __fadd_rn(acc[0], bias[r]) : acc[0];
+}
+
+/* Input-major experts (x @ W, W [n_in, n_out]): one thread per output column. */
+__global__ void __launch_bounds__(MC_THREADS)
+k_moe_cols(const spc_expert *__restrict__ experts, int64_t n_experts,
+           const int32_t *__restrict__ ids, int stage, bool gptoss, const float *x, int64_t x_div,
+           int64_t x_stride, int64_t n_in, int64_t n_out, float *y)
+{
+    const int64_t p = blockIdx.y;
+    const int64_t c = (int64_t)blockIdx.x * MC_THREADS + threadIdx.x;
+    if (c >= n_out)
+        return;
+    const int32_t e = ids[p];
+    if (e < 0 || e >= n_experts)
+        return; /* k_moe_rows marks the row */
+    const spc_expert &ex = experts[e];
+    if (!ex.in_major)
+        return;
+    const sp_weight w = mx_weight(ex, stage);
+    const float *bias = mx_bias(ex, stage, gptoss);
+    const float *xr = x + (p / x_div) * x_stride;
+    if (c >= w.cols || n_in > w.rows)
+        return;
+    float b = bias ? bias[c] : 0.0f, acc[1];
+    switch (w.format) {
+    case SP_WF_F32: spc_col_t<SP_WF_F32, 1>(w, 0, n_in, c, xr, 0, 1, b, acc); break;
+    case SP_WF_BF16: spc_col_t<SP_WF_BF16, 1>(w, 0, n_in, c, xr, 0, 1, b, acc); break;
+    case SP_WF_F16: spc_col_t<SP_WF_F16, 1>(w, 0, n_in, c, xr, 0, 1, b, acc); break;
+    case SP_WF_MXFP4: spc_col_t<SP_WF_MXFP4, 1>(w, 0, n_in, c, xr, 0, 1, b, acc); break;
+    case SP_WF_NVFP4: spc_col_t<SP_WF_NVFP4, 1>(w, 0, n_in, c, xr, 0, 1, b, acc); break;
+    case SP_WF_FP8_BLOCK: spc_col_t<SP_WF_FP8_BLOCK, 1>(w, 0, n_in, c, xr, 0, 1, b, acc); break;
+    default: acc[0] = __uint_as_float(0x7fffffffu); break;
+    }
+    y[p * n_out + c] = acc[0];
+}
+
+__global__ void k_moe_swiglu(const float *g, const float *u, int64_t n, float *out)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float x = g[i];
+        out[i] = __fmul_rn(__fdiv_rn(x, __fadd_rn(1.0f, expf(-x))), u[i]);
+    }
+}
+
+__global__ void k_moe_glu(const float *gu, int64_t n_rows, int64_t I, float alpha, float limit,
+                          float *h)
+{
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n_rows * I;
+         k += (int64_t)gridDim.x * blockDim.x) {
+        int64_t t = k / I, i = k % I;
+        float g = gu[t * 2 * I + 2 * i], u = gu[t * 2 * I + 2 * i + 1];
+        g = g > limit ? limit : g;
+        u = u > limit ? limit : u < -limit ? -limit : u;
+        float glu = __fmul_rn(g, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-__fmul_rn(g, alpha)))));
+        h[k] = __fmul_rn(__fadd_rn(u, 1.0f), glu);
+    }
+}
+
+/* out[t, h] = sum over the token's slots in ascending expert id of y * w (unfused). */
+__global__ void k_moe_combine(const int32_t *__restrict__ ids, const float *__restrict__ wts,
+                              const float *__restrict__ ys, int64_t n_tok, int64_t k, int64_t H,
+                              float *out)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_tok * H;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t t = i / H, h = i % H;
+        const int32_t *id = ids + t * k;
+        float o = 0.0f;
+        int32_t done = -1;
+        for (int64_t j = 0; j < k; j++) {
+            int64_t pick = -1;
+            for (int64_t q = 0; q < k; q++)
+                if (id[q] > done && (pick < 0 || id[q] < id[pick]))
+                    pick = q;
+            if (pick < 0)
+                break;
+            done = id[pick];
+            float p = __fmul_rn(ys[(t * k + pick) * H + h], wts[t * k + pick]);
+            o = __fadd_rn(o, p);
+        }
+        out[i] = o;
+    }
+}
+
+static unsigned ew(int64_t n)
+{
+    int64_t b = (n + 255) / 256;
+    return (unsigned)(b > 65536 ? 65536 : b);
+}
+
+extern "C" int spc_moe_ffn(void *stream, const spc_moe_args *a)
+{
+    if (!a || a->n_tok < 0 || a->k <= 0 || a->H <= 0 || a->I <= 0 || a->n_experts <= 0 || !a->experts)
+        return (int)cudaErrorInvalidValue;
+    if (a->n_tok == 0)
+        return 0;
+    const int64_t P = a->n_tok * a->k, H = a->H, I = a->I;
+    if (P > 65535)
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t s = (cudaStream_t)stream;
+    float *A = a->scratch_a, *B = a->scratch_b;
+    const bool gptoss = a->act == SPC_ACT_GPTOSS_GLU;
+#define ROWS(stage, x, div, xs, n_out, y)                                                       \
+    k_moe_rows<<<dim3((unsigned)(((n_out) + MR_WARPS - 1) / MR_WARPS), (unsigned)P), MR_WARPS * 32, \
+                 0, s>>>(a->experts, a->n_experts, a->ids, stage, gptoss, x, div, xs, n_out, y)
+#define COLS(stage, x, div, xs, n_in, n_out, y)                                                 \
+    k_moe_cols<<<dim3((unsigned)(((n_out) + MC_THREADS - 1) / MC_THREADS), (unsigned)P),       \
+                 MC_THREADS, 0, s>>>(a->experts, a->n_experts, a->ids, stage, gptoss, x, div, xs,  \
+                                     n_in, n_out, y)
+    if (gptoss) {
+        ROWS(0, a->x, a->k, H, 2 * I, A);
+        COLS(0, a->x, a->k, H, H, 2 * I, A);
+        k_moe_glu<<<ew(P * I), 256, 0, s>>>(A, P, I, a->alpha, a->limit, B);
+        ROWS(2, B, 1, I, H, A);
+        COLS(2, B, 1, I, I, H, A);
+        k_moe_combine<<<ew(a->n_tok * H), 256, 0, s>>>(a->ids, a->w, A, a->n_tok, a->k, H, a->out);
+    } else {
+        ROWS(0, a->x, a->k, H, I, A);
+        ROWS(1, a->x, a->k, H, I, B);
+        k_moe_swiglu<<<ew(P * I), 256, 0, s>>>(A, B, P * I, A);
+        ROWS(2, A, 1, I, H, B);
+        k_moe_combine<<<ew(a->n_tok * H), 256, 0, s>>>(a->ids, a->w, B, a->n_tok, a->k, H, a->out);
+    }
+#undef ROWS
+#undef COLS
+    return spc_launch_status();
+}

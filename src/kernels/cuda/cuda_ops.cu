@@ -1,0 +1,366 @@
+/* cuda_ops.cu: devices, memory, and the per-row / element-wise kernels (see cuda_ops.h). */
+#include "kernels/cuda/decode.cuh"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- errors, devices, memory ------------------------------------------------------- */
+
+extern "C" const char *spc_error_string(int code)
+{
+    if (code == 0)
+        return "no error";
+    return cudaGetErrorString((cudaError_t)code);
+}
+
+extern "C" int spc_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError(); /* clear the sticky-free error */
+        return 0;
+    }
+    return n;
+}
+
+extern "C" int spc_device_open(int index, spc_device_info *info, void **stream)
+{
+    int n = spc_device_count();
+    if (index < 0 || index >= n)
+        return (int)cudaErrorInvalidDevice;
+    cudaError_t e = cudaSetDevice(index);
+    if (e != cudaSuccess)
+        return (int)e;
+    if (info) {
+        cudaDeviceProp p;
+        memset(info, 0, sizeof *info);
+        if ((e = cudaGetDeviceProperties(&p, index)) != cudaSuccess)
+            return (int)e;
+        strncpy(info->name, p.name, sizeof info->name - 1);
+        info->cc_major = p.major;
+        info->cc_minor = p.minor;
+        info->sm_count = p.multiProcessorCount;
+        if ((e = cudaMemGetInfo(&info->free_mem, &info->total_mem)) != cudaSuccess)
+            return (int)e;
+    }
+    if (stream) {
+        cudaStream_t s;
+        if ((e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) != cudaSuccess)
+            return (int)e;
+        *stream = (void *)s;
+    }
+    return 0;
+}
+
+extern "C" int spc_stream_destroy(void *stream)
+{
+    return stream ? (int)cudaStreamDestroy((cudaStream_t)stream) : 0;
+}
+
+extern "C" int spc_mem_info(size_t *free_bytes, size_t *total_bytes)
+{
+    size_t f = 0, t = 0;
+    cudaError_t e = cudaMemGetInfo(&f, &t);
+    if (free_bytes)
+        *free_bytes = f;
+    if (total_bytes)
+        *total_bytes = t;
+    return (int)e;
+}
+
+extern "C" int spc_malloc(void **p, size_t bytes)
+{
+    *p = NULL;
+    if (bytes == 0)
+        return 0;
+    cudaError_t e = cudaMalloc(p, bytes);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        (void)cudaGetLastError();
+    }
+    return (int)e;
+}
+
+extern "C" int spc_free(void *p) { return p ? (int)cudaFree(p) : 0; }
+
+extern "C" int spc_memset(void *stream, void *p, int value, size_t bytes)
+{
+    return bytes ? (int)cudaMemsetAsync(p, value, bytes, (cudaStream_t)stream) : 0;
+}
+
+static int cpy(void *stream, void *dst, const void *src, size_t n, cudaMemcpyKind k, bool sync)
+{
+    if (!n)
+        return 0;
+    cudaError_t e = cudaMemcpyAsync(dst, src, n, k, (cudaStream_t)stream);
+    if (e == cudaSuccess && sync)
+        e = cudaStreamSynchronize((cudaStream_t)stream);
+    return (int)e;
+}
+
+extern "C" int spc_memcpy_h2d(void *s, void *d, const void *src, size_t n) { return cpy(s, d, src, n, cudaMemcpyHostToDevice, false); }
+extern "C" int spc_memcpy_d2h(void *s, void *d, const void *src, size_t n) { return cpy(s, d, src, n, cudaMemcpyDeviceToHost, false); }
+extern "C" int spc_memcpy_d2d(void *s, void *d, const void *src, size_t n) { return cpy(s, d, src, n, cudaMemcpyDeviceToDevice, false); }
+extern "C" int spc_memcpy_h2d_sync(void *s, void *d, const void *src, size_t n) { return cpy(s, d, src, n, cudaMemcpyHostToDevice, true); }
+extern "C" int spc_memcpy_d2h_sync(void *s, void *d, const void *src, size_t n) { return cpy(s, d, src, n, cudaMemcpyDeviceToHost, true); }
+
+extern "C" int spc_stream_sync(void *stream)
+{
+    return (int)cudaStreamSynchronize((cudaStream_t)stream);
+}
+
+/* ---- launch helpers ---------------------------------------------------------------- */
+
+#define EW_THREADS 256
+
+static unsigned ew_blocks(int64_t n)
+{
+    int64_t b = (n + EW_THREADS - 1) / EW_THREADS;
+    return (unsigned)(b > 65536 ? 65536 : b);
+}
+
+#define GRID_STRIDE(i, n)                                                                 \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);             \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+/* ---- RMSNorm ----------------------------------------------------------------------- */
+
+#define RN_THREADS 256
+
+__global__ void __launch_bounds__(RN_THREADS)
+k_rmsnorm(const float *x, int64_t xs, const float *__restrict__ w, int64_t dim, float eps,
+          float *out, int64_t os)
+{
+    __shared__ float part[RN_THREADS / 32];
+    __shared__ float inv_s;
+    const float *xr = x + (int64_t)blockIdx.x * xs;
+    float *o = out + (int64_t)blockIdx.x * os;
+    float s = 0.0f;
+    for (int64_t i = threadIdx.x; i < dim; i += RN_THREADS) {
+        float v = xr[i];
+        s = fmaf(v, v, s);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+        s = __fadd_rn(s, __shfl_xor_sync(SPC_FULL_MASK, s, off));
+    if ((threadIdx.x & 31) == 0)
+        part[threadIdx.x >> 5] = s;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float v = threadIdx.x < RN_THREADS / 32 ? part[threadIdx.x] : 0.0f;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1)
+            v = __fadd_rn(v, __shfl_xor_sync(SPC_FULL_MASK, v, off));
+        if (threadIdx.x == 0) {
+            float ms = __fdiv_rn(v, (float)dim);
+            inv_s = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, eps)));
+        }
+    }
+    __syncthreads();
+    float inv = inv_s;
+    for (int64_t i = threadIdx.x; i < dim; i += RN_THREADS) {
+        float v = __fmul_rn(xr[i], inv);
+        o[i] = w ? __fmul_rn(w[i], v) : v;
+    }
+}
+
+extern "C" int spc_rmsnorm(void *stream, const float *x, int64_t x_stride, const float *w,
+                           int64_t rows, int64_t dim, float eps, float *out, int64_t out_stride)
+{
+    if (rows < 0 || dim <= 0 || rows > 0x7fffffff)
+        return rows == 0 ? 0 : (int)cudaErrorInvalidValue;
+    if (rows == 0)
+        return 0;
+    k_rmsnorm<<<(unsigned)rows, RN_THREADS, 0, (cudaStream_t)stream>>>(x, x_stride, w, dim, eps, out,
+                                                                        out_stride);
+    return spc_launch_status();
+}
+
+/* ---- element-wise ------------------------------------------------------------------ */
+
+__global__ void k_add(float *y, const float *x, int64_t n)
+{
+    GRID_STRIDE(i, n) y[i] = __fadd_rn(y[i], x[i]);
+}
+
+__global__ void k_scale(float *x, int64_t n, float f)
+{
+    GRID_STRIDE(i, n) x[i] = __fmul_rn(x[i], f);
+}
+
+static __device__ __forceinline__ float spc_silu(float x)
+{
+    return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x)));
+}
+
+__global__ void k_swiglu(const float *g, const float *u, int64_t n, float *out)
+{
+    GRID_STRIDE(i, n) out[i] = __fmul_rn(spc_silu(g[i]), u[i]);
+}
+
+__global__ void k_gptoss_glu(const float *gu, int64_t n_tok, int64_t I, float alpha, float limit,
+                             float *h)
+{
+    GRID_STRIDE(k, n_tok * I)
+    {
+        int64_t t = k / I, i = k % I;
+        float g = gu[t * 2 * I + 2 * i], u = gu[t * 2 * I + 2 * i + 1];
+        g = g > limit ? limit : g;
+        u = u > limit ? limit : u < -limit ? -limit : u;
+        float glu = __fmul_rn(g, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-__fmul_rn(g, alpha)))));
+        h[k] = __fmul_rn(__fadd_rn(u, 1.0f), glu);
+    }
+}
+
+extern "C" int spc_add(void *stream, float *y, const float *x, int64_t n)
+{
+    if (n <= 0)
+        return n < 0 ? (int)cudaErrorInvalidValue : 0;
+    k_add<<<ew_blocks(n), EW_THREADS, 0, (cudaStream_t)stream>>>(y, x, n);
+    return spc_launch_status();
+}
+
+extern "C" int spc_scale(void *stream, float *x, int64_t n, float factor)
+{
+    if (n <= 0)
+        return n < 0 ? (int)cudaErrorInvalidValue : 0;
+    k_scale<<<ew_blocks(n), EW_THREADS, 0, (cudaStream_t)stream>>>(x, n, factor);
+    return spc_launch_status();
+}
+
+extern "C" int spc_swiglu(void *stream, const float *g, const float *u, int64_t n, float *out)
+{
+    if (n <= 0)
+        return n < 0 ? (int)cudaErrorInvalidValue : 0;
+    k_swiglu<<<ew_blocks(n), EW_THREADS, 0, (cudaStream_t)stream>>>(g, u, n, out);
+    return spc_launch_status();
+}
+
+extern "C" int spc_gptoss_glu(void *stream, const float *gu, int64_t n_tok, int64_t I, float alpha,
+                              float limit, float *h)
+{
+    if (n_tok < 0 || I < 0)
+        return (int)cudaErrorInvalidValue;
+    if (n_tok * I == 0)
+        return 0;
+    k_gptoss_glu<<<ew_blocks(n_tok * I), EW_THREADS, 0, (cudaStream_t)stream>>>(gu, n_tok, I, alpha,
+                                                                                limit, h);
+    return spc_launch_status();
+}
+
+extern "C" int spc_copy2d(void *stream, float *dst, int64_t dst_stride, const float *src,
+                          int64_t src_stride, int64_t rows, int64_t width)
+{
+    if (rows < 0 || width < 0 || (rows > 1 && (dst_stride < width || src_stride < width)))
+        return (int)cudaErrorInvalidValue;
+    if (!rows || !width)
+        return 0;
+    return (int)cudaMemcpy2DAsync(dst, (size_t)(rows > 1 ? dst_stride : width) * sizeof(float), src,
+                                  (size_t)(rows > 1 ? src_stride : width) * sizeof(float),
+                                  (size_t)width * sizeof(float), (size_t)rows,
+                                  cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
+}
+
+/* ---- RoPE -------------------------------------------------------------------------- */
+
+#define ROPE_THREADS 128
+#define ROPE_MAX 2048
+
+__global__ void __launch_bounds__(ROPE_THREADS)
+k_rope(float *x, int64_t n_heads, int64_t tok_stride, int64_t head_stride, int64_t d,
+       const float *__restrict__ cos_sin, int interleaved)
+{
+    __shared__ float buf[ROPE_MAX];
+    int64_t t = blockIdx.y, h = blockIdx.x;
+    float *v = x + t * tok_stride + h * head_stride;
+    const float *c = cos_sin + t * d, *s = c + d / 2;
+    int64_t half = d / 2;
+    for (int64_t i = threadIdx.x; i < half; i += ROPE_THREADS) {
+        buf[i] = interleaved ? v[2 * i] : v[i];
+        buf[i + half] = interleaved ? v[2 * i + 1] : v[i + half];
+    }
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < half; i += ROPE_THREADS) {
+        float a = buf[i], b = buf[i + half];
+        v[i] = __fsub_rn(__fmul_rn(a, c[i]), __fmul_rn(b, s[i]));
+        v[i + half] = __fadd_rn(__fmul_rn(b, c[i]), __fmul_rn(a, s[i]));
+    }
+}
+
+extern "C" int spc_rope(void *stream, float *x, int64_t n_tok, int64_t n_heads, int64_t tok_stride,
+                        int64_t head_stride, int64_t rot_dim, const float *cos_sin, int interleaved)
+{
+    if (n_tok < 0 || n_heads < 0 || rot_dim < 0 || rot_dim > ROPE_MAX || n_tok > 65535 ||
+        n_heads > 0x7fffffff)
+        return (int)cudaErrorInvalidValue;
+    if (!n_tok || !n_heads || rot_dim < 2)
+        return 0;
+    dim3 grid((unsigned)n_heads, (unsigned)n_tok);
+    k_rope<<<grid, ROPE_THREADS, 0, (cudaStream_t)stream>>>(x, n_heads, tok_stride, head_stride, rot_dim,
+                                                          cos_sin, interleaved);
+    return spc_launch_status();
+}
+
+/* ---- argmax ------------------------------------------------------------------------ */
+
+#define AM_THREADS 256
+
+static __device__ __forceinline__ void am_take(float v, int64_t i, float &bv, int64_t &bi)
+{
+    if (v == v && (bi < 0 || v > bv || (v == bv && i < bi))) {
+        bv = v;
+        bi = i;
+    }
+}
+
+__global__ void __launch_bounds__(AM_THREADS)
+k_argmax(const float *logits, int64_t n, int64_t stride, int32_t *ids)
+{
+    __shared__ float sv[AM_THREADS / 32];
+    __shared__ int64_t si[AM_THREADS / 32];
+    const float *l = logits + (int64_t)blockIdx.x * stride;
+    float bv = -INFINITY;
+    int64_t bi = -1;
+    for (int64_t i = threadIdx.x; i < n; i += AM_THREADS)
+        am_take(l[i], i, bv, bi);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        float ov = __shfl_xor_sync(SPC_FULL_MASK, bv, off);
+        int64_t oi = __shfl_xor_sync(SPC_FULL_MASK, bi, off);
+        if (oi >= 0)
+            am_take(ov, oi, bv, bi);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        sv[threadIdx.x >> 5] = bv;
+        si[threadIdx.x >> 5] = bi;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int k = 1; k < AM_THREADS / 32; k++)
+            if (si[k] >= 0)
+                am_take(sv[k], si[k], bv, bi);
+        ids[blockIdx.x] = (int32_t)(bi < 0 ? 0 : bi);
+    }
+}
+
+extern "C" int spc_logits_argmax(void *stream, const float *logits, int64_t rows, int64_t n_vocab,
+                                 int64_t stride, int32_t *ids)
+{
+    if (rows < 0 || n_vocab <= 0 || rows > 0x7fffffff)
+        return (int)cudaErrorInvalidValue;
+    if (!rows)
+        return 0;
+    k_argmax<<<(unsigned)rows, AM_THREADS, 0, (cudaStream_t)stream>>>(logits, n_vocab,
+                                                                      stride ? stride : n_vocab, ids);
+    return spc_launch_status();
+}
+
+/* ---- testing error paths ----------------------------------------------------------- */
+
+__global__ void k_trap(void) { __trap(); }
+
+extern "C" int spc_debug_trap(void *stream)
+{
+    k_trap<<<1, 1, 0, (cudaStream_t)stream>>>();
+    return spc_launch_status();
+}

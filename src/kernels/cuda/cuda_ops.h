@@ -1,0 +1,185 @@
+/* cuda_ops.h: the CUDA kernels as a C-callable library (no CUDA types here).
+ *
+ * Every data pointer is a DEVICE pointer (plain cudaMalloc memory, see spc_malloc);
+ * weights are the ordinary sp_weight views (kernels/weight.h) whose data/scales point into
+ * device memory. Activations are fp32, row-major. A stream is a cudaStream_t passed as
+ * void* (NULL = the legacy default stream).
+ *
+ * Every function enqueues its work on the stream, checks the launch (cudaGetLastError)
+ * and returns 0 or a cudaError_t value (spc_error_string names it). Argument errors (a
+ * shape a kernel does not support) return cudaErrorInvalidValue (1). Batch limits (grid
+ * dimensions): spc_attention and spc_rope n_tok <= 65535, spc_matmul / spc_matmul_t
+ * n_tok <= 524280; callers chunk larger batches (results do not depend on chunking).
+ *
+ * Numerics contract (as the CPU's): every output element is one fixed-order reduction
+ * that depends only on that element's own inputs and the matrix shape, never on n_tok,
+ * on which other rows/tokens share the launch, or on timing. No split-K, no algorithm
+ * choice by batch size, no atomics. A token's outputs are bit-identical alone, in a
+ * verify batch or in a prefill chunk, and run to run. Results are close to (not
+ * bit-equal with) the CPU kernels: a different, fixed order. Weight decoding
+ * (spc_weight_rows_f32 and inside the matmuls) gives exactly the CPU decoder's values
+ * (sp_weight_at), except that a NaN decodes to the GPU's canonical NaN bits.
+ *
+ * Matmul reduction order (per output element, for the record): the row's columns are
+ * cut into chunks of CH elements (16 bytes of weight: F32 4, BF16/F16 8, FP8 16,
+ * MXFP4/NVFP4 32); chunk j belongs to lane j % 32 of a warp, each lane accumulates its
+ * chunks in ascending order with fmaf, element by element; the 32 lane sums are added by
+ * an xor-butterfly (16, 8, 4, 2, 1); then + bias. */
+#ifndef SP_KERNELS_CUDA_CUDA_OPS_H
+#define SP_KERNELS_CUDA_CUDA_OPS_H
+
+#include "kernels/cpu/attention.h" /* sp_attn_args */
+#include "kernels/weight.h"        /* sp_weight */
+#include "model/moe_route.h"       /* sp_route_cfg, sp_moe_kind */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- errors and devices ------------------------------------------------------------ */
+
+const char *spc_error_string(int code);
+
+/* Number of usable CUDA devices; 0 when there is none, no driver, or any error. */
+int spc_device_count(void);
+
+typedef struct spc_device_info {
+    char name[256];
+    size_t total_mem, free_mem; /* cudaMemGetInfo after selecting the device */
+    int cc_major, cc_minor;     /* compute capability */
+    int sm_count;
+} spc_device_info;
+
+/* Selects device `index` for the calling thread, creates a non-blocking stream into
+ * *stream (may be NULL: no stream) and fills *info (may be NULL). */
+int spc_device_open(int index, spc_device_info *info, void **stream);
+int spc_stream_destroy(void *stream);
+int spc_mem_info(size_t *free_bytes, size_t *total_bytes);
+
+int spc_malloc(void **p, size_t bytes);
+int spc_free(void *p); /* NULL ok */
+int spc_memset(void *stream, void *p, int value, size_t bytes);
+int spc_memcpy_h2d(void *stream, void *dst, const void *src, size_t bytes); /* async */
+int spc_memcpy_d2h(void *stream, void *dst, const void *src, size_t bytes); /* async */
+int spc_memcpy_d2d(void *stream, void *dst, const void *src, size_t bytes); /* async */
+int spc_memcpy_h2d_sync(void *stream, void *dst, const void *src, size_t bytes);
+int spc_memcpy_d2h_sync(void *stream, void *dst, const void *src, size_t bytes);
+int spc_stream_sync(void *stream);
+
+/* ---- matrix products --------------------------------------------------------------- */
+
+/* y[t, r] = bias[r] + sum_c x[t, c] * W[r, c]; x [n_tok, cols], y [n_tok, rows]
+ * contiguous; bias may be NULL. Every format of weight.h. */
+int spc_matmul(void *stream, const sp_weight *w, const float *x, int64_t n_tok, float *y,
+               const float *bias);
+
+/* Transposed product (see sp_matmul_t): y[t * y_stride + c] = bias[c] + sum over i < n_in,
+ * ascending, of x[t * x_stride + i] * W[row0 + i, c], for c < W.cols. */
+int spc_matmul_t(void *stream, const sp_weight *w, int64_t row0, int64_t n_in, const float *x,
+                 int64_t x_stride, int64_t n_tok, float *y, int64_t y_stride, const float *bias);
+
+/* out[i, :] = row row_ids[i] of W decoded to fp32 (row_ids on the device, n rows,
+ * out [n, cols]); bit-identical to sp_weight_row_f32 (NaN aside, see above). */
+int spc_weight_rows_f32(void *stream, const sp_weight *w, const int32_t *row_ids, int64_t n,
+                        float *out);
+
+/* ---- per-row and element-wise ops -------------------------------------------------- */
+
+/* out[r] = w * (x[r] / sqrt(mean(x[r]^2) + eps)); w may be NULL; x == out allowed.
+ * One block per row, a fixed 256-thread reduction tree. */
+int spc_rmsnorm(void *stream, const float *x, int64_t x_stride, const float *w, int64_t rows,
+                int64_t dim, float eps, float *out, int64_t out_stride);
+int spc_add(void *stream, float *y, const float *x, int64_t n);              /* y += x */
+int spc_scale(void *stream, float *x, int64_t n, float factor);            /* x *= f */
+int spc_swiglu(void *stream, const float *g, const float *u, int64_t n, float *out); /* out may be g */
+/* gpt-oss GLU (forward_moe.c): gu [n_tok, 2I] interleaved gate/up -> h [n_tok, I]. */
+int spc_gptoss_glu(void *stream, const float *gu, int64_t n_tok, int64_t I, float alpha,
+                   float limit, float *h);
+/* dst[r * dst_stride + i] = src[r * src_stride + i] for i < width (floats). */
+int spc_copy2d(void *stream, float *dst, int64_t dst_stride, const float *src,
+               int64_t src_stride, int64_t rows, int64_t width);
+
+/* RoPE in place on the first rot_dim elements of every head vector
+ * x + t * tok_stride + h * head_stride (t < n_tok, h < n_heads). cos_sin [n_tok, rot_dim]:
+ * rot_dim/2 cos then rot_dim/2 sin per token (sp_rope_cos_sin). interleaved = 0: NeoX
+ * halves (sp_rope_neox); 1: GPT-J pairs de-interleaved into halves (sp_rope_interleaved).
+ * Bit-identical to the CPU ops. rot_dim <= 2048. */
+int spc_rope(void *stream, float *x, int64_t n_tok, int64_t n_heads, int64_t tok_stride,
+             int64_t head_stride, int64_t rot_dim, const float *cos_sin, int interleaved);
+
+/* ---- attention --------------------------------------------------------------------- */
+
+/* Causal attention over the cache as sp_attention (kernels/cpu/attention.h), device
+ * pointers in a (q, k_cache, v_cache, sinks, out; scratch unused). One block per (query,
+ * head); keys in chunks of 128 starting at the query's first visible position, merged by
+ * online softmax in ascending order: the order depends only on the query's own position,
+ * window and the head dims. qk_dim, v_dim <= 576; n_heads a multiple of n_kv_heads. */
+int spc_attention(void *stream, const sp_attn_args *a);
+
+/* ---- mixture of experts ------------------------------------------------------------ */
+
+/* Per token: logits [n_tok, E] -> ids [n_tok, k] (best first) and weights [n_tok, k],
+ * as sp_moe_route (ties to the lower index); cfg->score_bias is a device pointer.
+ * n_experts <= 1024, top_k <= 64, n_group <= 64, n_experts / n_group >= 2. */
+int spc_moe_route(void *stream, const sp_route_cfg *cfg, const float *logits, int64_t n_tok,
+                  int32_t *ids, float *w);
+
+/* An expert as the kernels see it, mirroring sp_expert (model/model.h): device-resident
+ * tables of these let the kernel pick the expert by the device-side id. Weights' data /
+ * scales and the biases are device pointers (name is ignored). */
+typedef struct spc_expert {
+    sp_weight gate, up, down;  /* gpt-oss: gate holds the interleaved gate_up matrix */
+    const float *gate_up_bias; /* gpt-oss [2I] interleaved, else NULL */
+    const float *down_bias;    /* gpt-oss [H], else NULL */
+    bool in_major;             /* stored [in, out] and used as x @ W (spc_matmul_t) */
+} spc_expert;
+
+typedef enum spc_moe_act {
+    SPC_ACT_SWIGLU = 0,     /* down(silu(gate x) * up x) */
+    SPC_ACT_GPTOSS_GLU = 1, /* gate_up (+bias) interleaved, clamp, alpha, down (+bias) */
+} spc_moe_act;
+
+typedef struct spc_moe_args {
+    const spc_expert *experts; /* DEVICE table [n_experts] */
+    int64_t n_experts;
+    spc_moe_act act;
+    int64_t H, I;             /* hidden size, expert intermediate size */
+    float alpha, limit;       /* gpt-oss GLU */
+    const float *x;           /* [n_tok, H] (normed hidden states) */
+    int64_t n_tok, k;
+    const int32_t *ids;       /* [n_tok, k] from spc_moe_route */
+    const float *w;           /* [n_tok, k] */
+    float *out;               /* [n_tok, H], overwritten */
+    float *scratch_a, *scratch_b; /* each n_tok * k * max(2I, H) floats */
+} spc_moe_args;
+
+/* out[t] = sum over the token's k experts, in ascending expert id, of w * expert(x[t])
+ * (p = y * w; out += p, unfused, as the CPU). Each (token, slot) runs its expert alone,
+ * with the matmul's per-row order: batch-invariant. n_tok * k <= 65535 per call; an id
+ * outside [0, n_experts) gives NaN outputs, not a fault. */
+int spc_moe_ffn(void *stream, const spc_moe_args *a);
+
+/* ---- sampling helpers -------------------------------------------------------------- */
+
+/* ids[r] = argmax of logits[r * stride .. + n_vocab) (lowest index on ties; NaN never
+ * wins), for r < rows. */
+int spc_logits_argmax(void *stream, const float *logits, int64_t rows, int64_t n_vocab,
+                      int64_t stride, int32_t *ids);
+
+/* ---- testing error paths ----------------------------------------------------------- */
+
+/* Launches a kernel that traps (a device-side fault), for testing how a failed kernel is
+ * reported: the launch itself returns 0, the next synchronizing call returns the error
+ * (cudaErrorLaunchFailure or similar), and the CUDA context of the process stays unusable
+ * afterwards (a sticky error): run it in a child process. */
+int spc_debug_trap(void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

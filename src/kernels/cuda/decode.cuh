@@ -1,0 +1,271 @@
+/* decode.cuh: exact weight decoders and the warp-per-row dot product shared by the
+ * CUDA matmul and MoE kernels (see cuda_ops.h for the reduction order).
+ *
+ * The decoders reproduce sp_weight_at (kernels/cpu/matmul.c, util/dtype.h) operation for
+ * operation: the same table values, the same single products (code * scale, E4M3 scale
+ * * global scale first for NVFP4), so decoded values are bit-identical to the CPU's. The
+ * library is compiled with --fmad=false, so no a*b+c is contracted unless written fmaf. */
+#ifndef SP_KERNELS_CUDA_DECODE_CUH
+#define SP_KERNELS_CUDA_DECODE_CUH
+
+#include "kernels/cuda/cuda_ops.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#define SPC_FULL_MASK 0xffffffffu
+
+static __device__ __forceinline__ float spc_bits_f(uint32_t u) { return __uint_as_float(u); }
+
+static __device__ __forceinline__ float spc_bf16(uint32_t h) { return __uint_as_float(h << 16); }
+
+static __device__ __forceinline__ float spc_f16(uint32_t h)
+{
+    return __half2float(__ushort_as_half((unsigned short)h));
+}
+
+/* OCP E4M3 FN, as sp_e4m3_to_f32. */
+static __device__ __forceinline__ float spc_e4m3(uint32_t b)
+{
+    uint32_t s = (b >> 7) << 31, e = (b >> 3) & 15u, m = b & 7u;
+    if (e == 15 && m == 7)
+        return spc_bits_f(0x7fc00000u | s);
+    if (e == 0)
+        return spc_bits_f(__float_as_uint(__fmul_rn((float)m, 0.001953125f)) | s);
+    return spc_bits_f(s | ((e + 120u) << 23) | (m << 20));
+}
+
+/* UE8M0, as sp_e8m0_to_f32. */
+static __device__ __forceinline__ float spc_e8m0(uint32_t b)
+{
+    if (b == 0xff)
+        return spc_bits_f(0x7fc00000u);
+    return spc_bits_f(b ? b << 23 : 0x00400000u);
+}
+
+/* E2M1 code (4 bits) as sp_e2m1_table: {0,.5,1,1.5,2,3,4,6}, bit 3 the sign (-0 for 8). */
+static __device__ __forceinline__ float spc_e2m1(uint32_t code)
+{
+    uint32_t e = (code >> 1) & 3u, m = code & 1u;
+    uint32_t mag = e ? ((126u + e) << 23) | (m << 22) : (m ? 126u << 23 : 0u);
+    return spc_bits_f(mag | ((code & 8u) << 28));
+}
+
+/* Element (r, c) of w, exactly sp_weight_at. */
+template <int FMT>
+static __device__ __forceinline__ float spc_elem(const sp_weight &w, int64_t r, int64_t c)
+{
+    const unsigned char *row = w.data + (size_t)r * w.row_bytes;
+    if (FMT == SP_WF_F32)
+        return ((const float *)row)[c];
+    if (FMT == SP_WF_BF16)
+        return spc_bf16(((const unsigned short *)row)[c]);
+    if (FMT == SP_WF_F16)
+        return spc_f16(((const unsigned short *)row)[c]);
+    if (FMT == SP_WF_MXFP4 || FMT == SP_WF_NVFP4) {
+        uint32_t b = row[c / 2];
+        uint32_t code = (c & 1) ? b >> 4 : b & 15u;
+        if (FMT == SP_WF_MXFP4)
+            return __fmul_rn(spc_e2m1(code),
+                             spc_e8m0(w.scales[(size_t)r * w.scale_row_bytes + (size_t)(c / 32)]));
+        float s = __fmul_rn(spc_e4m3(w.scales[(size_t)r * w.scale_row_bytes + (size_t)(c / 16)]),
+                            w.global_scale);
+        return __fmul_rn(spc_e2m1(code), s);
+    }
+    /* FP8 block */
+    float s = *(const float *)(w.scales + (size_t)((r + w.row_offset) / 128) * w.scale_row_bytes +
+                               4 * (size_t)(c / 128));
+    return __fmul_rn(spc_e4m3(row[c]), s);
+}
+
+/* Runtime-dispatched element decoder (uniform format). */
+static __device__ __forceinline__ float spc_elem_any(const sp_weight &w, int64_t r, int64_t c)
+{
+    switch (w.format) {
+    case SP_WF_F32: return spc_elem<SP_WF_F32>(w, r, c);
+    case SP_WF_BF16: return spc_elem<SP_WF_BF16>(w, r, c);
+    case SP_WF_F16: return spc_elem<SP_WF_F16>(w, r, c);
+    case SP_WF_MXFP4: return spc_elem<SP_WF_MXFP4>(w, r, c);
+    case SP_WF_NVFP4: return spc_elem<SP_WF_NVFP4>(w, r, c);
+    case SP_WF_FP8_BLOCK: return spc_elem<SP_WF_FP8_BLOCK>(w, r, c);
+    default: return 0.0f;
+    }
+}
+
+/* Elements per 16-byte chunk. */
+template <int FMT> struct spc_chunk {
+    static constexpr int N = FMT == SP_WF_F32 ? 4
+                             : (FMT == SP_WF_BF16 || FMT == SP_WF_F16) ? 8
+                             : FMT == SP_WF_FP8_BLOCK ? 16
+                                                     : 32;
+};
+
+/* Loads the 16 weight bytes of chunk j of a row (vectorized when `vec`: row base and
+ * row_bytes 16-byte aligned). */
+static __device__ __forceinline__ uint4 spc_load16(const unsigned char *row, int64_t j, bool vec)
+{
+    if (vec)
+        return __ldg((const uint4 *)(row + 16 * j));
+    const unsigned char *p = row + 16 * j;
+    uint32_t v[4];
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+        v[q] = (uint32_t)p[4 * q] | ((uint32_t)p[4 * q + 1] << 8) | ((uint32_t)p[4 * q + 2] << 16) |
+               ((uint32_t)p[4 * q + 3] << 24);
+    return make_uint4(v[0], v[1], v[2], v[3]);
+}
+
+/* Decodes full chunk j (16 bytes in `raw`) of row r into out[N]: exactly spc_elem. */
+template <int FMT>
+static __device__ __forceinline__ void spc_decode_chunk(const sp_weight &w, int64_t r, int64_t j,
+                                                        uint4 raw, float *out)
+{
+    const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
+    if (FMT == SP_WF_F32) {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            out[i] = spc_bits_f(u[i]);
+    } else if (FMT == SP_WF_BF16 || FMT == SP_WF_F16) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            uint32_t h = (u[i / 2] >> (16 * (i & 1))) & 0xffffu;
+            out[i] = FMT == SP_WF_BF16 ? spc_bf16(h) : spc_f16(h);
+        }
+    } else if (FMT == SP_WF_FP8_BLOCK) {
+        int64_t c0 = 16 * j;
+        float s = *(const float *)(w.scales + (size_t)((r + w.row_offset) / 128) * w.scale_row_bytes +
+                                   4 * (size_t)(c0 / 128));
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            out[i] = __fmul_rn(spc_e4m3((u[i / 4] >> (8 * (i & 3))) & 0xffu), s);
+    } else {
+        /* 32 codes; element i = bits [4i, 4i+4) of the little-endian 16 bytes */
+        const unsigned char *sc = w.scales + (size_t)r * w.scale_row_bytes;
+        float s0, s1;
+        if (FMT == SP_WF_MXFP4) {
+            s0 = s1 = spc_e8m0(sc[j]);
+        } else {
+            s0 = __fmul_rn(spc_e4m3(sc[2 * j]), w.global_scale);
+            s1 = __fmul_rn(spc_e4m3(sc[2 * j + 1]), w.global_scale);
+        }
+#pragma unroll
+        for (int i = 0; i < 32; i++)
+            out[i] = __fmul_rn(spc_e2m1((u[i / 8] >> (4 * (i & 7))) & 15u), i < 16 ? s0 : s1);
+    }
+}
+
+/* Dot products of row r of w with TT token vectors (nt <= TT valid), one warp:
+ * returns in acc[t] (every lane holds the full sum after the butterfly). x_t = x +
+ * t * x_stride. The order per token is independent of TT and nt. */
+template <int FMT, int TT>
+static __device__ __forceinline__ void spc_warp_row(const sp_weight &w, int64_t r, const float *x,
+                                                    int64_t x_stride, int nt, bool vec, float *acc)
+{
+    constexpr int CH = spc_chunk<FMT>::N;
+    const int lane = threadIdx.x & 31;
+    const int64_t cols = w.cols;
+    const int64_t nfull = cols / CH;
+    const unsigned char *row = w.data + (size_t)r * w.row_bytes;
+#pragma unroll
+    for (int t = 0; t < TT; t++)
+        acc[t] = 0.0f;
+    int64_t j = lane;
+    /* two chunks in flight per lane; same order as one at a time */
+    for (; j + 32 < nfull; j += 64) {
+        uint4 r0 = spc_load16(row, j, vec), r1 = spc_load16(row, j + 32, vec);
+        float wv[CH];
+        spc_decode_chunk<FMT>(w, r, j, r0, wv);
+#pragma unroll
+        for (int t = 0; t < TT; t++)
+            if (t < nt) {
+                const float *xp = x + t * x_stride + j * CH;
+#pragma unroll
+                for (int i = 0; i < CH; i++)
+                    acc[t] = fmaf(__ldg(xp + i), wv[i], acc[t]);
+            }
+        spc_decode_chunk<FMT>(w, r, j + 32, r1, wv);
+#pragma unroll
+        for (int t = 0; t < TT; t++)
+            if (t < nt) {
+                const float *xp = x + t * x_stride + (j + 32) * CH;
+#pragma unroll
+                for (int i = 0; i < CH; i++)
+                    acc[t] = fmaf(__ldg(xp + i), wv[i], acc[t]);
+            }
+    }
+    if (j < nfull) {
+        uint4 r0 = spc_load16(row, j, vec);
+        float wv[CH];
+        spc_decode_chunk<FMT>(w, r, j, r0, wv);
+#pragma unroll
+        for (int t = 0; t < TT; t++)
+            if (t < nt) {
+                const float *xp = x + t * x_stride + j * CH;
+#pragma unroll
+                for (int i = 0; i < CH; i++)
+                    acc[t] = fmaf(__ldg(xp + i), wv[i], acc[t]);
+            }
+        j += 32;
+    }
+    /* the partial last chunk (cols % CH elements) belongs to lane nfull % 32, after its
+     * full chunks (it is the lane's next chunk in ascending order) */
+    if (lane == (int)(nfull & 31) && nfull * CH < cols) {
+        for (int64_t c = nfull * CH; c < cols; c++) {
+            float wv = spc_elem<FMT>(w, r, c);
+#pragma unroll
+            for (int t = 0; t < TT; t++)
+                if (t < nt)
+                    acc[t] = fmaf(__ldg(x + t * x_stride + c), wv, acc[t]);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < TT; t++) {
+        float v = acc[t];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1)
+            v = __fadd_rn(v, __shfl_xor_sync(SPC_FULL_MASK, v, off));
+        acc[t] = v;
+    }
+}
+
+/* 16-byte vector loads are possible for this weight (base and row pitch aligned). */
+static inline bool spc_weight_vec_ok(const sp_weight *w)
+{
+    return ((uintptr_t)w->data % 16) == 0 && (w->row_bytes % 16) == 0;
+}
+
+static __device__ __forceinline__ bool spc_weight_vec_ok_dev(const sp_weight &w)
+{
+    return ((uintptr_t)w.data % 16) == 0 && (w.row_bytes % 16) == 0;
+}
+
+/* Transposed product for one column c and TT tokens (nt valid): acc[t] = bias +
+ * sum_i x[t, i] * W[row0 + i, c], i ascending, fmaf. */
+template <int FMT, int TT>
+static __device__ __forceinline__ void spc_col_t(const sp_weight &w, int64_t row0, int64_t n_in,
+                                                 int64_t c, const float *x, int64_t x_stride, int nt,
+                                                 float b, float *acc)
+{
+#pragma unroll
+    for (int t = 0; t < TT; t++)
+        acc[t] = b;
+    for (int64_t i = 0; i < n_in; i++) {
+        float wv = spc_elem<FMT>(w, row0 + i, c);
+#pragma unroll
+        for (int t = 0; t < TT; t++)
+            if (t < nt)
+                acc[t] = fmaf(__ldg(x + t * x_stride + i), wv, acc[t]);
+    }
+}
+
+static inline int spc_status(cudaError_t e) { return (int)e; }
+
+/* Checks the last launch. */
+static inline int spc_launch_status(void)
+{
+    return (int)cudaGetLastError();
+}
+
+#endif

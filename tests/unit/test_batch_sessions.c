@@ -1,0 +1,202 @@
+/* test_batch_sessions.c: sequences evaluated together (sp_batch_eval) get bit-identical
+ * logits to each sequence evaluated alone — random mixes of prompt chunks and decode
+ * steps, several sessions with different lengths — and two threads evaluating two
+ * sessions of one model get the same results as one thread doing both (the model's pass
+ * is serialized; run under ThreadSanitizer by scripts/test.sh). */
+#include "test_util.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_SEQ 5
+#define MAX_LEN 40
+
+typedef struct seq {
+    int32_t toks[MAX_LEN];
+    int len;
+    float *alone;  /* [len, V] logits of the sequence evaluated by itself */
+    float *batched;
+    sp_session *s;
+    int done;
+} seq;
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(uint32_t n)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state % n);
+}
+
+static void eval_alone(sp_model *m, seq *q, int64_t V)
+{
+    sp_error err = {0};
+    sp_session *s;
+    sp_session_params sp = {.n_ctx = 64};
+    assert_int_equal(sp_session_new(m, &sp, &s, &err), SP_OK);
+    q->alone = malloc((size_t)q->len * (size_t)V * sizeof(float));
+    if (sp_session_eval(s, q->toks, (size_t)q->len, q->alone, &err) != SP_OK)
+        fail_msg("%s", err.msg);
+    sp_session_free(s);
+}
+
+/* One random step: every unfinished sequence contributes a prompt chunk or one token. */
+static bool batch_step(sp_model *m, seq *qs, int64_t V)
+{
+    sp_batch_item items[N_SEQ];
+    size_t n = 0;
+    for (int i = 0; i < N_SEQ; i++) {
+        seq *q = &qs[i];
+        if (q->done >= q->len || rnd(4) == 0) /* finished, or sits this step out */
+            continue;
+        int left = q->len - q->done;
+        int take = rnd(3) == 0 ? 1 + (int)rnd((uint32_t)left) : 1;
+        items[n++] = (sp_batch_item){q->s, q->toks + q->done, (size_t)take,
+                                     q->batched + (size_t)q->done * (size_t)V};
+        q->done += take;
+    }
+    if (!n)
+        return false;
+    sp_error err = {0};
+    if (sp_batch_eval(m, items, n, &err) != SP_OK)
+        fail_msg("%s", err.msg);
+    return true;
+}
+
+static void check_model(const char *name)
+{
+    sp_model *m = open_fixture_model(name, 2);
+    int64_t V = sp_model_n_vocab(m);
+    seq qs[N_SEQ];
+    memset(qs, 0, sizeof qs);
+    sp_error err = {0};
+    for (int i = 0; i < N_SEQ; i++) {
+        qs[i].len = 3 + (int)rnd(MAX_LEN - 3);
+        for (int t = 0; t < qs[i].len; t++)
+            qs[i].toks[t] = (int32_t)rnd((uint32_t)V);
+        eval_alone(m, &qs[i], V);
+        qs[i].batched = calloc((size_t)qs[i].len * (size_t)V, sizeof(float));
+        sp_session_params sp = {.n_ctx = 64, .n_batch = 16}; /* passes split as well */
+        assert_int_equal(sp_session_new(m, &sp, &qs[i].s, &err), SP_OK);
+    }
+    int steps = 0;
+    for (;;) {
+        bool any = false;
+        for (int i = 0; i < N_SEQ; i++)
+            any |= qs[i].done < qs[i].len;
+        if (!any)
+            break;
+        steps += batch_step(m, qs, V);
+    }
+    assert_true(steps > 3);
+    for (int i = 0; i < N_SEQ; i++) {
+        for (int t = 0; t < qs[i].len; t++)
+            if (memcmp(qs[i].alone + (size_t)t * V, qs[i].batched + (size_t)t * V,
+                       (size_t)V * sizeof(float)))
+                fail_msg("%s: sequence %d position %d: batched logits differ from alone", name, i, t);
+        assert_int_equal(sp_session_n_past(qs[i].s), qs[i].len);
+        sp_session_free(qs[i].s);
+        free(qs[i].alone);
+        free(qs[i].batched);
+    }
+    sp_model_close(m);
+}
+
+static void test_batch_dense(void **state)
+{
+    (void)state;
+    check_model("llama_gqa4_tied_f16");
+    check_model("qwen3_gqa2_tied");
+}
+
+static void test_batch_moe_mla(void **state)
+{
+    (void)state;
+    check_model("gptoss_mxfp4");
+    check_model("qwen3moe_mixed_bf16");
+    check_model("deepseekv3_qlora_yarn");
+}
+
+static void test_batch_bad_items(void **state)
+{
+    (void)state;
+    sp_model *m = open_fixture_model("llama_mha_bf16", 1);
+    sp_session *s;
+    sp_error err = {0};
+    assert_int_equal(sp_session_new(m, NULL, &s, &err), SP_OK);
+    int32_t t[2] = {1, 2};
+    sp_batch_item dup[2] = {{s, t, 1, NULL}, {s, t + 1, 1, NULL}};
+    assert_int_equal(sp_batch_eval(m, dup, 2, &err), SP_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "share a session"));
+    int32_t bad = (int32_t)sp_model_n_vocab(m);
+    sp_batch_item oob = {s, &bad, 1, NULL};
+    assert_int_equal(sp_batch_eval(m, &oob, 1, &err), SP_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "batch item 0"));
+    assert_int_equal(sp_session_n_past(s), 0);
+    sp_session_free(s);
+    sp_model_close(m);
+}
+
+/* ---- two threads, one model ---------------------------------------------------------- */
+
+typedef struct worker {
+    sp_model *m;
+    int32_t toks[32];
+    float *logits;
+    sp_status st;
+} worker;
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    sp_session *s;
+    sp_session_params sp = {.n_ctx = 64, .n_batch = 8};
+    w->st = sp_session_new(w->m, &sp, &s, NULL);
+    int64_t V = sp_model_n_vocab(w->m);
+    for (int i = 0; i < 32 && w->st == SP_OK; i++) /* one token at a time: many passes */
+        w->st = sp_session_eval(s, w->toks + i, 1, w->logits + (size_t)i * V, NULL);
+    sp_session_free(s);
+    return NULL;
+}
+
+static void test_two_threads_one_model(void **state)
+{
+    (void)state;
+    sp_model *m = open_fixture_model("qwen3moe_mixed_bf16", 2);
+    int64_t V = sp_model_n_vocab(m);
+    worker w[2], ref[2];
+    for (int k = 0; k < 2; k++) {
+        w[k].m = ref[k].m = m;
+        for (int i = 0; i < 32; i++)
+            w[k].toks[i] = ref[k].toks[i] = (int32_t)((i * 7 + k * 13 + 1) % V);
+        w[k].logits = malloc(32 * (size_t)V * sizeof(float));
+        ref[k].logits = malloc(32 * (size_t)V * sizeof(float));
+        work(&ref[k]); /* sequentially first */
+        assert_int_equal(ref[k].st, SP_OK);
+    }
+    pthread_t th[2];
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(pthread_create(&th[k], NULL, work, &w[k]), 0);
+    for (int k = 0; k < 2; k++) {
+        pthread_join(th[k], NULL);
+        assert_int_equal(w[k].st, SP_OK);
+        assert_memory_equal(w[k].logits, ref[k].logits, 32 * (size_t)V * sizeof(float));
+        free(w[k].logits);
+        free(ref[k].logits);
+    }
+    sp_model_close(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_batch_dense),
+        cmocka_unit_test(test_batch_moe_mla),
+        cmocka_unit_test(test_batch_bad_items),
+        cmocka_unit_test(test_two_threads_one_model),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
