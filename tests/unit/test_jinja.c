@@ -325,6 +325,31 @@ static void test_shared_values_budget(void **state)
     free(ctx);
 }
 
+/* Dict lookups are hashed once a dict has 16 keys: a context object with 200k keys was
+ * quadratic to build (10^10 key comparisons, no budget checks). */
+static void test_big_dicts(void **state)
+{
+    (void)state;
+    size_t n = 200000;
+    char *ctx = malloc(n * 24 + 32), *p = ctx;
+    p += sprintf(p, "{\"d\": {");
+    for (size_t i = 0; i < n; i++)
+        p += sprintf(p, "%s\"k%zu\": %zu", i ? ", " : "", i, i);
+    strcpy(p, ", \"k7\": -7}}"); /* a repeated key: the later value wins, in place */
+    double t0 = now_ms();
+    expect_ok("{{ d | length }} {{ d.k199999 }} {{ d['k7'] }} {{ d.get('nope', 'x') }} {{ (d | list)[7] }}",
+              ctx, "200000 199999 -7 x k7");
+    double ms = now_ms() - t0;
+    if (ms > 5000)
+        fail_msg("a context of %zu keys took %.0f ms", n, ms);
+    free(ctx);
+    /* views taken before later insertions still answer for their own keys only */
+    expect_ok("{% set ns = namespace() %}{% for i in range(40) %}{% set ns.x = i %}{% endfor %}"
+              "{% set d = dict(a=1, b=2, c=3, d=4, e=5, f=6, g=7, h=8, i=9, j=10, k=11, l=12, m=13, "
+              "n=14, o=15, p=16, q=17) %}{{ d.q }} {{ d.a }} {{ 'q' in d }} {{ 'z' in d }} {{ ns.x }}",
+              NULL, "17 1 True False 39");
+}
+
 /* A context that is not JSON names the position (it said only "format error"). */
 static void test_context_errors(void **state)
 {
@@ -404,7 +429,7 @@ int main(void)
         cmocka_unit_test(test_values_exact),      cmocka_unit_test(test_strftime_now),
         cmocka_unit_test(test_chat_sources),      cmocka_unit_test(test_int_edges),
         cmocka_unit_test(test_flat_chains),       cmocka_unit_test(test_shared_values_budget),
-        cmocka_unit_test(test_context_errors),
+        cmocka_unit_test(test_context_errors),    cmocka_unit_test(test_big_dicts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
