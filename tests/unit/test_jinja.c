@@ -288,7 +288,7 @@ static void test_shared_values_budget(void **state)
         sp_status st = render(src, NULL, &opt, &out, &err);
         double ms = now_ms() - t0;
         free(out);
-        if (st != SP_ERR_LIMIT || ms > 3000)
+        if (st != SP_ERR_LIMIT || ms > 8000)
             fail_msg("%s: status %d '%s' after %.0f ms", ops[i], st, err.msg, ms);
     }
 #undef BUILD
@@ -307,11 +307,11 @@ static void test_shared_values_budget(void **state)
     double t0 = now_ms();
     assert_int_equal(render("{{ ('a' * 3000000 + 'b') in ('a' * 6000000) }}", NULL, &opt, &out, &err),
                      SP_ERR_LIMIT);
-    assert_true(now_ms() - t0 < 3000);
+    assert_true(now_ms() - t0 < 8000);
     t0 = now_ms();
     assert_int_equal(render("{{ ('a' * 6000000).replace('a' * 3000000 + 'b', '') }}", NULL, &opt, &out, &err),
                      SP_ERR_LIMIT);
-    assert_true(now_ms() - t0 < 3000);
+    assert_true(now_ms() - t0 < 8000);
     /* sort_keys over many keys is O(n log n) (it was an insertion sort) */
     size_t n_keys = 20000;
     char *ctx = malloc(n_keys * 24 + 32), *p = ctx;
@@ -321,8 +321,8 @@ static void test_shared_values_budget(void **state)
     strcpy(p, "}}");
     t0 = now_ms();
     expect_ok("{{ (d | tojson(sort_keys=true))[:24] }}", ctx, "{\"k00000\": 19999, \"k0000");
-    assert_true(now_ms() - t0 < 5000);
     free(ctx);
+    assert_true(now_ms() - t0 < 20000);
 }
 
 /* Dict lookups are hashed once a dict has 16 keys: a context object with 200k keys was
@@ -340,9 +340,9 @@ static void test_big_dicts(void **state)
     expect_ok("{{ d | length }} {{ d.k199999 }} {{ d['k7'] }} {{ d.get('nope', 'x') }} {{ (d | list)[7] }}",
               ctx, "200000 199999 -7 x k7");
     double ms = now_ms() - t0;
-    if (ms > 5000)
-        fail_msg("a context of %zu keys took %.0f ms", n, ms);
     free(ctx);
+    if (ms > 20000) /* quadratic: minutes; hashed: under a second (more under ASan) */
+        fail_msg("a context of %zu keys took %.0f ms", n, ms);
     /* views taken before later insertions still answer for their own keys only */
     expect_ok("{% set ns = namespace() %}{% for i in range(40) %}{% set ns.x = i %}{% endfor %}"
               "{% set d = dict(a=1, b=2, c=3, d=4, e=5, f=6, g=7, h=8, i=9, j=10, k=11, l=12, m=13, "
