@@ -322,8 +322,8 @@ static void test_decode_rows_exact(void **state)
 
 /* ---- matmul ------------------------------------------------------------------------ */
 
-static void check_matmul(sp_wformat f, int64_t rows, int64_t cols, int64_t n_tok, int use_bias,
-                         int64_t view_r0, double *worst)
+static void check_matmul_x(sp_wformat f, int64_t rows, int64_t cols, int64_t n_tok, int use_bias,
+                           int64_t view_r0, int x_misalign, double *worst)
 {
     test_weight tw = make_weight(f, rows + view_r0, cols, 0);
     sp_weight hw = sp_weight_rows(&tw.h, view_r0, rows), dw = sp_weight_rows(&tw.d, view_r0, rows);
@@ -331,7 +331,11 @@ static void check_matmul(sp_wformat f, int64_t rows, int64_t cols, int64_t n_tok
     float *ref = malloc((size_t)(n_tok * rows) * 4);
     fill(x, n_tok * cols, 1.0f);
     fill(bias, rows, 0.5f);
-    float *dx = dev_from(x, (size_t)(n_tok * cols) * 4), *db = dev_from(bias, (size_t)rows * 4);
+    /* x_misalign: x starts one float past a 16-byte boundary (no float4 loads of x) */
+    float *xa = calloc((size_t)(n_tok * cols + 1), 4);
+    memcpy(xa + (x_misalign ? 1 : 0), x, (size_t)(n_tok * cols) * 4);
+    float *dxa = dev_from(xa, (size_t)(n_tok * cols + 1) * 4), *dx = dxa + (x_misalign ? 1 : 0);
+    float *db = dev_from(bias, (size_t)rows * 4);
     float *dy = dev_poison(n_tok * rows);
     CK(spc_matmul(g_stream, &dw, dx, n_tok, dy, use_bias ? db : NULL));
     float *y = host_of(dy, n_tok * rows);
@@ -340,17 +344,24 @@ static void check_matmul(sp_wformat f, int64_t rows, int64_t cols, int64_t n_tok
     if (e > *worst)
         *worst = e;
     if (!(e < 1e-5))
-        fail_msg("matmul %s rows %lld cols %lld n_tok %lld view %lld: error %.3g",
+        fail_msg("matmul %s rows %lld cols %lld n_tok %lld view %lld misalign %d: error %.3g",
                  sp_wformat_name(f), (long long)rows, (long long)cols, (long long)n_tok,
-                 (long long)view_r0, e);
+                 (long long)view_r0, x_misalign, e);
     free(x);
+    free(xa);
     free(bias);
     free(ref);
     free(y);
-    spc_free(dx);
+    spc_free(dxa);
     spc_free(db);
     spc_free(dy);
     free_weight(&tw);
+}
+
+static void check_matmul(sp_wformat f, int64_t rows, int64_t cols, int64_t n_tok, int use_bias,
+                         int64_t view_r0, double *worst)
+{
+    check_matmul_x(f, rows, cols, n_tok, use_bias, view_r0, 0, worst);
 }
 
 static void test_matmul_formats(void **state)
@@ -372,6 +383,14 @@ static void test_matmul_formats(void **state)
         check_matmul(f, 11, fp4 ? 66 : 67, 3, 1, 0, &worst);
         check_matmul(f, 9, fp4 ? 1000 : 1001, 5, 0, 1, &worst);
         check_matmul(f, 3, fp4 ? 2 : 1, 2, 1, 0, &worst);
+        /* the token tiles 1, 2, 4, 8 of the fast kernel, rows not a multiple of the rows
+         * per warp (2, FP4 4) or per block, long rows (several unrolled rounds per lane),
+         * x not 16-byte aligned */
+        for (int64_t nt = 1; nt <= 9; nt++)
+            check_matmul(f, 13 + nt, 4096 + 256 + 64, nt, (int)(nt & 1), 0, &worst);
+        check_matmul_x(f, 9, 2048, 1, 0, 0, 1, &worst);
+        check_matmul_x(f, 10, 1024 + 96, 5, 1, 0, 1, &worst);
+        check_matmul_x(f, 6, fp4 ? 130 : 131, 2, 0, 0, 1, &worst);
         printf("matmul %-28s max rel error %.3g\n", sp_wformat_name(f), worst);
     }
 }
@@ -381,7 +400,7 @@ static void test_matmul_batch_invariance(void **state)
 {
     (void)state;
     NEED_GPU();
-    const int64_t N = 64, sizes[] = {1, 5, 17, 64};
+    const int64_t N = 64, sizes[] = {1, 2, 3, 4, 5, 8, 17, 64};
     for (int fi = 0; fi < N_FORMATS; fi++) {
         sp_wformat f = ALL_FORMATS[fi];
         int64_t rows = 203, cols = f == SP_WF_MXFP4 || f == SP_WF_NVFP4 ? 1056 : 1059;
@@ -391,7 +410,7 @@ static void test_matmul_batch_invariance(void **state)
         float *dx = dev_from(x, (size_t)(N * cols) * 4), *dy = dev_poison(N * rows);
         CK(spc_matmul(g_stream, &tw.d, dx, N, dy, NULL));
         float *full = host_of(dy, N * rows);
-        for (int si = 0; si < 4; si++)
+        for (int si = 0; si < 8; si++)
             for (int64_t off = 0; off + sizes[si] <= N; off += sizes[si] == 1 ? 7 : sizes[si] + 3) {
                 int64_t n = sizes[si];
                 CK(spc_memset(g_stream, dy, 0xff, (size_t)(N * rows) * 4));
@@ -415,7 +434,7 @@ static void test_matmul_batch_invariance(void **state)
         spc_free(dy);
         free_weight(&tw);
     }
-    printf("matmul: n_tok 1/5/17/64 and a rerun bit-identical per token, every format\n");
+    printf("matmul: n_tok 1/2/3/4/5/8/17/64 and a rerun bit-identical per token, every format\n");
 }
 
 static void test_matmul_t(void **state)
@@ -1030,43 +1049,99 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Device-to-device copy bandwidth (bytes read + written per second), the roofline the
+ * matmul numbers are compared with. */
+static double copy_bandwidth(void)
+{
+    const size_t bytes = (size_t)1 << 30;
+    void *a = dev_alloc(bytes), *b = dev_alloc(bytes);
+    CK(spc_memset(g_stream, a, 0x3c, bytes));
+    for (int it = 0; it < 2; it++)
+        CK(spc_memcpy_d2d(g_stream, b, a, bytes));
+    CK(spc_stream_sync(g_stream));
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now_s();
+        for (int it = 0; it < 4; it++)
+            CK(spc_memcpy_d2d(g_stream, it & 1 ? a : b, it & 1 ? b : a, bytes));
+        CK(spc_stream_sync(g_stream));
+        double bw = 4.0 * 2.0 * (double)bytes / (now_s() - t0);
+        if (bw > best)
+            best = bw;
+    }
+    spc_free(a);
+    spc_free(b);
+    return best;
+}
+
 static void test_matmul_bandwidth(void **state)
 {
     (void)state;
     NEED_GPU();
-    if (getenv("SPC_TEST_SANITIZER")) { /* under compute-sanitizer: timings mean nothing */
-        printf("timing skipped (SPC_TEST_SANITIZER)\n");
+    if (getenv("SPC_TEST_SANITIZER") || getenv("SPC_TEST_NO_TIMING")) { /* timings mean nothing */
+        printf("timing skipped (SPC_TEST_SANITIZER / SPC_TEST_NO_TIMING)\n");
         skip();
     }
+    double copy_bw = copy_bandwidth();
+    printf("timing: device copy %.1f GB/s (read + write, 1 GiB buffers, best of 5)\n", copy_bw * 1e-9);
+    /* decode shapes: llama-1b (2048x2048 q/o, 512x2048 k/v, 8192x2048 gate/up, 2048x8192
+     * down, 32000x2048 head), gpt-oss experts (5760x2880 gate_up, 2880x2880 down), NVFP4
+     * and FP8 large matrices */
     const struct { sp_wformat f; int64_t rows, cols; } cases[] = {
-        {SP_WF_BF16, 8192, 2048}, {SP_WF_BF16, 2048, 8192}, {SP_WF_BF16, 32000, 2048},
-        {SP_WF_MXFP4, 5760, 2880}, {SP_WF_NVFP4, 8192, 8192}, {SP_WF_FP8_BLOCK, 7168, 7168}};
+        {SP_WF_BF16, 2048, 2048}, {SP_WF_BF16, 512, 2048}, {SP_WF_BF16, 8192, 2048},
+        {SP_WF_BF16, 2048, 8192}, {SP_WF_BF16, 32000, 2048}, {SP_WF_MXFP4, 5760, 2880},
+        {SP_WF_MXFP4, 2880, 2880}, {SP_WF_MXFP4, 8192, 2048}, {SP_WF_NVFP4, 8192, 8192},
+        {SP_WF_NVFP4, 2048, 8192}, {SP_WF_FP8_BLOCK, 7168, 7168}, {SP_WF_FP8_BLOCK, 2048, 2048},
+        {SP_WF_F16, 8192, 2048}, {SP_WF_F32, 2048, 2048}};
+    printf("| matrix | n_tok | us | weights GB/s | of copy bw |\n|---|---|---|---|---|\n");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         test_weight tw = make_weight(cases[i].f, cases[i].rows, cases[i].cols, 0);
+        size_t dbytes = tw.h.row_bytes * (size_t)tw.h.rows;
+        size_t sbytes = !tw.h.scales ? 0
+                        : cases[i].f == SP_WF_FP8_BLOCK
+                            ? tw.h.scale_row_bytes * (size_t)((tw.h.rows + 127) / 128)
+                            : tw.h.scale_row_bytes * (size_t)tw.h.rows;
+        /* enough copies of the weight that the set exceeds the L2 cache (rotated) */
+        int ncopy = (int)((256u << 20) / (dbytes + sbytes) + 1);
+        if (ncopy > 64)
+            ncopy = 64;
+        size_t dpitch = (dbytes + 255) / 256 * 256, spitch = (sbytes + 255) / 256 * 256;
+        unsigned char *dall = dev_alloc(dpitch * (size_t)ncopy);
+        unsigned char *sall = sbytes ? dev_alloc(spitch * (size_t)ncopy) : NULL;
+        for (int c = 0; c < ncopy; c++) {
+            CK(spc_memcpy_d2d(g_stream, dall + dpitch * (size_t)c, tw.ddata, dbytes));
+            if (sbytes)
+                CK(spc_memcpy_d2d(g_stream, sall + spitch * (size_t)c, tw.dscales, sbytes));
+        }
         int64_t nt_max = 16;
         float *x = malloc((size_t)(nt_max * tw.h.cols) * 4);
         fill(x, nt_max * tw.h.cols, 1.0f);
         float *dx = dev_from(x, (size_t)(nt_max * tw.h.cols) * 4), *dy = dev_poison(nt_max * tw.h.rows);
-        double bytes = (double)tw.h.row_bytes * (double)tw.h.rows +
-                       (tw.h.scales ? (double)tw.h.scale_row_bytes * (double)tw.h.rows : 0);
-        const int64_t nts[] = {1, 4, 16};
-        for (int k = 0; k < 3; k++) {
-            int iters = 50;
-            for (int it = 0; it < 5; it++)
-                CK(spc_matmul(g_stream, &tw.d, dx, nts[k], dy, NULL));
+        double bytes = (double)(dbytes + sbytes);
+        const int64_t nts[] = {1, 2, 4, 8, 16};
+        for (int k = 0; k < 5; k++) {
+            int iters = 200;
+            sp_weight w = tw.d;
+            for (int it = 0; it < 10; it++)
+                CK(spc_matmul(g_stream, &w, dx, nts[k], dy, NULL));
             CK(spc_stream_sync(g_stream));
             double t0 = now_s();
-            for (int it = 0; it < iters; it++)
-                CK(spc_matmul(g_stream, &tw.d, dx, nts[k], dy, NULL));
+            for (int it = 0; it < iters; it++) {
+                w.data = dall + dpitch * (size_t)(it % ncopy);
+                w.scales = sbytes ? sall + spitch * (size_t)(it % ncopy) : NULL;
+                CK(spc_matmul(g_stream, &w, dx, nts[k], dy, NULL));
+            }
             CK(spc_stream_sync(g_stream));
             double dt = (now_s() - t0) / iters;
-            printf("timing: matmul %-10s %6lld x %-6lld n_tok %2lld: %8.1f us, weights %.1f GB/s\n",
-                   sp_wformat_name(cases[i].f), (long long)tw.h.rows, (long long)tw.h.cols,
-                   (long long)nts[k], dt * 1e6, bytes / dt * 1e-9);
+            printf("| %s %lld x %lld | %lld | %.1f | %.0f | %.0f%% |\n", sp_wformat_name(cases[i].f),
+                   (long long)tw.h.rows, (long long)tw.h.cols, (long long)nts[k], dt * 1e6,
+                   bytes / dt * 1e-9, 100.0 * bytes / dt / copy_bw);
         }
         free(x);
         spc_free(dx);
         spc_free(dy);
+        spc_free(dall);
+        spc_free(sall);
         free_weight(&tw);
     }
 }

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Packs the build for bench/gpu/perf-run.sh: pack-device-build.sh's binaries plus the
+# verify-cost bench (build-cuda/verify_cost) and the commit id, into .devbuild.
+#   bench/gpu/pack-perf-build.sh [DEST]      (default .devbuild; BUILD_DIR=build-cuda)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+DEST=${1:-.devbuild}
+B=${BUILD_DIR:-build-cuda}
+bench/gpu/pack-device-build.sh "$DEST"
+cmake --build "$B" --target verify_cost -j"$(nproc)" >/dev/null
+cp "$B/verify_cost" "$DEST/$B/verify_cost" && strip "$DEST/$B/verify_cost"
+git rev-parse --short HEAD > "$DEST/COMMIT" 2>/dev/null || true
+du -sh "$DEST"
