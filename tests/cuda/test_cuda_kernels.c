@@ -1040,6 +1040,116 @@ static void test_moe_ffn(void **state)
     run_moe(SP_WF_NVFP4, 1, 0);
 }
 
+/* ---- fused launches ----------------------------------------------------------------- */
+
+/* spc_matmul_multi == separate spc_matmul calls, spc_matmul_swiglu == matmul, matmul,
+ * swiglu, spc_add_rmsnorm == add then rmsnorm: bit for bit, n_tok 1/5/17/64. */
+static void test_fused(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    const int64_t N = 64, sizes[] = {1, 5, 17, 64};
+    for (int fi = 0; fi < N_FORMATS; fi++) {
+        sp_wformat f = ALL_FORMATS[fi];
+        int fp4 = f == SP_WF_MXFP4 || f == SP_WF_NVFP4;
+        int64_t cols = fp4 ? 1056 + 64 : 1059, rows[3] = {67, 18, 19};
+        test_weight tw[3];
+        for (int i = 0; i < 3; i++)
+            tw[i] = make_weight(f, rows[i], cols, 0);
+        float *x = malloc((size_t)(N * cols) * 4), *b = malloc(67 * 4);
+        fill(x, N * cols, 1.0f);
+        fill(b, 67, 0.5f);
+        float *dx = dev_from(x, (size_t)(N * cols) * 4), *db = dev_from(b, 67 * 4);
+        for (int si = 0; si < 4; si++) {
+            int64_t n = sizes[si];
+            float *ref[3], *got[3];
+            const sp_weight *ws[3];
+            const float *bs[3] = {db, NULL, db};
+            for (int i = 0; i < 3; i++) {
+                ref[i] = dev_poison(n * rows[i]);
+                got[i] = dev_poison(n * rows[i]);
+                ws[i] = &tw[i].d;
+                CK(spc_matmul(g_stream, ws[i], dx, n, ref[i], bs[i]));
+            }
+            CK(spc_matmul_multi(g_stream, 3, ws, dx, n, got, bs));
+            for (int i = 0; i < 3; i++) {
+                float *a = host_of(ref[i], n * rows[i]), *c = host_of(got[i], n * rows[i]);
+                int64_t bad = count_diff_bits(a, c, n * rows[i]);
+                if (bad)
+                    fail_msg("matmul_multi %s n_tok %lld matrix %d: %lld outputs differ from spc_matmul",
+                             sp_wformat_name(f), (long long)n, i, (long long)bad);
+                free(a);
+                free(c);
+            }
+            /* gate/up + SwiGLU: matrices 1 and 2 (18 and 19 rows) differ in shape: use 1 twice
+             * with 2's data as a second matrix of the same shape */
+            sp_weight wu = tw[2].d;
+            wu.rows = rows[1];
+            float *g = dev_poison(n * rows[1]), *u = dev_poison(n * rows[1]), *y = dev_poison(n * rows[1]);
+            CK(spc_matmul(g_stream, &tw[1].d, dx, n, g, NULL));
+            CK(spc_matmul(g_stream, &wu, dx, n, u, NULL));
+            CK(spc_swiglu(g_stream, g, u, n * rows[1], g));
+            int rc = spc_matmul_swiglu(g_stream, &tw[1].d, &wu, dx, n, y);
+            if (f == SP_WF_F32 || f == SP_WF_F16) {
+                assert_int_equal(rc, 1); /* unfused formats: the caller runs the three ops */
+            } else {
+                CK(rc);
+                float *a = host_of(g, n * rows[1]), *c = host_of(y, n * rows[1]);
+                int64_t bad = count_diff_bits(a, c, n * rows[1]);
+                if (bad)
+                    fail_msg("matmul_swiglu %s n_tok %lld: %lld outputs differ from matmul+matmul+swiglu",
+                             sp_wformat_name(f), (long long)n, (long long)bad);
+                free(a);
+                free(c);
+            }
+            spc_free(g);
+            spc_free(u);
+            spc_free(y);
+            for (int i = 0; i < 3; i++) {
+                spc_free(ref[i]);
+                spc_free(got[i]);
+            }
+        }
+        free(x);
+        free(b);
+        spc_free(dx);
+        spc_free(db);
+        for (int i = 0; i < 3; i++)
+            free_weight(&tw[i]);
+    }
+    /* residual add + RMSNorm */
+    const int64_t R = 17, D = 2880;
+    float *h = malloc((size_t)(R * D) * 4), *r = malloc((size_t)(R * D) * 4), *w = malloc(D * 4);
+    fill(h, R * D, 2.0f);
+    fill(r, R * D, 1.0f);
+    fill(w, D, 1.0f);
+    float *x1 = dev_from(h, (size_t)(R * D) * 4), *x2 = dev_from(h, (size_t)(R * D) * 4);
+    float *dr = dev_from(r, (size_t)(R * D) * 4), *dw = dev_from(w, D * 4);
+    float *o1 = dev_poison(R * D), *o2 = dev_poison(R * D);
+    CK(spc_add(g_stream, x1, dr, R * D));
+    CK(spc_rmsnorm(g_stream, x1, D, dw, R, D, 1e-5f, o1, D));
+    CK(spc_add_rmsnorm(g_stream, x2, D, dr, D, dw, R, D, 1e-5f, o2, D));
+    float *a = host_of(x1, R * D), *c = host_of(x2, R * D);
+    assert_int_equal(count_diff_bits(a, c, R * D), 0);
+    free(a);
+    free(c);
+    a = host_of(o1, R * D);
+    c = host_of(o2, R * D);
+    assert_int_equal(count_diff_bits(a, c, R * D), 0);
+    free(a);
+    free(c);
+    free(h);
+    free(r);
+    free(w);
+    spc_free(x1);
+    spc_free(x2);
+    spc_free(dr);
+    spc_free(dw);
+    spc_free(o1);
+    spc_free(o2);
+    printf("fused: matmul_multi, matmul_swiglu, add_rmsnorm bit-identical to the unfused ops, n_tok 1/5/17/64\n");
+}
+
 /* ---- informational timing (not asserted) ----------------------------------------- */
 
 static double now_s(void)
@@ -1218,6 +1328,7 @@ int main(void)
         cmocka_unit_test(test_decode_rows_exact),
         cmocka_unit_test(test_matmul_formats),
         cmocka_unit_test(test_matmul_batch_invariance),
+        cmocka_unit_test(test_matmul_bandwidth), /* early: perf-run.sh gives this binary a time limit */
         cmocka_unit_test(test_matmul_t),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_elementwise),
@@ -1226,8 +1337,8 @@ int main(void)
         cmocka_unit_test(test_attention_long),
         cmocka_unit_test(test_moe_route),
         cmocka_unit_test(test_moe_ffn),
+        cmocka_unit_test(test_fused),
         cmocka_unit_test(test_argmax),
-        cmocka_unit_test(test_matmul_bandwidth),
         cmocka_unit_test(test_errors),
     };
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);

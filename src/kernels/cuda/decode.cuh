@@ -426,24 +426,21 @@ static __device__ __forceinline__ void spc_warp_rows(const sp_weight &w, int64_t
     int64_t j = lane;
     uint4 raw[U][R];
     float s0[U][R], s1[U][R];
-    for (; j + 32 * (U - 1) < nfull; j += 32 * U) {
+    /* rounds of up to U chunks per row (the last round of a lane may hold fewer): all
+     * their loads are issued before the first is used */
+    for (; j < nfull; j += 32 * U) {
+        const int64_t left = (nfull - j + 31) / 32;
+        const int nu = left < U ? (int)left : U;
 #pragma unroll
         for (int u = 0; u < U; u++)
+            if (u < nu) {
 #pragma unroll
-            for (int rr = 0; rr < R; rr++) {
-                raw[u][rr] = spc_load16(rowp[rr], j + 32 * u, vec);
-                spc_chunk_scales<FMT>(w, rix[rr], j + 32 * u, s0[u][rr], s1[u][rr]);
+                for (int rr = 0; rr < R; rr++) {
+                    raw[u][rr] = spc_load16(rowp[rr], j + 32 * u, vec);
+                    spc_chunk_scales<FMT>(w, rix[rr], j + 32 * u, s0[u][rr], s1[u][rr]);
+                }
             }
-        spc_consume<FMT, TT, R, U>(raw, s0, s1, j, U, x, x_stride, nt, xvec, acc);
-    }
-    /* fewer than U chunks left for this lane: one at a time, same order */
-    for (; j < nfull; j += 32) {
-#pragma unroll
-        for (int rr = 0; rr < R; rr++) {
-            raw[0][rr] = spc_load16(rowp[rr], j, vec);
-            spc_chunk_scales<FMT>(w, rix[rr], j, s0[0][rr], s1[0][rr]);
-        }
-        spc_consume<FMT, TT, R, U>(raw, s0, s1, j, 1, x, x_stride, nt, xvec, acc);
+        spc_consume<FMT, TT, R, U>(raw, s0, s1, j, nu, x, x_stride, nt, xvec, acc);
     }
     /* the partial last chunk belongs to lane nfull % 32, after its full chunks */
     if (lane == (int)(nfull & 31) && nfull * CH < cols) {
