@@ -242,7 +242,9 @@ static __device__ __forceinline__ void spc_warp_row(const sp_weight &w, int64_t 
  * decoded weights fit registers); FP4 and FP8 are decoded by exponent arithmetic (the
  * magnitude bits placed in a float and scaled by an exact power of two), giving the same
  * values as spc_e2m1 / spc_e4m3 (FP8 chunks holding a NaN code take the reference
- * decoder). */
+ * decoder). FP4 with |scale| < 4 folds the power of two into the scale: one product per
+ * code, the same single rounding of e2m1(code) * scale (checked for every code and every
+ * E8M0 / E4M3 scale byte). */
 
 /* The float value of an E2M1 code's magnitude bits m3 = code & 7, placed at bits 22..24,
  * times 2^126 (exact, denormal in between), with the sign folded into the factor. */
@@ -320,11 +322,23 @@ static __device__ __forceinline__ void spc_decode_group(uint4 raw, float s0, flo
         /* FP4: word g holds codes 8g .. 8g + 7 (nibble k at bits 4k .. 4k + 3) */
         const uint32_t word = u[g];
         const float s = g < 2 ? s0 : s1;
+        if (fabsf(s) < 4.0f) {
+            /* s * 2^126 is exact and finite: one product per code, (code bits as a float)
+             * * (s * 2^126) = e2m1(code) * s rounded once, as the two-step form */
+            const float sp = __fmul_rn(s, 0x1p126f);
 #pragma unroll
-        for (int k = 0; k < 8; k++) {
-            uint32_t mag = (k <= 5 ? word << (22 - 4 * k) : word >> (4 * k - 22)) & 0x01c00000u;
-            uint32_t sign = (k <= 7 ? word << (28 - 4 * k) : 0u) & 0x80000000u;
-            out[k] = __fmul_rn(spc_e2m1_fast(mag, sign), s);
+            for (int k = 0; k < 8; k++) {
+                uint32_t mag = (k <= 5 ? word << (22 - 4 * k) : word >> (4 * k - 22)) & 0x01c00000u;
+                uint32_t sign = (word << (28 - 4 * k)) & 0x80000000u;
+                out[k] = __fmul_rn(__uint_as_float(mag | sign), sp);
+            }
+        } else { /* large or NaN scales */
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                uint32_t mag = (k <= 5 ? word << (22 - 4 * k) : word >> (4 * k - 22)) & 0x01c00000u;
+                uint32_t sign = (word << (28 - 4 * k)) & 0x80000000u;
+                out[k] = __fmul_rn(spc_e2m1_fast(mag, sign), s);
+            }
         }
     }
 }
