@@ -213,7 +213,9 @@ static jv g_range(jinterp *I, jv *a, size_t n)
               JINJA_MAX_RANGE);
     jv out = jj_list(I, (size_t)count, 0);
     for (int64_t i = 0; i < (int64_t)count; i++)
-        jj_list_push(I, out.u.l, jj_int(start + i * step)); /* within [start, stop): no overflow */
+        /* the value lies within [start, stop), but i * step alone may not fit (range with a
+         * step of 2**62): computed modulo 2^64, which gives the in-range value */
+        jj_list_push(I, out.u.l, jj_int((int64_t)((uint64_t)start + (uint64_t)i * (uint64_t)step)));
     return out;
 }
 

@@ -282,10 +282,13 @@ sp_status sp_tokenizer_encode_into(sp_tokenizer *t, const char *text, size_t len
         return sp_err(err, SP_ERR_INVALID_ARG, "input text is not valid UTF-8 (byte %zu)", bad);
     sp_tok_ctx c = {0};
     size_t first = out->n;
-    sp_status st = run_pipeline(t, &c, text, len, out, err);
+    sp_error e = {0};
+    sp_status st = run_pipeline(t, &c, text, len, out, &e);
     sp_tok_ctx_fini(&c);
     if (st == SP_OK && add_special && t->post)
-        st = post_process(t->post, out, first, err);
+        st = post_process(t->post, out, first, &e);
+    if (st != SP_OK) /* a pipeline failure (a regex's match limit) names the tokenizer */
+        return sp_err(err, st, "%s: %s", t->path ? t->path : "tokenizer", e.msg);
     return st;
 }
 
