@@ -28,11 +28,11 @@ int cmd_serve(int argc, char **argv)
         {"--max-body", NULL, CLI_U64, &max_body, "largest request body in bytes (default 8 MiB)", 0},
         {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
         {"--grace-ms", NULL, CLI_INT, &grace_ms, "SIGTERM: time running requests get (default 10000)", 0},
-        {"--device", NULL, CLI_STR, &device, "accepted for compatibility; specula serves on the CPU", 0},
+        CLI_DEVICE_OPT(device),
         {0},
     };
     const char *usage = "specula serve -m DIR [--draft ngram] [--host 127.0.0.1] [--port 8080] "
-                        "[--parallel N] [--queue N] [--ctx N] [--api-key KEY] [--max-body BYTES]";
+                        "[--parallel N] [--queue N] [--ctx N] [--api-key KEY] [--max-body BYTES] [--device D]";
     int rc = cli_parse(argc, argv, opts, usage);
     if (rc)
         return rc < 0 ? CLI_OK : rc;
@@ -52,13 +52,11 @@ int cmd_serve(int argc, char **argv)
                 "1-1024, queue >= 0, draft-k 1-%d)\n", SP_SPEC_MAX_K);
         return CLI_USAGE;
     }
-    if (device)
-        fprintf(stderr, "specula serve: --device %s ignored: this build serves on the CPU\n", device);
     sp_server_config cfg = {
         .model_dir = model_dir, .draft = draft, .host = host, .port = (int)port,
         .n_parallel = (int)parallel, .n_queue = (int)queue, .n_ctx = n_ctx, .api_key = api_key,
         .max_body_bytes = (size_t)max_body, .n_threads = cli_threads(threads),
-        .draft_k = (int)draft_k, .grace_ms = (int)grace_ms,
+        .draft_k = (int)draft_k, .grace_ms = (int)grace_ms, .device = cli_device(device),
     };
     return sp_server_run(&cfg) == 0 ? CLI_OK : CLI_ERR;
 }

@@ -38,9 +38,11 @@ static int load(sp_server *srv, sp_error *err)
     }
     sp_model_params mp = sp_model_default_params();
     mp.n_threads = cfg->n_threads;
+    mp.device = cfg->device;
     mp.n_ctx = cfg->n_ctx; /* the check budgets one session; the pool is --parallel of them */
     if (sp_model_open(cfg->model_dir, &mp, &srv->model, err) != SP_OK)
         return 1;
+    fprintf(stderr, "specula serve: %s on %s\n", cfg->model_dir, sp_model_device(srv->model));
     int64_t max = sp_model_n_ctx_max(srv->model);
     srv->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : (max < 4096 ? max : 4096);
     if (srv->n_ctx > max) {

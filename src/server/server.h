@@ -29,6 +29,7 @@ typedef struct sp_server_config {
     const char *api_key; /* NULL: no authentication */
     size_t max_body_bytes;
     int n_threads;
+    const char *device;   /* "cpu", "cuda[:N]", "auto"/NULL (sp_model_params.device) */
     int draft_k;
     int grace_ms;        /* SIGTERM: how long running requests may finish */
 } sp_server_config;
