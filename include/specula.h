@@ -337,6 +337,10 @@ typedef struct sp_render_options {
 
 sp_status sp_chat_open(const char *path, sp_chat **out, sp_error *err);
 void sp_chat_close(sp_chat *chat);
+/* For testing the engine against plain Jinja2: plain_syntax compiles without
+ * trim_blocks/lstrip_blocks; no_defaults renders with the context's variables only (no
+ * special tokens, tools, documents or add_generation_prompt). Call before rendering. */
+void sp_chat_set_plain(sp_chat *chat, bool plain_syntax, bool no_defaults);
 /* ctx_json: a JSON object (messages, tools, add_generation_prompt, enable_thinking, ...).
  * *out is malloc'd and NUL-terminated. opt may be NULL. */
 sp_status sp_chat_render(sp_chat *chat, const char *ctx_json, size_t ctx_len,
