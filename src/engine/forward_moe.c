@@ -9,6 +9,7 @@
  * a token's output never depends on which tokens share its pass; the backend may group the
  * pass's tokens by expert to read each expert's weights once. */
 #include "engine/forward_internal.h"
+#include "util/error.h"
 
 static sp_route_cfg route_cfg(const sp_model *m, const sp_layer *L)
 {
@@ -36,14 +37,16 @@ static void emit_selection(sp_pass *P, int64_t l, int64_t k)
     int64_t n = P->n;
     float *rows = sp_compute_view_staging(c, (size_t)(n * 2 * k + n * 2 * k));
     if (!rows) {
-        P->st = SP_ERR_NOMEM;
+        P->st = sp_err(P->err, SP_ERR_NOMEM, "out of memory reading the chosen experts back");
         return;
     }
     int32_t *ids = (int32_t *)(rows + n * 2 * k);
     float *w = rows + n * 2 * k + n * k;
-    if (be->ops->download(be, ids, c->moe_ids, (size_t)(n * k) * sizeof *ids, P->err) ||
-        be->ops->download(be, w, c->moe_w, (size_t)(n * k) * sizeof *w, P->err)) {
-        P->st = SP_ERR_INTERNAL;
+    sp_status st = be->ops->download(be, ids, c->moe_ids, (size_t)(n * k) * sizeof *ids, P->err);
+    if (st == SP_OK)
+        st = be->ops->download(be, w, c->moe_w, (size_t)(n * k) * sizeof *w, P->err);
+    if (st != SP_OK) {
+        P->st = st;
         return;
     }
     for (int64_t t = 0; t < n; t++)
@@ -51,7 +54,7 @@ static void emit_selection(sp_pass *P, int64_t l, int64_t k)
             rows[t * 2 * k + j] = (float)ids[t * k + j];
             rows[t * 2 * k + k + j] = w[t * k + j];
         }
-    /* observers read host rows: offer them through a host-memory pass view */
+    /* host rows already: offered directly (no perturbation applies to a selection) */
     for (int64_t i = 0; i < P->n_segs; i++) {
         const sp_seg *g = &P->segs[i];
         const sp_observer *o = g->seq->obs;

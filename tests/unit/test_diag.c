@@ -314,11 +314,50 @@ static void test_chat_template_check(void **state)
     free(dir);
 }
 
+/* A bug planted in a GPU kernel (the CUDA backend's attention output scaled by 1.001 at its
+ * third launch: layer 0 of the second 5-token pass) is found by diff at that op and
+ * position. Runs when SPECULA_TEST_DEVICE names a GPU; skipped on the CPU. */
+static void test_diff_finds_planted_gpu_bug(void **state)
+{
+    (void)state;
+    if (!strcmp(test_device(), "cpu")) {
+        print_message("the planted GPU bug needs SPECULA_TEST_DEVICE=cuda: skipped\n");
+        skip();
+    }
+    char *dir = make_temp_dir();
+    char a[1100], b[1100];
+    snprintf(a, sizeof a, "%s/a.jsonl", dir);
+    snprintf(b, sizeof b, "%s/b.jsonl", dir);
+    int32_t toks[10] = {3, 14, 15, 9, 2, 6, 5, 35, 8, 9};
+    sp_model *m = open_fixture("llama_mha_bf16");
+    trace_to(m, a, toks, 10, 5, 0, SP_OP_COUNT, 1);
+    sp_model_close(m);
+    setenv("SPECULA_CUDA_PLANT_BUG", "attention", 1);
+    m = open_fixture("llama_mha_bf16");
+    unsetenv("SPECULA_CUDA_PLANT_BUG");
+    trace_to(m, b, toks, 10, 5, 0, SP_OP_COUNT, 1);
+    sp_model_close(m);
+    sp_trace_file fa, fb;
+    sp_trace_diff d;
+    diff_files(a, b, 1e-6, &d, &fa, &fb);
+    assert_true(d.found);
+    const sp_trace_rec *r = &fa.r[d.first.ia];
+    if (r->layer != 0 || strcmp(r->op, "attn_out") || r->position != 5)
+        fail_msg("planted at layer 0 attn_out position 5; diff reports layer %d %s position %lld",
+                 r->layer, r->op, (long long)r->position);
+    sp_trace_diff_free(&d);
+    sp_trace_file_free(&fa);
+    sp_trace_file_free(&fb);
+    remove_tree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_diff_finds_planted),
         cmocka_unit_test(test_diff_rejects_bad_files),
+        cmocka_unit_test(test_diff_finds_planted_gpu_bug),
         cmocka_unit_test(test_isolation_detects_disturbed_draft),
         cmocka_unit_test(test_checks_pass_on_healthy_models),
         cmocka_unit_test(test_checks_catch_planted_faults),

@@ -307,11 +307,11 @@ static void test_shared_values_budget(void **state)
     double t0 = now_ms();
     assert_int_equal(render("{{ ('a' * 3000000 + 'b') in ('a' * 6000000) }}", NULL, &opt, &out, &err),
                      SP_ERR_LIMIT);
-    assert_true(now_ms() - t0 < 3000);
+    assert_true(now_ms() - t0 < 30000); /* a budget escape runs for minutes; generous under load */
     t0 = now_ms();
     assert_int_equal(render("{{ ('a' * 6000000).replace('a' * 3000000 + 'b', '') }}", NULL, &opt, &out, &err),
                      SP_ERR_LIMIT);
-    assert_true(now_ms() - t0 < 3000);
+    assert_true(now_ms() - t0 < 30000); /* a budget escape runs for minutes; generous under load */
     /* sort_keys over many keys is O(n log n) (it was an insertion sort) */
     size_t n_keys = 20000;
     char *ctx = malloc(n_keys * 24 + 32), *p = ctx;
@@ -321,7 +321,7 @@ static void test_shared_values_budget(void **state)
     strcpy(p, "}}");
     t0 = now_ms();
     expect_ok("{{ (d | tojson(sort_keys=true))[:24] }}", ctx, "{\"k00000\": 19999, \"k0000");
-    assert_true(now_ms() - t0 < 5000);
+    assert_true(now_ms() - t0 < 30000); /* quadratic: minutes; generous under load */
     free(ctx);
 }
 
