@@ -20,6 +20,14 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+/* SP_API marks the public functions: the library is compiled with -fvisibility=hidden,
+ * so these are the only symbols a shared build of it would export. */
+#if defined(__GNUC__) || defined(__clang__)
+#define SP_API __attribute__((visibility("default")))
+#else
+#define SP_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -43,7 +51,7 @@ typedef struct sp_error {
 } sp_error;
 
 /* Human name of a status ("format error", ...). Never NULL. */
-const char *sp_status_name(sp_status status);
+SP_API const char *sp_status_name(sp_status status);
 
 /* ---- models ---------------------------------------------------------------------- */
 
@@ -60,32 +68,32 @@ typedef struct sp_model_params {
                             else the CPU */
 } sp_model_params;
 
-sp_model_params sp_model_default_params(void);
+SP_API sp_model_params sp_model_default_params(void);
 
 /* Opens a Hugging Face model directory: config.json, model.safetensors or
  * model.safetensors.index.json + shards, generation_config.json when present.
  * Validates every tensor the architecture needs and refuses when the machine cannot
  * hold weights + KV cache for params->n_ctx. */
-sp_status sp_model_open(const char *dir, const sp_model_params *params, sp_model **out,
+SP_API sp_status sp_model_open(const char *dir, const sp_model_params *params, sp_model **out,
                         sp_error *err);
-void sp_model_close(sp_model *model);
+SP_API void sp_model_close(sp_model *model);
 
-int64_t sp_model_n_vocab(const sp_model *model);
-int64_t sp_model_n_ctx_max(const sp_model *model); /* max_position_embeddings */
-const char *sp_model_arch_name(const sp_model *model); /* e.g. "LlamaForCausalLM" */
+SP_API int64_t sp_model_n_vocab(const sp_model *model);
+SP_API int64_t sp_model_n_ctx_max(const sp_model *model); /* max_position_embeddings */
+SP_API const char *sp_model_arch_name(const sp_model *model); /* e.g. "LlamaForCausalLM" */
 /* Bytes of the checkpoint tensors the model uses (packed formats count as stored). */
-uint64_t sp_model_weight_bytes(const sp_model *model);
+SP_API uint64_t sp_model_weight_bytes(const sp_model *model);
 /* Weights plus a session for n_ctx tokens (0 = default): what the memory check budgets;
  * pass it as reserved_bytes when opening a draft model. */
-uint64_t sp_model_budget_bytes(const sp_model *model, int64_t n_ctx);
+SP_API uint64_t sp_model_budget_bytes(const sp_model *model, int64_t n_ctx);
 /* The device the model runs on ("cpu (2 threads)", "cuda:0 NVIDIA H100 80GB HBM3"), and
  * the bytes of device memory its weights take there (0 on the CPU: the weights stay mapped). */
-const char *sp_model_device(const sp_model *model);
-uint64_t sp_model_device_bytes(const sp_model *model);
+SP_API const char *sp_model_device(const sp_model *model);
+SP_API uint64_t sp_model_device_bytes(const sp_model *model);
 /* Whether this build can run on CUDA, and how many devices it sees (0 without). */
-int sp_cuda_device_count(void);
+SP_API int sp_cuda_device_count(void);
 /* End-of-sequence ids (generation_config.json, else config.json). Borrowed until close. */
-const int32_t *sp_model_eos_ids(const sp_model *model, size_t *n_ids);
+SP_API const int32_t *sp_model_eos_ids(const sp_model *model, size_t *n_ids);
 
 /* What specula made of a checkpoint (specula inspect prints it). Strings are borrowed from
  * the model and stay valid until sp_model_close. */
@@ -119,11 +127,11 @@ typedef struct sp_model_info {
     uint64_t session_bytes;    /* KV cache + pass buffers of a default session */
 } sp_model_info;
 
-void sp_model_get_info(const sp_model *model, sp_model_info *info);
+SP_API void sp_model_get_info(const sp_model *model, sp_model_info *info);
 /* Activation scale i < info.n_input_scales: its tensor name (borrowed until close) and value.
  * specula runs FP4 and FP8 checkpoints weight-only, so these are reported, not applied.
  * Returns false when i is out of range. */
-bool sp_model_input_scale(const sp_model *model, size_t i, const char **tensor, float *value);
+SP_API bool sp_model_input_scale(const sp_model *model, size_t i, const char **tensor, float *value);
 
 /* ---- sessions: a KV cache and scratch buffers over one model ----------------------- */
 
@@ -134,24 +142,24 @@ typedef struct sp_session_params {
     int64_t n_batch; /* most tokens per forward pass; longer inputs are chunked; 0 = 256 */
 } sp_session_params;
 
-sp_session_params sp_session_default_params(void);
+SP_API sp_session_params sp_session_default_params(void);
 
-sp_status sp_session_new(sp_model *model, const sp_session_params *params,
+SP_API sp_status sp_session_new(sp_model *model, const sp_session_params *params,
                          sp_session **out, sp_error *err);
-void sp_session_free(sp_session *session);
+SP_API void sp_session_free(sp_session *session);
 
 /* Appends tokens to the session and runs the forward pass. When `logits` is not NULL it
  * receives one row of n_vocab floats per token ([n_tokens, n_vocab]); when it is NULL
  * only the last row is computed and can be read with sp_session_last_logits.
  * The logits of a position do not depend on how the input is split across calls. */
-sp_status sp_session_eval(sp_session *session, const int32_t *tokens, size_t n_tokens,
+SP_API sp_status sp_session_eval(sp_session *session, const int32_t *tokens, size_t n_tokens,
                           float *logits, sp_error *err);
 /* Logits of the last evaluated position; valid until the next eval. */
-const float *sp_session_last_logits(const sp_session *session);
-int64_t sp_session_n_past(const sp_session *session);
-int64_t sp_session_n_ctx(const sp_session *session);
+SP_API const float *sp_session_last_logits(const sp_session *session);
+SP_API int64_t sp_session_n_past(const sp_session *session);
+SP_API int64_t sp_session_n_ctx(const sp_session *session);
 /* Forgets every position >= n_past (KV rollback). */
-sp_status sp_session_truncate(sp_session *session, int64_t n_past, sp_error *err);
+SP_API sp_status sp_session_truncate(sp_session *session, int64_t n_past, sp_error *err);
 
 /* ---- sampling and generation -------------------------------------------------------- */
 
@@ -163,9 +171,9 @@ typedef struct sp_sampling_params {
     uint64_t seed;
 } sp_sampling_params;
 
-sp_sampling_params sp_sampling_default_params(void);
+SP_API sp_sampling_params sp_sampling_default_params(void);
 /* The model's defaults from generation_config.json (greedy when it does not sample). */
-sp_sampling_params sp_model_sampling_defaults(const sp_model *model);
+SP_API sp_sampling_params sp_model_sampling_defaults(const sp_model *model);
 
 typedef struct sp_generate_params {
     int64_t n_predict;           /* most tokens to generate */
@@ -184,8 +192,11 @@ typedef bool (*sp_token_fn)(void *ctx, int32_t token);
 
 /* Appends the prompt to the session, then samples up to n_predict tokens. The
  * end-of-sequence token, when produced, is included (as transformers does) and ends
- * generation. out_tokens (optional) receives the generated ids ([n_predict]). */
-sp_status sp_generate(sp_session *session, const int32_t *prompt, size_t n_prompt,
+ * generation. out_tokens (optional) receives the generated ids: at most
+ * min(n_predict, n_ctx - n_past - n_prompt + 1) of them, since generation stops when the
+ * context is full (n_past counted before the call; the last token is not evaluated), so a
+ * huge n_predict needs no huge buffer. */
+SP_API sp_status sp_generate(sp_session *session, const int32_t *prompt, size_t n_prompt,
                       const sp_generate_params *params, sp_token_fn on_token, void *ctx,
                       int32_t *out_tokens, sp_generate_stats *stats, sp_error *err);
 
@@ -193,16 +204,16 @@ sp_status sp_generate(sp_session *session, const int32_t *prompt, size_t n_promp
  * transformers' generate does: temperature, top-k, top-p, min-p, in that order;
  * temperature 0 is greedy (the first index among equal maxima). */
 typedef struct sp_sampler sp_sampler;
-sp_status sp_sampler_new(const sp_sampling_params *params, int64_t n_vocab, sp_sampler **out,
+SP_API sp_status sp_sampler_new(const sp_sampling_params *params, int64_t n_vocab, sp_sampler **out,
                          sp_error *err);
-void sp_sampler_free(sp_sampler *sampler);
+SP_API void sp_sampler_free(sp_sampler *sampler);
 /* The next token drawn from logits[n_vocab]. */
-int32_t sp_sampler_next(sp_sampler *sampler, const float *logits);
+SP_API int32_t sp_sampler_next(sp_sampler *sampler, const float *logits);
 
 /* Log-probabilities of raw logits (log_softmax in double, as OpenAI's logprobs report
  * them): *token_lp receives token's; top_ids/top_lps (may be NULL when n_top is 0)
  * receive the n_top most likely ids, most likely first, lower id first among ties. */
-void sp_logprobs(const float *logits, int64_t n_vocab, int32_t token, float *token_lp,
+SP_API void sp_logprobs(const float *logits, int64_t n_vocab, int32_t token, float *token_lp,
                  int32_t n_top, int32_t *top_ids, float *top_lps);
 
 /* Several sessions of one model evaluated together in one forward pass: each item appends
@@ -216,7 +227,7 @@ typedef struct sp_batch_item {
     size_t n_tokens;
     float *logits;
 } sp_batch_item;
-sp_status sp_batch_eval(sp_model *model, const sp_batch_item *items, size_t n_items,
+SP_API sp_status sp_batch_eval(sp_model *model, const sp_batch_item *items, size_t n_items,
                         sp_error *err);
 
 typedef struct sp_tokenizer sp_tokenizer;
@@ -261,7 +272,7 @@ typedef struct sp_spec_stats {
 
 /* sp_generate with speculation. The sampling seed derives three separate streams:
  * drafting, acceptance and resampling. The prompt buffer is never written. */
-sp_status sp_generate_spec(sp_session *target, const int32_t *prompt, size_t n_prompt,
+SP_API sp_status sp_generate_spec(sp_session *target, const int32_t *prompt, size_t n_prompt,
                            const sp_generate_params *params, const sp_spec_params *spec,
                            sp_token_fn on_token, void *ctx, int32_t *out_tokens,
                            sp_generate_stats *stats, sp_spec_stats *spec_stats, sp_error *err);
@@ -269,7 +280,7 @@ sp_status sp_generate_spec(sp_session *target, const int32_t *prompt, size_t n_p
 /* Whether `draft` can draft for `target`: same vocabulary up to padding (sizes within
  * 128), same BOS/EOS ids, and, when both tokenizers are given, the same tokenizer type
  * and the same token string for every id >= 5 present in both. */
-sp_status sp_spec_check_compat(const sp_model *target, const sp_model *draft,
+SP_API sp_status sp_spec_check_compat(const sp_model *target, const sp_model *draft,
                                const sp_tokenizer *target_tok, const sp_tokenizer *draft_tok,
                                sp_error *err);
 
@@ -278,47 +289,47 @@ sp_status sp_spec_check_compat(const sp_model *target, const sp_model *draft,
 
 /* path: a model directory, a tokenizer.json, or a directory holding tokenizer.json and
  * tokenizer_config.json. */
-sp_status sp_tokenizer_open(const char *path, sp_tokenizer **out, sp_error *err);
-void sp_tokenizer_close(sp_tokenizer *t);
+SP_API sp_status sp_tokenizer_open(const char *path, sp_tokenizer **out, sp_error *err);
+SP_API void sp_tokenizer_close(sp_tokenizer *t);
 
 /* Encodes UTF-8 text as tokenizers' Tokenizer.encode(text, add_special_tokens) does.
  * *ids is malloc'd (free() it). Invalid UTF-8 is an error. */
-sp_status sp_tokenizer_encode(sp_tokenizer *t, const char *text, size_t len, bool add_special,
+SP_API sp_status sp_tokenizer_encode(sp_tokenizer *t, const char *text, size_t len, bool add_special,
                               int32_t **ids, size_t *n_ids, sp_error *err);
 /* Decodes as tokenizers' decode(ids, skip_special_tokens). *text is malloc'd and
  * NUL-terminated. Ids outside the vocabulary are an error. */
-sp_status sp_tokenizer_decode(sp_tokenizer *t, const int32_t *ids, size_t n_ids,
+SP_API sp_status sp_tokenizer_decode(sp_tokenizer *t, const int32_t *ids, size_t n_ids,
                               bool skip_special, char **text, size_t *len, sp_error *err);
-int64_t sp_tokenizer_n_vocab(const sp_tokenizer *t);
+SP_API int64_t sp_tokenizer_n_vocab(const sp_tokenizer *t);
 /* Id of a token string (model vocabulary or added token), or -1. */
-int32_t sp_tokenizer_token_id(const sp_tokenizer *t, const char *token);
+SP_API int32_t sp_tokenizer_token_id(const sp_tokenizer *t, const char *token);
 /* The token string of an id (an added token's content, else the model vocabulary's
  * entry), or NULL for an id with no token; *len gets its byte length. */
-const char *sp_tokenizer_id_to_token(const sp_tokenizer *t, int32_t id, size_t *len);
+SP_API const char *sp_tokenizer_id_to_token(const sp_tokenizer *t, int32_t id, size_t *len);
 /* "BPE", "WordPiece" or "WordLevel". */
-const char *sp_tokenizer_model_type(const sp_tokenizer *t);
+SP_API const char *sp_tokenizer_model_type(const sp_tokenizer *t);
 /* BOS / EOS ids from tokenizer_config.json, or -1. */
-int32_t sp_tokenizer_bos_id(const sp_tokenizer *t);
-int32_t sp_tokenizer_eos_id(const sp_tokenizer *t);
+SP_API int32_t sp_tokenizer_bos_id(const sp_tokenizer *t);
+SP_API int32_t sp_tokenizer_eos_id(const sp_tokenizer *t);
 /* Encodes a prompt as transformers' tokenizer(text) does by default: the tokenizer's
  * post-processor, plus the BOS that tokenizer_config.json's add_bos_token asks for when
  * the post-processor does not add it. */
-sp_status sp_tokenizer_encode_prompt(sp_tokenizer *t, const char *text, size_t len,
+SP_API sp_status sp_tokenizer_encode_prompt(sp_tokenizer *t, const char *text, size_t len,
                                      int32_t **ids, size_t *n_ids, sp_error *err);
 
 /* Streaming detokenizer: turns tokens into text as they are generated, emitting only
  * complete UTF-8 (a character split across byte-fallback tokens waits for its end). */
 typedef struct sp_detokenizer sp_detokenizer;
-sp_status sp_detokenizer_new(sp_tokenizer *t, bool skip_special, sp_detokenizer **out,
+SP_API sp_status sp_detokenizer_new(sp_tokenizer *t, bool skip_special, sp_detokenizer **out,
                              sp_error *err);
 /* Adds one token; text and len receive the newly completed text (borrowed until the next
  * call; may be empty). */
-sp_status sp_detokenizer_push(sp_detokenizer *d, int32_t id, const char **text, size_t *len,
+SP_API sp_status sp_detokenizer_push(sp_detokenizer *d, int32_t id, const char **text, size_t *len,
                               sp_error *err);
 /* Text still held back at the end (an incomplete character), decoded lossily. */
-sp_status sp_detokenizer_flush(sp_detokenizer *d, const char **text, size_t *len,
+SP_API sp_status sp_detokenizer_flush(sp_detokenizer *d, const char **text, size_t *len,
                                sp_error *err);
-void sp_detokenizer_free(sp_detokenizer *d);
+SP_API void sp_detokenizer_free(sp_detokenizer *d);
 
 /* ---- chat templates ------------------------------------------------------------------
  * apply_chat_template as transformers does it. A template set comes from a model directory
@@ -335,15 +346,15 @@ typedef struct sp_render_options {
     double time_limit_ms; /* 0 = 10 s */
 } sp_render_options;
 
-sp_status sp_chat_open(const char *path, sp_chat **out, sp_error *err);
-void sp_chat_close(sp_chat *chat);
+SP_API sp_status sp_chat_open(const char *path, sp_chat **out, sp_error *err);
+SP_API void sp_chat_close(sp_chat *chat);
 /* For testing the engine against plain Jinja2: plain_syntax compiles without
  * trim_blocks/lstrip_blocks; no_defaults renders with the context's variables only (no
  * special tokens, tools, documents or add_generation_prompt). Call before rendering. */
-void sp_chat_set_plain(sp_chat *chat, bool plain_syntax, bool no_defaults);
+SP_API void sp_chat_set_plain(sp_chat *chat, bool plain_syntax, bool no_defaults);
 /* ctx_json: a JSON object (messages, tools, add_generation_prompt, enable_thinking, ...).
  * *out is malloc'd and NUL-terminated. opt may be NULL. */
-sp_status sp_chat_render(sp_chat *chat, const char *ctx_json, size_t ctx_len,
+SP_API sp_status sp_chat_render(sp_chat *chat, const char *ctx_json, size_t ctx_len,
                          const sp_render_options *opt, char **out, size_t *out_len,
                          sp_error *err);
 
@@ -357,27 +368,27 @@ typedef struct sp_trace_writer sp_trace_writer;
 
 /* A writer of lines labelled model_label ("target", "draft") to f, which stays the caller's
  * (several writers may share one FILE: lines appear in execution order). */
-sp_status sp_trace_writer_new(FILE *f, const char *model_label, sp_trace_writer **out,
+SP_API sp_status sp_trace_writer_new(FILE *f, const char *model_label, sp_trace_writer **out,
                               sp_error *err);
-void sp_trace_writer_free(sp_trace_writer *w);
+SP_API void sp_trace_writer_free(sp_trace_writer *w);
 /* Observes every forward pass of session from now on; the writer must outlive the passes. */
-void sp_trace_writer_attach(sp_trace_writer *w, sp_session *session);
+SP_API void sp_trace_writer_attach(sp_trace_writer *w, sp_session *session);
 /* Whether `op` names a traced op ("attn_q", "mlp_out", "logits", ...). */
-bool sp_trace_op_valid(const char *op);
+SP_API bool sp_trace_op_valid(const char *op);
 /* Plants a divergence, for demonstrations and tests: the output of `op` at `layer` (every
  * position) is multiplied by factor before later ops read it, in the sessions this writer
  * observes. An unknown op is SP_ERR_INVALID_ARG. */
-sp_status sp_trace_writer_set_perturb(sp_trace_writer *w, int layer, const char *op,
+SP_API sp_status sp_trace_writer_set_perturb(sp_trace_writer *w, int layer, const char *op,
                                       float factor, sp_error *err);
 /* Lines written so far; whether a write failed. */
-int64_t sp_trace_writer_lines(const sp_trace_writer *w);
-bool sp_trace_writer_failed(const sp_trace_writer *w);
+SP_API int64_t sp_trace_writer_lines(const sp_trace_writer *w);
+SP_API bool sp_trace_writer_failed(const sp_trace_writer *w);
 
 /* A trace file read into memory. */
 typedef struct sp_trace sp_trace;
-sp_status sp_trace_open(const char *path, sp_trace **out, sp_error *err);
-void sp_trace_close(sp_trace *t);
-size_t sp_trace_n_records(const sp_trace *t);
+SP_API sp_status sp_trace_open(const char *path, sp_trace **out, sp_error *err);
+SP_API void sp_trace_close(sp_trace *t);
+SP_API size_t sp_trace_n_records(const sp_trace *t);
 
 /* One line of a trace. Strings are borrowed until sp_trace_close. */
 typedef struct sp_trace_record {
@@ -390,7 +401,7 @@ typedef struct sp_trace_record {
     uint64_t hash;            /* FNV-1a of the exact float bits */
 } sp_trace_record;
 /* Record i < sp_trace_n_records(t); false when out of range. */
-bool sp_trace_get(const sp_trace *t, size_t i, sp_trace_record *out);
+SP_API bool sp_trace_get(const sp_trace *t, size_t i, sp_trace_record *out);
 
 /* Where two traces differ. Traces of the same computation are walked by index; others (a
  * prefill against token-by-token decoding, a speculative run against a plain one) are
@@ -409,19 +420,19 @@ typedef struct sp_trace_summary {
     sp_trace_match first; /* the first divergence, when diverged */
     size_t n_growth;
 } sp_trace_summary;
-sp_status sp_trace_compare(const sp_trace *a, const sp_trace *b, double tol,
+SP_API sp_status sp_trace_compare(const sp_trace *a, const sp_trace *b, double tol,
                            sp_trace_report **out, sp_error *err);
-void sp_trace_report_free(sp_trace_report *r);
-void sp_trace_report_summary(const sp_trace_report *r, sp_trace_summary *out);
+SP_API void sp_trace_report_free(sp_trace_report *r);
+SP_API void sp_trace_report_summary(const sp_trace_report *r, sp_trace_summary *out);
 /* Growth step i < summary.n_growth. */
-sp_trace_match sp_trace_report_growth(const sp_trace_report *r, size_t i);
+SP_API sp_trace_match sp_trace_report_growth(const sp_trace_report *r, size_t i);
 
 /* Self-tests of a checkpoint, each a pass / warn / fail with its reason: finite weights,
  * FP4 scales, the final norm, the chat template, speculative decoding against plain
  * decoding (self and a given draft), draft isolation, degenerate loops. */
 typedef enum sp_check_status { SP_CHECK_PASS, SP_CHECK_WARN, SP_CHECK_FAIL } sp_check_status;
 /* "pass", "warn" or "FAIL". */
-const char *sp_check_status_name(sp_check_status s);
+SP_API const char *sp_check_status_name(sp_check_status s);
 
 typedef struct sp_check_inputs {
     sp_model *model;
@@ -434,11 +445,11 @@ typedef struct sp_check_inputs {
 
 typedef struct sp_check_results sp_check_results;
 /* Runs every check. An error status only for failures to run (out of memory). */
-sp_status sp_check_model(const sp_check_inputs *in, sp_check_results **out, sp_error *err);
-void sp_check_results_free(sp_check_results *r);
-size_t sp_check_results_count(const sp_check_results *r);
+SP_API sp_status sp_check_model(const sp_check_inputs *in, sp_check_results **out, sp_error *err);
+SP_API void sp_check_results_free(sp_check_results *r);
+SP_API size_t sp_check_results_count(const sp_check_results *r);
 /* Check i < count: its status, name and detail (borrowed until free). */
-sp_check_status sp_check_results_get(const sp_check_results *r, size_t i, const char **name,
+SP_API sp_check_status sp_check_results_get(const sp_check_results *r, size_t i, const char **name,
                                      const char **detail);
 
 #ifdef __cplusplus

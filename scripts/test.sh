@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite twice: an optimized build, then a build under
-# AddressSanitizer + UndefinedBehaviorSanitizer (which also reports leaks).
+# AddressSanitizer + UndefinedBehaviorSanitizer (which also reports leaks; the
+# malformed-input corpus and the fuzz replays run in both). Then the threaded tests
+# under ThreadSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 J=$(nproc)
@@ -13,4 +15,9 @@ cmake --build build-asan -j "$J"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$J"
-echo "specula: all tests passed (release and ASan/UBSan builds)"
+# ThreadSanitizer: the tests that run the thread pool (labelled 'threads'), built alone
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSPECULA_TSAN=ON -DSPECULA_CUDA=OFF
+cmake --build build-tsan -j "$J" --target test_batch_invariance test_batch_sessions test_kernels test_quant
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --test-dir build-tsan --output-on-failure -L threads
+echo "specula: all tests passed (release, ASan/UBSan and TSan builds)"

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -44,8 +45,9 @@ static int set_value(cli_opt *o, const char *v)
         return 0;
     }
     case CLI_FLOAT: {
+        /* every float option ends up a float: refuse what does not fit one */
         double x = strtod(v, &end);
-        if (errno || end == v || *end || !isfinite(x))
+        if (errno || end == v || *end || !isfinite(x) || fabs(x) > FLT_MAX)
             return -1;
         *(double *)o->dst = x;
         return 0;
@@ -156,10 +158,12 @@ int cli_failf(const char *fmt, ...)
 
 int cli_threads(int64_t threads)
 {
+    /* the pool caps at 512 threads: saturate before narrowing to int */
     if (threads > 0)
-        return (int)threads;
+        return threads > 512 ? 512 : (int)threads;
     const char *e = getenv("SPECULA_THREADS");
-    return e ? atoi(e) : 0;
+    long v = e ? strtol(e, NULL, 10) : 0;
+    return v > 512 ? 512 : v < 0 ? 0 : (int)v;
 }
 
 bool cli_has_tokenizer(const char *dir)

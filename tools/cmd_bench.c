@@ -161,6 +161,11 @@ int cmd_bench(int argc, char **argv)
         }
         prompt_len = (int64_t)n_tok;
     }
+    if (prompt_len > INT64_MAX - gen_len) {
+        free(prompt);
+        return cli_failf("bench: --prompt-len %lld + --gen-len %lld overflows", (long long)prompt_len,
+                         (long long)gen_len);
+    }
     sp_model_params mp = cli_model_params(threads, device);
     mp.n_ctx = prompt_len + gen_len;
     sp_model *m = NULL;

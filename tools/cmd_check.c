@@ -75,6 +75,11 @@ int cmd_check(int argc, char **argv)
             rc = cli_failf("prompt id %d is outside the vocabulary", ids[i]);
             goto done;
         }
+    if ((int64_t)n > sp_model_n_ctx_max(m)) {
+        rc = cli_failf("a prompt of %zu tokens exceeds the model's context of %lld", n,
+                       (long long)sp_model_n_ctx_max(m));
+        goto done;
+    }
     sp_check_inputs in = {m, dir, tok, d, ids, n};
     sp_check_results *rep;
     if (sp_check_model(&in, &rep, &err) != SP_OK) {

@@ -143,7 +143,10 @@ int cmd_generate(int argc, char **argv)
         rc = cli_failf("--tokens: the prompt is empty");
         goto done;
     }
-    int64_t want_ctx = n_ctx > 0 ? n_ctx : (int64_t)n + n_predict;
+    /* n_predict may be anything up to INT64_MAX: saturate, then cap to the model */
+    int64_t want_ctx = n_ctx;
+    if (n_ctx <= 0 && __builtin_add_overflow((int64_t)n, n_predict, &want_ctx))
+        want_ctx = INT64_MAX;
     sp_model_params mp = cli_model_params(threads, device);
     if (cli_model_open(model_dir, &mp, &m, &err) != SP_OK) {
         rc = cli_fail(&err);
@@ -172,14 +175,18 @@ int cmd_generate(int argc, char **argv)
         if (o->dst == &temp)
             gp.sampling.temperature = (float)temp;
         else if (o->dst == &top_k)
-            gp.sampling.top_k = (int32_t)top_k;
+            gp.sampling.top_k = top_k > INT32_MAX ? INT32_MAX : top_k < INT32_MIN ? INT32_MIN : (int32_t)top_k;
         else if (o->dst == &top_p)
             gp.sampling.top_p = (float)top_p;
         else if (o->dst == &min_p)
             gp.sampling.min_p = (float)min_p;
     }
     gp.sampling.seed = seed;
-    out = malloc((size_t)(n_predict > 0 ? n_predict : 1) * sizeof *out);
+    /* at most the tokens the context can hold (see sp_generate), never n_predict blindly */
+    int64_t n_out = want_ctx - (int64_t)n + 1;
+    if (n_out > n_predict)
+        n_out = n_predict;
+    out = malloc((size_t)(n_out > 0 ? n_out : 1) * sizeof *out);
     if (!out) {
         rc = cli_failf("out of memory");
         goto done;

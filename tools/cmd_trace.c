@@ -77,9 +77,30 @@ int cmd_trace(int argc, char **argv)
     sp_session *s = NULL;
     sp_trace_writer *wt = NULL, *wd = NULL;
     sp_model_params mp = cli_model_params(threads, device);
-    int64_t n_ctx = (int64_t)n + n_predict + 1;
+    if (n_predict < 0) {
+        rc = cli_failf("-n: cannot generate %lld tokens", (long long)n_predict);
+        goto done;
+    }
+    /* saturate n + n_predict + 1, then cap to the model once it is open */
+    int64_t n_ctx;
+    if (__builtin_add_overflow((int64_t)n, n_predict, &n_ctx) || n_ctx == INT64_MAX)
+        n_ctx = INT64_MAX;
+    else
+        n_ctx++;
+    if (cli_model_open(model_dir, &mp, &m, &err) != SP_OK) {
+        rc = cli_fail(&err);
+        goto done;
+    }
+    if (n_ctx > sp_model_n_ctx_max(m)) {
+        if ((int64_t)n > sp_model_n_ctx_max(m)) {
+            rc = cli_failf("%s: a prompt of %zu tokens exceeds the model's context of %lld", model_dir, n,
+                           (long long)sp_model_n_ctx_max(m));
+            goto done;
+        }
+        n_ctx = sp_model_n_ctx_max(m);
+    }
     sp_session_params sp = {.n_ctx = n_ctx};
-    if (cli_model_open(model_dir, &mp, &m, &err) != SP_OK || sp_session_new(m, &sp, &s, &err) != SP_OK) {
+    if (sp_session_new(m, &sp, &s, &err) != SP_OK) {
         rc = cli_fail(&err);
         goto done;
     }

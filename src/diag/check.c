@@ -8,6 +8,8 @@
 #include "model/model_walk.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "util/assert.h"
+#include "util/ckd.h"
 #include "util/dtype.h"
 #include "util/error.h"
 
@@ -55,6 +57,7 @@ typedef struct finite_ctx {
     float bad_value;
     int64_t n_tensors, n_values;
     float *row;
+    int64_t row_cap; /* floats in row: the widest matrix walked */
 } finite_ctx;
 
 static void finite_matrix(void *vctx, const char *name, const sp_weight *w)
@@ -63,6 +66,7 @@ static void finite_matrix(void *vctx, const char *name, const sp_weight *w)
     c->n_tensors++;
     if (c->bad[0])
         return;
+    SP_ASSERT(w->cols <= c->row_cap);
     for (int64_t r = 0; r < w->rows; r++) {
         sp_weight_row_f32(w, r, c->row);
         for (int64_t k = 0; k < w->cols; k++)
@@ -91,30 +95,40 @@ static void finite_vector(void *vctx, const char *name, const float *v, int64_t 
     c->n_values += n;
 }
 
-/* the widest matrix row any model here can have */
-static int64_t widest(const sp_model *m)
+/* The widest matrix the walk will visit: a first walk measures, so the row buffer holds
+ * exactly the longest row a later walk decodes (no guess from the config). */
+static void widest_matrix(void *vctx, const char *name, const sp_weight *w)
 {
-    int64_t w = m->n_embd;
-    int64_t c[] = {m->q_dim, m->n_heads * m->v_dim, m->cfg->intermediate_size,
-                   m->cfg->moe_intermediate_size * (m->cfg->n_shared_experts + 2),
-                   2 * m->cfg->intermediate_size, m->mla_kv_lora, m->mla_q_lora,
-                   m->n_heads * (m->mla_nope + m->mla_rope)};
-    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
-        w = c[i] > w ? c[i] : w;
-    return w;
+    int64_t *cols = vctx;
+    if (w->cols > *cols)
+        *cols = w->cols;
+}
+
+static float *row_buffer(const sp_model *m, int64_t *cap)
+{
+    int64_t cols = 1;
+    sp_walk_fns f = {widest_matrix, NULL};
+    sp_model_walk(m, &f, &cols);
+    size_t bytes;
+    *cap = cols;
+    if (sp_ckd_mul_size(&bytes, (size_t)cols, sizeof(float)))
+        return NULL;
+    return malloc(bytes);
 }
 
 static void check_finite(const sp_model *m, const char *label, sp_check_report *rep)
 {
     finite_ctx c = {0};
-    c.row = malloc((size_t)widest(m) * 4 * sizeof(float));
-    if (!c.row)
+    char name[64];
+    snprintf(name, sizeof name, "weights finite%s", label);
+    c.row = row_buffer(m, &c.row_cap);
+    if (!c.row) {
+        sp_check_add(rep, name, SP_CHECK_FAIL, "out of memory for a row buffer");
         return;
+    }
     sp_walk_fns f = {finite_matrix, finite_vector};
     sp_model_walk(m, &f, &c);
     free(c.row);
-    char name[64];
-    snprintf(name, sizeof name, "weights finite%s", label);
     if (c.bad[0] && c.bad_row >= 0)
         sp_check_add(rep, name, SP_CHECK_FAIL, "tensor '%s' holds %g at row %lld, column %lld", c.bad,
                      (double)c.bad_value, (long long)c.bad_row, (long long)c.bad_col);
@@ -134,6 +148,7 @@ typedef struct scale_ctx {
     double amax;        /* largest decoded |w| */
     char amax_name[256];
     float *row;
+    int64_t row_cap; /* floats in row: the widest matrix walked */
 } scale_ctx;
 
 static void scale_matrix(void *vctx, const char *name, const sp_weight *w)
@@ -156,6 +171,7 @@ static void scale_matrix(void *vctx, const char *name, const sp_weight *w)
                 snprintf(c->nan_name, sizeof c->nan_name, "%s", name);
         }
     c->nv_matrices += !mx;
+    SP_ASSERT(!c->row || w->cols <= c->row_cap);
     for (int64_t r = 0; c->row && r < w->rows; r++) {
         sp_weight_row_f32(w, r, c->row);
         for (int64_t k = 0; k < w->cols; k++)
@@ -169,7 +185,7 @@ static void scale_matrix(void *vctx, const char *name, const sp_weight *w)
 static void check_scales(const sp_model *m, const char *label, sp_check_report *rep)
 {
     scale_ctx c = {0};
-    c.row = malloc((size_t)widest(m) * 4 * sizeof(float));
+    c.row = row_buffer(m, &c.row_cap);
     sp_walk_fns f = {scale_matrix, NULL};
     sp_model_walk(m, &f, &c);
     free(c.row);

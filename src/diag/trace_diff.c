@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_LINE (1u << 20)
 
@@ -15,6 +16,17 @@ static double field_num(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsNumber(v) ? v->valuedouble : cJSON_IsNull(v) ? NAN : 0.0;
+}
+
+/* An integer field: a JSON number that is whole and within [lo, hi] (a cast of an
+ * out-of-range double is undefined behaviour). Absent fields read as 0. */
+static bool field_int(const cJSON *o, const char *k, double lo, double hi, int64_t *out)
+{
+    double v = field_num(o, k);
+    if (!(v >= lo && v <= hi) || v != floor(v))
+        return false;
+    *out = (int64_t)v;
+    return true;
 }
 
 static sp_status parse_line(const char *line, size_t len, const char *path, size_t lineno,
@@ -36,19 +48,30 @@ static sp_status parse_line(const char *line, size_t len, const char *path, size
     memset(r, 0, sizeof *r);
     snprintf(r->model, sizeof r->model, "%s", model->valuestring);
     snprintf(r->op, sizeof r->op, "%s", op->valuestring);
-    r->pass = (int64_t)field_num(o, "pass");
-    r->layer = (int)field_num(o, "layer");
-    r->position = (int64_t)field_num(o, "position");
-    r->token = (int32_t)field_num(o, "token");
-    r->s.n = (int64_t)field_num(o, "width");
+    /* integers must be whole and in range; 2^53 bounds what a double holds exactly */
+    const double big = 9007199254740992.0;
+    int64_t layer = 0, token = 0;
+    const char *bad = !field_int(o, "pass", 0, big, &r->pass)              ? "pass"
+                      : !field_int(o, "layer", -1, INT32_MAX, &layer)       ? "layer"
+                      : !field_int(o, "position", 0, big, &r->position)     ? "position"
+                      : !field_int(o, "token", INT32_MIN, INT32_MAX, &token) ? "token"
+                      : !field_int(o, "width", 0, big, &r->s.n)             ? "width"
+                      : !field_int(o, "nan", 0, big, &r->s.nan)             ? "nan"
+                      : !field_int(o, "inf", 0, big, &r->s.inf)             ? "inf"
+                                                                            : NULL;
+    if (bad) {
+        cJSON_Delete(o);
+        return sp_err(err, SP_ERR_FORMAT, "%s: line %zu: field '%s' is not an integer in range", path,
+                      lineno, bad);
+    }
+    r->layer = (int)layer;
+    r->token = (int32_t)token;
     r->s.mean = field_num(o, "mean");
     r->s.std = field_num(o, "std");
     r->s.min = field_num(o, "min");
     r->s.max = field_num(o, "max");
     r->s.amax = field_num(o, "amax");
     r->s.l2 = field_num(o, "l2");
-    r->s.nan = (int64_t)field_num(o, "nan");
-    r->s.inf = (int64_t)field_num(o, "inf");
     r->s.hash = strtoull(hash->valuestring, NULL, 16);
     const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(o, "ctx");
     r->ctx = cJSON_IsString(ctx) ? strtoull(ctx->valuestring, NULL, 16) : 0;
@@ -62,8 +85,15 @@ sp_status sp_trace_read(const char *path, sp_trace_file *out, sp_error *err)
     FILE *f = fopen(path, "r");
     if (!f)
         return sp_err(err, SP_ERR_IO, "cannot open trace '%s'", path);
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return sp_err(err, SP_ERR_IO, "trace '%s' is not a regular file", path);
+    }
     sp_status st = sp_trace_read_stream(f, path, out, err);
     fclose(f);
+    if (st == SP_OK && out->n == 0)
+        return sp_err(err, SP_ERR_FORMAT, "trace '%s' holds no records", path);
     return st;
 }
 
@@ -97,6 +127,8 @@ sp_status sp_trace_read_stream(FILE *f, const char *path, sp_trace_file *out, sp
             out->n++;
     }
     free(line);
+    if (st == SP_OK && ferror(f))
+        st = sp_err(err, SP_ERR_IO, "%s: read error after line %zu", path, lineno);
     if (st != SP_OK)
         sp_trace_file_free(out);
     return st;

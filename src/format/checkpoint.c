@@ -72,6 +72,10 @@ static sp_status open_sharded(sp_checkpoint *ck, const char *index_path, sp_erro
                       index_path);
     }
     size_t n = (size_t)cJSON_GetArraySize(wm);
+    if (n == 0) {
+        cJSON_Delete(root);
+        return sp_err(err, SP_ERR_FORMAT, "%s: field 'weight_map' is empty", index_path);
+    }
     ck->entries = calloc(n ? n : 1, sizeof *ck->entries);
     if (!ck->entries || !sp_strmap_init(&ck->by_name, n)) {
         cJSON_Delete(root);

@@ -6,6 +6,7 @@
 #include "util/json.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -360,10 +361,14 @@ sp_status sp_hf_config_parse(const char *text, size_t len, const char *gen_text,
         st = parse_moe(c->json, what, c, err);
     if (st == SP_OK)
         st = parse_mla_and_misc(c->json, what, c, err);
+    /* generation_config.json sits beside config.json: name it by its path in messages */
+    char gwhat[1100];
+    const char *slash = strrchr(what, '/');
+    snprintf(gwhat, sizeof gwhat, "%.*sgeneration_config.json", slash ? (int)(slash - what + 1) : 0, what);
     if (st == SP_OK && gen_text)
-        st = sp_json_parse(gen_text, gen_len, "generation_config.json", &c->gen_json, err);
+        st = sp_json_parse(gen_text, gen_len, gwhat, &c->gen_json, err);
     if (st == SP_OK)
-        st = parse_generation(c->gen_json, "generation_config.json", c, err);
+        st = parse_generation(c->gen_json, gwhat, c, err);
     if (st != SP_OK) {
         sp_hf_config_free(c);
         return st;

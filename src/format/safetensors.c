@@ -5,6 +5,8 @@
 #include "util/json.h"
 #include "util/utf8.h"
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -145,6 +147,26 @@ static sp_status check_layout(sp_safetensors *st, const unsigned char *base, uin
     return SP_OK;
 }
 
+/* The offset of the first \u0000 escape inside a JSON string of the header, or SIZE_MAX. */
+static size_t find_escaped_nul(const char *h, size_t n)
+{
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!in_str) {
+            in_str = h[i] == '"';
+            continue;
+        }
+        if (h[i] == '"') {
+            in_str = false;
+        } else if (h[i] == '\\' && i + 1 < n) {
+            if (h[i + 1] == 'u' && i + 5 < n && memcmp(h + i + 2, "0000", 4) == 0)
+                return i;
+            i++; /* the escaped character */
+        }
+    }
+    return SIZE_MAX;
+}
+
 static sp_status parse_header(sp_safetensors *st, const unsigned char *data, size_t len,
                               const char *what, sp_error *err)
 {
@@ -165,6 +187,14 @@ static sp_status parse_header(sp_safetensors *st, const unsigned char *data, siz
     size_t bad;
     if (!sp_utf8_valid(hdr, (size_t)n, &bad))
         return sp_err(err, SP_ERR_FORMAT, "%s: header is not valid UTF-8 (byte %zu)", what, bad);
+    /* the format: the header is a JSON object, so it begins with '{' (no BOM, no leading
+     * space), and a name holding an escaped NUL would be cut short by every C API */
+    if (n == 0 || hdr[0] != '{')
+        return sp_err(err, SP_ERR_FORMAT, "%s: header is not a JSON object (it must begin with '{')", what);
+    size_t nul_at = find_escaped_nul(hdr, (size_t)n);
+    if (nul_at != SIZE_MAX)
+        return sp_err(err, SP_ERR_FORMAT, "%s: header holds an escaped NUL (\\u0000) at byte %zu", what,
+                      nul_at);
     cJSON *root;
     sp_status status = sp_json_parse(hdr, (size_t)n, what, &root, err);
     if (status != SP_OK)
@@ -185,6 +215,10 @@ static sp_status parse_header(sp_safetensors *st, const unsigned char *data, siz
         if (strcmp(e->string, "__metadata__") == 0) {
             status = check_metadata(e, what, err);
             continue;
+        }
+        if (!e->string[0]) {
+            status = sp_err(err, SP_ERR_FORMAT, "%s: a tensor has an empty name", what);
+            break;
         }
         sp_st_tensor *t = &st->tensors[st->n_tensors];
         t->name = strdup(e->string);

@@ -221,12 +221,17 @@ static sp_status bad_shape(const char *file, const sp_st_tensor *t, int n, const
 }
 
 /* A tensor that must exist with one of two dtypes. */
-static sp_status need(sp_tensor_lookup find, void *ctx, const char *name, sp_dtype dt, sp_dtype dt2,
-                      const char *why, const sp_st_tensor **t, const char **file, sp_error *err)
+/* `near` names the file of the tensor this one belongs with (NULL when there is none). */
+static sp_status need(sp_tensor_lookup find, void *ctx, const char *near, const char *name, sp_dtype dt,
+                      sp_dtype dt2, const char *why, const sp_st_tensor **t, const char **file, sp_error *err)
 {
     *t = find(ctx, name, file);
+    if (!*t && near)
+        return sp_err(err, SP_ERR_FORMAT, "%s: required tensor '%s' (%s) is missing from the checkpoint",
+                      near, name, why);
     if (!*t)
-        return sp_err(err, SP_ERR_FORMAT, "required tensor '%s' (%s) is missing", name, why);
+        return sp_err(err, SP_ERR_FORMAT, "required tensor '%s' (%s) is missing from the checkpoint",
+                      name, why);
     if ((*t)->dtype != dt && (*t)->dtype != dt2)
         return sp_err(err, SP_ERR_FORMAT, "%s: tensor '%s' has dtype %s; expected %s (%s)", *file,
                       name, sp_dtype_name((*t)->dtype), sp_dtype_name(dt), why);
@@ -257,25 +262,26 @@ static sp_status bind_nvfp4(sp_quant *q, sp_tensor_lookup find, void *ctx, const
 {
     bool ct = q->method == SP_QUANT_NVFP4_CT;
     char n[512];
-    if (cols % 16)
+    if (cols % SP_NVFP4_BLOCK)
         return sp_err(err, SP_ERR_FORMAT, "%s: tensor '%s': NVFP4 needs an input width divisible by "
-                      "16, config.json implies %lld", file, t->name, (long long)cols);
+                      "%d, config.json implies %lld", file, t->name, SP_NVFP4_BLOCK, (long long)cols);
     int64_t dims[2] = {rows, cols / 2};
     if (!shape_is(t, 2, dims))
         return bad_shape(file, t, 2, dims, "NVFP4: two E2M1 codes per byte", err);
     const sp_st_tensor *s, *g;
     const char *sf, *gf;
     snprintf(n, sizeof n, "%s.weight_scale", base);
-    sp_status st = need(find, ctx, n, SP_DTYPE_F8_E4M3, SP_DTYPE_F8_E4M3, "NVFP4 block scales", &s, &sf, err);
+    sp_status st = need(find, ctx, file, n, SP_DTYPE_F8_E4M3, SP_DTYPE_F8_E4M3, "NVFP4 block scales", &s, &sf, err);
     if (st != SP_OK)
         return st;
-    int64_t sdims[2] = {rows, cols / 16};
+    int64_t sdims[2] = {rows, cols / SP_NVFP4_BLOCK};
     if (!shape_is(s, 2, sdims))
         return bad_shape(sf, s, 2, sdims, "one E4M3 scale per 16 inputs", err);
     snprintf(n, sizeof n, "%s.%s", base, ct ? "weight_global_scale" : "weight_scale_2");
     g = find(ctx, n, &gf);
     if (!g)
-        return sp_err(err, SP_ERR_FORMAT, "required tensor '%s' (NVFP4 per-tensor scale) is missing", n);
+        return sp_err(err, SP_ERR_FORMAT, "%s: required tensor '%s' (NVFP4 per-tensor scale) is missing "
+                      "from the checkpoint", file, n);
     float gv;
     if ((st = scalar(g, gf, &gv, err)))
         return st;
@@ -283,6 +289,9 @@ static sp_status bind_nvfp4(sp_quant *q, sp_tensor_lookup find, void *ctx, const
         return sp_err(err, SP_ERR_FORMAT, "%s: tensor '%s' = %g; a per-tensor scale must be "
                       "positive and finite", gf, n, (double)gv);
     /* ModelOpt stores a multiplier, compressed-tensors its reciprocal */
+    if (ct && !isfinite(1.0f / gv))
+        return sp_err(err, SP_ERR_FORMAT, "%s: tensor '%s' = %g; its reciprocal overflows a float", gf, n,
+                      (double)gv);
     memset(out, 0, sizeof *out);
     out->format = SP_WF_NVFP4;
     out->rows = rows;
@@ -290,7 +299,7 @@ static sp_status bind_nvfp4(sp_quant *q, sp_tensor_lookup find, void *ctx, const
     out->data = t->data;
     out->row_bytes = (size_t)cols / 2;
     out->scales = s->data;
-    out->scale_row_bytes = (size_t)cols / 16;
+    out->scale_row_bytes = (size_t)cols / SP_NVFP4_BLOCK;
     out->global_scale = ct ? 1.0f / gv : gv;
     out->name = t->name;
     q->packed_bytes += t->n_bytes + s->n_bytes + g->n_bytes;
@@ -316,10 +325,10 @@ static sp_status bind_fp8(sp_quant *q, sp_tensor_lookup find, void *ctx, const c
     snprintf(n, sizeof n, "%s.weight_scale_inv", base);
     const sp_st_tensor *s;
     const char *sf;
-    sp_status st = need(find, ctx, n, SP_DTYPE_F32, SP_DTYPE_F32, "FP8 128x128 block scales", &s, &sf, err);
+    sp_status st = need(find, ctx, file, n, SP_DTYPE_F32, SP_DTYPE_F32, "FP8 128x128 block scales", &s, &sf, err);
     if (st != SP_OK)
         return st;
-    int64_t sdims[2] = {(rows + 127) / 128, (cols + 127) / 128};
+    int64_t sdims[2] = {(rows + SP_FP8_BLOCK - 1) / SP_FP8_BLOCK, (cols + SP_FP8_BLOCK - 1) / SP_FP8_BLOCK};
     if (!shape_is(s, 2, sdims))
         return bad_shape(sf, s, 2, sdims, "one scale per 128x128 block", err);
     memset(out, 0, sizeof *out);
@@ -371,24 +380,25 @@ sp_status sp_quant_bind_mxfp4_expert(sp_quant *q, sp_tensor_lookup find, void *c
     char n[512];
     const sp_st_tensor *b, *s;
     const char *bf, *sf;
-    if (q->method != SP_QUANT_MXFP4)
-        return sp_err(err, SP_ERR_FORMAT, "tensor '%s_blocks' holds MXFP4 blocks but config.json "
-                      "declares %s; expected quantization_config.quant_method \"mxfp4\"", base,
-                      q->method ? q->algo : "no quantization_config");
-    if (cols % 32)
-        return sp_err(err, SP_ERR_FORMAT, "tensor '%s_blocks': MXFP4 needs an input width divisible "
-                      "by 32, config.json implies %lld", base, (long long)cols);
+    /* the blocks first: their file names every later message */
     snprintf(n, sizeof n, "%s_blocks", base);
-    sp_status st = need(find, ctx, n, SP_DTYPE_U8, SP_DTYPE_U8, "MXFP4 blocks", &b, &bf, err);
+    sp_status st = need(find, ctx, NULL, n, SP_DTYPE_U8, SP_DTYPE_U8, "MXFP4 blocks", &b, &bf, err);
     if (st != SP_OK)
         return st;
-    int64_t bd[4] = {n_experts, rows, cols / 32, 16};
+    if (q->method != SP_QUANT_MXFP4)
+        return sp_err(err, SP_ERR_FORMAT, "%s: tensor '%s' holds MXFP4 blocks but config.json "
+                      "declares %s; expected quantization_config.quant_method \"mxfp4\"", bf, n,
+                      q->method ? q->algo : "no quantization_config");
+    if (cols % SP_MXFP4_BLOCK)
+        return sp_err(err, SP_ERR_FORMAT, "%s: tensor '%s': MXFP4 needs an input width divisible "
+                      "by %d, config.json implies %lld", bf, n, SP_MXFP4_BLOCK, (long long)cols);
+    int64_t bd[4] = {n_experts, rows, cols / SP_MXFP4_BLOCK, SP_MXFP4_BLOCK_BYTES};
     if (!shape_is(b, 4, bd))
         return bad_shape(bf, b, 4, bd, "[experts, rows, blocks of 32, 16 bytes]", err);
     snprintf(n, sizeof n, "%s_scales", base);
-    if ((st = need(find, ctx, n, SP_DTYPE_U8, SP_DTYPE_F8_E8M0, "MXFP4 UE8M0 scales", &s, &sf, err)))
+    if ((st = need(find, ctx, bf, n, SP_DTYPE_U8, SP_DTYPE_F8_E8M0, "MXFP4 UE8M0 scales", &s, &sf, err)))
         return st;
-    int64_t sd[3] = {n_experts, rows, cols / 32};
+    int64_t sd[3] = {n_experts, rows, cols / SP_MXFP4_BLOCK};
     if (!shape_is(s, 3, sd))
         return bad_shape(sf, s, 3, sd, "one scale per block of 32", err);
     memset(out, 0, sizeof *out);
@@ -397,7 +407,7 @@ sp_status sp_quant_bind_mxfp4_expert(sp_quant *q, sp_tensor_lookup find, void *c
     out->cols = cols;
     out->row_bytes = (size_t)cols / 2;
     out->data = b->data + (size_t)e * (size_t)rows * out->row_bytes;
-    out->scale_row_bytes = (size_t)cols / 32;
+    out->scale_row_bytes = (size_t)cols / SP_MXFP4_BLOCK;
     out->scales = s->data + (size_t)e * (size_t)rows * out->scale_row_bytes;
     out->global_scale = 1.0f;
     out->name = b->name;

@@ -25,6 +25,19 @@
 
 #include <cjson/cJSON.h>
 
+/* Block formats: the layout constants every binding and kernel depends on (weight.h's
+ * table). Checked at compile time, so a change to one that breaks another fails the build. */
+#define SP_MXFP4_BLOCK 32        /* inputs per UE8M0 scale */
+#define SP_MXFP4_BLOCK_BYTES 16  /* bytes per block: two E2M1 codes a byte */
+#define SP_NVFP4_BLOCK 16        /* inputs per E4M3 scale */
+#define SP_FP8_BLOCK 128         /* rows and columns per FP8 block scale */
+_Static_assert(SP_MXFP4_BLOCK_BYTES * 2 == SP_MXFP4_BLOCK, "MXFP4: a block is 32 E2M1 codes, two a byte");
+_Static_assert(SP_NVFP4_BLOCK % 2 == 0, "NVFP4: a block fills whole bytes of E2M1 pairs");
+_Static_assert(SP_MXFP4_BLOCK % SP_NVFP4_BLOCK == 0, "FP4 kernels step in 16-input halves");
+_Static_assert(SP_FP8_BLOCK % SP_MXFP4_BLOCK == 0 && (SP_FP8_BLOCK & (SP_FP8_BLOCK - 1)) == 0,
+               "FP8: square power-of-two blocks");
+_Static_assert(sizeof(float) == 4, "FP8 block scales are F32");
+
 typedef enum sp_quant_method {
     SP_QUANT_NONE,
     SP_QUANT_MXFP4,

@@ -18,6 +18,8 @@
 #include "runtime/spec_draft.h"
 #include "runtime/stop.h"
 #include "runtime/spec_verify.h"
+#include "util/assert.h"
+#include "util/ckd.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -46,6 +48,7 @@ typedef struct spec_run {
     sp_drafter *drafter;
     int32_t *seq;      /* prompt + generated; seq[i] sits at position n_prompt_total - n_prompt + i */
     int64_t n_seq, n_prompt, n_prompt_total;
+    int64_t seq_cap;   /* entries allocated in seq (prompt + what the context can hold) */
     float *rows;       /* [k_max + 1, n_vocab] verify logits */
     double *p;         /* [n_vocab] target distribution */
     bool done;
@@ -61,6 +64,7 @@ typedef struct spec_run {
 static bool emit(spec_run *r, int32_t tok)
 {
     sp_stop_rules rules = {sp_session_model(r->t), r->gp, r->on_token, r->ctx};
+    SP_ASSERT(r->n_seq < r->seq_cap);
     r->seq[r->n_seq++] = tok;
     return sp_stop_emit(&rules, tok, r->out_tokens, r->stats);
 }
@@ -241,8 +245,21 @@ static sp_status run_init(spec_run *r, const sp_spec_params *sp, size_t n_prompt
     sp_status st = sp_sampler_new(&gp->sampling, V, &r->smp, err);
     if (st != SP_OK)
         return st;
-    r->seq = malloc((n_prompt + (size_t)gp->n_predict + 1) * sizeof *r->seq);
-    r->rows = malloc((size_t)(r->k_max + 1) * (size_t)V * sizeof *r->rows);
+    /* seq never holds more than the context can: n_predict is clamped to what fits
+     * (the last generated token is sampled but not evaluated, hence + 1) */
+    int64_t fit = sp_session_n_ctx(r->t) - sp_session_n_past(r->t) - (int64_t)n_prompt + 1;
+    int64_t n_gen = gp->n_predict < fit ? gp->n_predict : fit;
+    if (n_gen < 0)
+        n_gen = 0;
+    size_t seq_n, rows_n, seq_bytes, rows_bytes;
+    if (sp_ckd_add_size(&seq_n, n_prompt, (size_t)n_gen + 1) ||
+        sp_ckd_mul_size(&seq_bytes, seq_n, sizeof *r->seq) ||
+        sp_ckd_mul3_size(&rows_n, (size_t)r->k_max + 1, (size_t)V, 1) ||
+        sp_ckd_mul_size(&rows_bytes, rows_n, sizeof *r->rows))
+        return sp_err(err, SP_ERR_INVALID_ARG, "a prompt of %zu tokens is too long", n_prompt);
+    r->seq = malloc(seq_bytes);
+    r->seq_cap = (int64_t)seq_n;
+    r->rows = malloc(rows_bytes);
     r->p = malloc((size_t)V * sizeof *r->p);
     if (!r->seq || !r->rows || !r->p)
         return sp_err(err, SP_ERR_NOMEM, "out of memory for speculative decoding");

@@ -1,8 +1,10 @@
 /* error.c: formatted error messages for sp_error (see error.h). */
 #include "util/error.h"
+#include "util/assert.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 sp_status sp_err(sp_error *err, sp_status status, const char *fmt, ...)
@@ -54,4 +56,13 @@ const char *sp_status_name(sp_status status)
     case SP_ERR_INTERNAL: return "internal error";
     }
     return "unknown status";
+}
+
+/* SP_ASSERT's failure path (util/assert.h): an internal invariant broke, a bug. */
+void sp_assert_fail(const char *cond, const char *file, int line, const char *func)
+{
+    fprintf(stderr, "specula: internal error: assertion '%s' failed at %s:%d (%s); this is a bug\n", cond,
+            file, line, func);
+    fflush(stderr);
+    abort();
 }

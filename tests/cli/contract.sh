@@ -142,6 +142,16 @@ check "diff names the planted layer and op" bash -c "'$SPECULA' diff '$TMP/t1.js
 check "diff of identical traces: null" bash -c "[ \"\$('$SPECULA' diff --json '$TMP/t1.jsonl' '$TMP/t1.jsonl' | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"first_divergence\"])')\" = None ]"
 check "diff: unreadable trace" expect_exit 1 "cannot open trace" "$SPECULA" diff "$TMP/t1.jsonl" "$TMP/none.jsonl"
 check "diff needs two files" expect_exit 2 "two trace files" "$SPECULA" diff "$TMP/t1.jsonl"
+check "diff: a directory is an error naming it" expect_exit 1 "$TMP' is not a regular file" "$SPECULA" diff "$TMP/t1.jsonl" "$TMP"
+: >"$TMP/empty.jsonl"
+check "diff: an empty trace is an error" expect_exit 1 "holds no records" "$SPECULA" diff "$TMP/t1.jsonl" "$TMP/empty.jsonl"
+# huge -n: clamped to the context before any allocation (2^62 used to corrupt the heap)
+for n in 4611686018427387904 1099511627776 9223372036854775807; do
+    for d in "" "--draft self" "--draft ngram"; do
+        check "generate -n $n $d: clamped to the context" expect_exit 0 "" "$SPECULA" generate -m "$M" --tokens 1,2 -n $n --ignore-eos --ctx 24 $d
+    done
+    check "trace -n $n: clamped to the context" expect_exit 0 "" "$SPECULA" trace -m "$M" --tokens 1,2 -n $n -o "$TMP/huge.jsonl"
+done
 check "check passes on a healthy checkpoint" bash -c "'$SPECULA' check -m '$FIX/models/gptoss_mxfp4' | grep -q '0 failed'"
 check "check --draft" bash -c "'$SPECULA' check -m '$M' --draft '$FIX/models/qwen3_gqa2_tied' | grep -q 'speculative (draft)'"
 mkdir -p "$TMP/nanmodel" && cp "$M/config.json" "$TMP/nanmodel/" && python3 - "$M/model.safetensors" "$TMP/nanmodel/model.safetensors" <<'PY'

@@ -9,6 +9,7 @@
 #include "model/model.h"
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,9 +69,15 @@ static void check_model(const char *name, const char *dir, const char *ref_dir)
     for (const cJSON *p = prompts->child; p; p = p->next, p_idx++) {
         int n = cJSON_GetArraySize(p);
         int32_t toks[256];
+        if (n < 1 || n > (int)(sizeof toks / sizeof toks[0]))
+            fail_msg("%s: prompt %d has %d tokens (1..%zu supported)", name, p_idx, n,
+                     sizeof toks / sizeof toks[0]);
         int k = 0;
-        for (const cJSON *t = p->child; t; t = t->next)
+        for (const cJSON *t = p->child; t; t = t->next) {
+            if (!cJSON_IsNumber(t) || t->valueint < 0 || t->valueint >= V)
+                fail_msg("%s: prompt %d token %d is not an id below %lld", name, p_idx, k, (long long)V);
             toks[k++] = t->valueint;
+        }
         float *logits = malloc((size_t)n * (size_t)V * sizeof(float));
         assert_int_equal(sp_session_truncate(s, 0, &err), SP_OK);
         if (sp_session_eval(s, toks, (size_t)n, logits, &err) != SP_OK)
@@ -99,6 +106,7 @@ static void check_model(const char *name, const char *dir, const char *ref_dir)
             assert_int_equal(sp_session_truncate(s, 0, &err), SP_OK);
             assert_int_equal(sp_generate(s, toks, (size_t)n, &gp, NULL, NULL, out, &st, &err),
                              SP_OK);
+            assert_true(cJSON_GetArraySize(g) <= (int)(sizeof out / sizeof out[0]));
             assert_int_equal(st.n_generated, cJSON_GetArraySize(g));
             int j = 0;
             for (const cJSON *t = g->child; t; t = t->next, j++)
@@ -115,32 +123,58 @@ static void check_model(const char *name, const char *dir, const char *ref_dir)
     cJSON_Delete(ref);
 }
 
+/* Every fixture make_fixtures.py writes: each must be present with its reference (a
+ * missing one is a failure, not a skip), and a directory not listed here fails too, so a
+ * new fixture is added to the list. */
+static const char *const FIXTURES[] = {
+    "deepseekv3_fp8_block",
+    "deepseekv3_noqlora",
+    "deepseekv3_qlora_yarn",
+    "gptoss_bf16",
+    "gptoss_mxfp4",
+    "llama3_rope_gqa2",
+    "llama3_rope_mqa_legacy",
+    "llama_gqa4_tied_f16",
+    "llama_headdim32_bias_f32_sharded",
+    "llama_mha_bf16",
+    "llama_yarn",
+    "llama_yarn_legacy_type",
+    "mixtral_nvfp4_hf_quant_config",
+    "mixtral_window",
+    "qwen3_gqa2_tied",
+    "qwen3_yarn_legacy",
+    "qwen3moe_mixed_bf16",
+    "qwen3moe_nvfp4_compressed_tensors",
+    "qwen3moe_nvfp4_modelopt",
+    "qwen3moe_sparse_step2_nonorm",
+};
+#define N_FIXTURES (sizeof FIXTURES / sizeof FIXTURES[0])
+
 static void test_all_fixtures(void **state)
 {
     (void)state;
     DIR *d = opendir(fixture_path("models"));
     assert_non_null(d);
-    char *names[256];
-    int n = 0;
     struct dirent *e;
-    while ((e = readdir(d)) && n < 256) {
+    while ((e = readdir(d))) {
         if (e->d_name[0] == '.')
             continue;
-        char p[1024];
-        snprintf(p, sizeof p, "%s/%s/reference.json", fixture_path("models"), e->d_name);
-        FILE *f = fopen(p, "r");
-        if (!f)
-            continue;
-        fclose(f);
-        names[n++] = strdup(e->d_name);
+        bool listed = false;
+        for (size_t i = 0; i < N_FIXTURES; i++)
+            listed |= strcmp(e->d_name, FIXTURES[i]) == 0;
+        if (!listed)
+            fail_msg("tests/fixtures/models/%s is not in test_parity.c's FIXTURES list", e->d_name);
     }
     closedir(d);
-    assert_true(n >= 9);
-    for (int i = 0; i < n; i++) {
-        char dir[1024];
-        snprintf(dir, sizeof dir, "%s/%s", fixture_path("models"), names[i]);
-        check_model(names[i], dir, dir);
-        free(names[i]);
+    for (size_t i = 0; i < N_FIXTURES; i++) {
+        char dir[1024], p[1100];
+        snprintf(dir, sizeof dir, "%s/%s", fixture_path("models"), FIXTURES[i]);
+        snprintf(p, sizeof p, "%s/reference.json", dir);
+        FILE *f = fopen(p, "r");
+        if (!f)
+            fail_msg("fixture %s: %s is missing", FIXTURES[i], p);
+        fclose(f);
+        check_model(FIXTURES[i], dir, dir);
     }
 }
 
