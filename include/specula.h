@@ -277,6 +277,20 @@ SP_API sp_status sp_generate_spec(sp_session *target, const int32_t *prompt, siz
                            sp_token_fn on_token, void *ctx, int32_t *out_tokens,
                            sp_generate_stats *stats, sp_spec_stats *spec_stats, sp_error *err);
 
+/* Verification of deterministic drafts (n-grams, prompt lookup: q one-hot at the draft)
+ * for callers that evaluate the k + 1 verify positions themselves (e.g. in one
+ * sp_batch_eval with other sequences). check() returns `draft` when it is accepted (with
+ * probability p(draft) under params' sampling distribution; greedy: when it is the argmax),
+ * else a replacement drawn from p without the draft: the emitted token has distribution p
+ * exactly. Random streams (acceptance, resampling) are seeded from params.seed as
+ * sp_generate_spec seeds them. The token after the last accepted draft is drawn as usual
+ * (sp_sampler_next). */
+typedef struct sp_draft_verifier sp_draft_verifier;
+sp_status sp_draft_verifier_new(const sp_sampling_params *params, int64_t n_vocab,
+                                sp_draft_verifier **out, sp_error *err);
+void sp_draft_verifier_free(sp_draft_verifier *v);
+int32_t sp_draft_verifier_check(sp_draft_verifier *v, const float *logits, int32_t draft);
+
 /* Whether `draft` can draft for `target`: same vocabulary up to padding (sizes within
  * 128), same BOS/EOS ids, and, when both tokenizers are given, the same tokenizer type
  * and the same token string for every id >= 5 present in both. */

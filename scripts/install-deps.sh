@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what specula needs to build and test on Debian 12: a C toolchain, CMake,
-# cJSON, PCRE2, utf8proc, cmocka, Python 3 with Jinja2 (template goldens) and Node.js
-# with npm (the Hugging Face tokenizers oracle). Idempotent; uses sudo when not root.
+# cJSON, PCRE2, utf8proc, cmocka, libmicrohttpd (the server), curl (its tests), Python 3
+# with Jinja2 (template goldens) and Node.js with npm (the Hugging Face tokenizers oracle,
+# the openai client). Idempotent; uses sudo when not root.
 set -euo pipefail
 PKGS="build-essential cmake pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libcmocka-dev
+      libmicrohttpd-dev curl
       python3 python3-jinja2 nodejs npm ca-certificates"
 missing=""
 for p in $PKGS; do

@@ -14,6 +14,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_check(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 int cmd_template(int argc, char **argv);
 

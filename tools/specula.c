@@ -13,6 +13,7 @@ static const cli_cmd commands[] = {
     {"trace", "per-layer, per-op activation statistics and hashes of every forward pass", NULL, cmd_trace},
     {"diff", "the first layer/op/position where two traces differ", NULL, cmd_diff},
     {"check", "self-tests of a checkpoint (and its draft)", NULL, cmd_check},
+    {"serve", "an OpenAI-compatible HTTP server with continuous batching", NULL, cmd_serve},
     {"tokenize", "text to token ids with a tokenizer.json", NULL, cmd_tokenize},
     {"detokenize", "token ids to text", NULL, cmd_detokenize},
     {"template", "render a chat template like transformers' apply_chat_template", NULL, cmd_template},

@@ -44,7 +44,8 @@ static void expect_ok(const char *src, const char *ctx, const char *want)
     free(out);
 }
 
-/* Expects the status and a message containing needle, within max_ms. */
+/* Expects the status and a message containing needle, within max_ms (times 3: a loaded
+ * 2-core CI machine is slow; a budget escape runs for minutes, far past the bound). */
 static void expect_fail(const char *src, const char *ctx, sp_status want, const char *needle,
                         double max_ms)
 {
@@ -59,8 +60,8 @@ static void expect_fail(const char *src, const char *ctx, sp_status want, const 
     }
     if (st != want || !strstr(err.msg, needle))
         fail_msg("%s: status %d message '%s'; expected %d with '%s'", src, st, err.msg, want, needle);
-    if (ms > max_ms)
-        fail_msg("%s: took %.0f ms to fail (limit %.0f)", src, ms, max_ms);
+    if (ms > 3 * max_ms)
+        fail_msg("%s: took %.0f ms to fail (limit %.0f)", src, ms, 3 * max_ms);
 }
 
 static void test_hostile_templates(void **state)

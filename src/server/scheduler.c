@@ -1,0 +1,660 @@
+/* scheduler.c: the continuous-batching loop (see scheduler.h).
+ *
+ * One step:
+ *   1. under the lock: finish cancelled sequences, admit waiting ones into free slots;
+ *   2. build one sp_batch_eval over every running sequence: a prompt chunk while
+ *      prefilling (prefill_chunk tokens per step shared by the prefilling sequences, in
+ *      slot order), else its pending token, plus k n-gram drafts
+ *      (verify rows);
+ *   3. after the pass: sample each sequence from its own logits rows with its own
+ *      sampler; with drafts, keep the longest accepted prefix (greedy: the argmax equals
+ *      the draft; sampled: sp_draft_verifier's lossless rule) plus one token, and roll the
+ *      KV cache back to it (sp_session_truncate);
+ *   4. detokenize, cut stop strings, publish text and log-probabilities under the lock,
+ *      wake the HTTP threads. */
+#include "scheduler.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct sp_sched {
+    sp_sched_config cfg;
+    int64_t n_vocab;
+    int32_t eos[16];
+    size_t n_eos;
+    sp_session **sessions; /* [n_parallel] */
+    sp_seq **slots;        /* [n_parallel]: the running sequence, or NULL */
+    float **verify_logits; /* [n_parallel][(k + 1) * n_vocab] when speculating */
+    int32_t *draft_buf;    /* [n_parallel][SP_SPEC_MAX_K + 1]: pending token + drafts */
+    sp_batch_item *items;
+    sp_seq **item_seq;
+    int *item_drafts;
+    sp_seq *queue_head, *queue_tail;
+    int n_running, n_waiting;
+    bool accepting, stop;
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t work;     /* scheduler: something to do */
+    pthread_cond_t progress; /* HTTP threads: some sequence moved */
+};
+
+double sp_server_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+sp_seq *sp_seq_new(int32_t *prompt, size_t n_prompt)
+{
+    sp_seq *q = calloc(1, sizeof *q);
+    if (!q)
+        return NULL;
+    q->prompt = prompt;
+    q->n_prompt = n_prompt;
+    q->refs = 1;
+    q->slot = -1;
+    q->t_arrival = sp_server_now();
+    return q;
+}
+
+static void seq_free(sp_seq *q)
+{
+    free(q->prompt);
+    for (size_t i = 0; i < q->n_stop; i++)
+        free(q->stop[i]);
+    free(q->text);
+    free(q->toks);
+    sp_sampler_free(q->sampler);
+    sp_draft_verifier_free(q->verifier);
+    sp_detokenizer_free(q->detok);
+    free(q->gen);
+    free(q->hist);
+    free(q);
+}
+
+static void release_locked(sp_seq *q)
+{
+    if (--q->refs == 0)
+        seq_free(q);
+}
+
+void sp_seq_release(sp_sched *s, sp_seq *q)
+{
+    if (!q)
+        return;
+    if (!s) {
+        seq_free(q);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    release_locked(q);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sp_sched_lock(sp_sched *s) { pthread_mutex_lock(&s->mu); }
+void sp_sched_unlock(sp_sched *s) { pthread_mutex_unlock(&s->mu); }
+
+int sp_sched_submit(sp_sched *s, sp_seq *q)
+{
+    pthread_mutex_lock(&s->mu);
+    int rc = 0;
+    if (!s->accepting)
+        rc = 503;
+    else if (s->n_running + s->n_waiting >= s->cfg.n_parallel + s->cfg.n_queue)
+        rc = 429;
+    if (rc == 0) {
+        q->refs++;
+        q->next = NULL;
+        if (s->queue_tail)
+            s->queue_tail->next = q;
+        else
+            s->queue_head = q;
+        s->queue_tail = q;
+        s->n_waiting++;
+        pthread_cond_signal(&s->work);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void sp_sched_cancel(sp_sched *s, sp_seq *q)
+{
+    pthread_mutex_lock(&s->mu);
+    if (!q->done) {
+        q->cancel = true;
+        pthread_cond_signal(&s->work);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sp_sched_wait_locked(sp_sched *s, sp_seq *q, size_t text_seen, size_t toks_seen,
+                          int timeout_ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    ts.tv_sec += timeout_ms / 1000 + ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    while (!q->done && q->text_len <= text_seen && q->n_toks <= toks_seen)
+        if (pthread_cond_timedwait(&s->progress, &s->mu, &ts) != 0)
+            break;
+}
+
+void sp_sched_counts(sp_sched *s, int64_t *running, int64_t *waiting)
+{
+    pthread_mutex_lock(&s->mu);
+    *running = s->n_running;
+    *waiting = s->n_waiting;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- the scheduler thread ------------------------------------------------------------ */
+
+static bool grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return true;
+    size_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    void *n = realloc(*p, c * elem);
+    if (!n)
+        return false;
+    *p = n;
+    *cap = c;
+    return true;
+}
+
+/* With the lock held: the sequence leaves the batch. */
+static void finish_locked(sp_sched *s, sp_seq *q, const char *reason)
+{
+    if (q->done)
+        return;
+    q->done = true;
+    q->finish_reason = reason;
+    if (q->slot >= 0) {
+        s->slots[q->slot] = NULL;
+        s->n_running--;
+        q->slot = -1;
+    }
+    sp_metrics_tokens(s->cfg.metrics, (int64_t)q->n_prefilled, q->n_generated);
+    if (q->n_generated > 0)
+        sp_metrics_e2e(s->cfg.metrics, sp_server_now() - q->t_arrival);
+    pthread_cond_broadcast(&s->progress);
+    release_locked(q); /* the scheduler's reference */
+}
+
+static void fail_seq(sp_sched *s, sp_seq *q, const char *msg)
+{
+    pthread_mutex_lock(&s->mu);
+    snprintf(q->error, sizeof q->error, "%s", msg);
+    finish_locked(s, q, "error");
+    pthread_mutex_unlock(&s->mu);
+}
+
+static bool is_eos(const sp_sched *s, int32_t t)
+{
+    for (size_t i = 0; i < s->n_eos; i++)
+        if (s->eos[i] == t)
+            return true;
+    return false;
+}
+
+/* Longest k < max_stop_len such that gen ends with the first k bytes of a stop string:
+ * text that must wait, as it may be the start of a stop. */
+static size_t stop_holdback(const sp_seq *q)
+{
+    size_t best = 0;
+    for (size_t i = 0; i < q->n_stop; i++) {
+        size_t l = strlen(q->stop[i]);
+        for (size_t k = l - 1; k > best; k--)
+            if (k <= q->gen_len && memcmp(q->gen + q->gen_len - k, q->stop[i], k) == 0) {
+                best = k;
+                break;
+            }
+    }
+    return best;
+}
+
+/* Searches stop strings in the text not yet published (and the bytes before it a stop
+ * could start in). Returns true and cuts gen at the earliest match. */
+static bool cut_stop(sp_seq *q)
+{
+    size_t max_l = 0;
+    for (size_t i = 0; i < q->n_stop; i++)
+        max_l = strlen(q->stop[i]) > max_l ? strlen(q->stop[i]) : max_l;
+    size_t from = q->emitted > max_l ? q->emitted - max_l : 0;
+    size_t best = SIZE_MAX;
+    for (size_t i = 0; i < q->n_stop; i++) {
+        size_t l = strlen(q->stop[i]);
+        for (size_t p = from; p + l <= q->gen_len && p < best; p++)
+            if (memcmp(q->gen + p, q->stop[i], l) == 0) {
+                best = p;
+                break;
+            }
+    }
+    if (best == SIZE_MAX)
+        return false;
+    q->gen_len = best;
+    if (q->emitted > best)
+        q->emitted = best; /* cannot happen: a stop prefix was held back */
+    return true;
+}
+
+/* Under the lock: publishes gen[emitted..upto]. */
+static bool publish_text_locked(sp_seq *q, size_t upto)
+{
+    if (upto <= q->emitted)
+        return true;
+    size_t n = upto - q->emitted;
+    if (!grow((void **)&q->text, &q->text_cap, q->text_len + n + 1, 1))
+        return false;
+    memcpy(q->text + q->text_len, q->gen + q->emitted, n);
+    q->text_len += n;
+    q->text[q->text_len] = 0;
+    q->emitted = upto;
+    return true;
+}
+
+/* One generated token: count it, detokenize, apply EOS / stop / length. Returns true when
+ * the sequence finished. */
+static bool accept_token(sp_sched *s, sp_seq *q, int32_t t, const float *logits)
+{
+    double now = sp_server_now();
+    if (q->n_sampled == 0)
+        sp_metrics_ttft(s->cfg.metrics, now - q->t_arrival);
+    else
+        sp_metrics_itl(s->cfg.metrics, now - q->t_last);
+    q->t_last = now;
+    q->n_sampled++;
+    const char *reason = NULL;
+    sp_seq_token rec = {.id = t};
+    bool eos = is_eos(s, t) && !q->ignore_eos;
+    if (eos) {
+        reason = "stop";
+    } else {
+        if (q->logprobs)
+            sp_logprobs(logits, s->n_vocab, t, &rec.logprob, q->n_top, rec.top_ids, rec.top_lps);
+        rec.n_top = q->n_top;
+        const char *piece = NULL;
+        size_t len = 0;
+        sp_error err = {0};
+        pthread_mutex_lock(s->cfg.text_mu);
+        sp_status st = sp_detokenizer_push(q->detok, t, &piece, &len, &err);
+        if (st == SP_OK && !grow((void **)&q->gen, &q->gen_cap, q->gen_len + len + 1, 1))
+            st = SP_ERR_NOMEM;
+        if (st == SP_OK) {
+            memcpy(q->gen + q->gen_len, piece, len);
+            q->gen_len += len;
+        }
+        pthread_mutex_unlock(s->cfg.text_mu);
+        if (st != SP_OK) {
+            fail_seq(s, q, st == SP_ERR_NOMEM ? "out of memory" : err.msg);
+            return true;
+        }
+        if (q->n_stop && cut_stop(q))
+            reason = "stop";
+        if (!grow((void **)&q->hist, &q->hist_cap, q->n_hist + 1, sizeof *q->hist)) {
+            fail_seq(s, q, "out of memory");
+            return true;
+        }
+        q->hist[q->n_hist++] = t;
+    }
+    int64_t n_past = (int64_t)q->n_prompt + q->n_sampled - 1; /* t not yet evaluated */
+    if (!reason && (q->n_sampled >= q->max_tokens || n_past + 1 > s->cfg.n_ctx))
+        reason = "length";
+    if (reason && (eos || strcmp(reason, "length") == 0)) {
+        /* the last character may still be held back by the detokenizer */
+        const char *rest = NULL;
+        size_t rl = 0;
+        pthread_mutex_lock(s->cfg.text_mu);
+        if (sp_detokenizer_flush(q->detok, &rest, &rl, NULL) == SP_OK && rl &&
+            grow((void **)&q->gen, &q->gen_cap, q->gen_len + rl + 1, 1)) {
+            memcpy(q->gen + q->gen_len, rest, rl);
+            q->gen_len += rl;
+        }
+        pthread_mutex_unlock(s->cfg.text_mu);
+        if (q->n_stop && cut_stop(q))
+            reason = "stop";
+    }
+    q->pending = t;
+    /* after finish_locked the HTTP thread may free q: nothing below touches it then */
+    pthread_mutex_lock(&s->mu);
+    q->n_generated = q->n_sampled;
+    bool ok = true;
+    if (!eos && q->logprobs) {
+        ok = grow((void **)&q->toks, &q->toks_cap, q->n_toks + 1, sizeof *q->toks);
+        if (ok)
+            q->toks[q->n_toks++] = rec;
+    }
+    size_t upto = reason ? q->gen_len : q->gen_len - stop_holdback(q);
+    ok = ok && publish_text_locked(q, upto);
+    if (!ok) {
+        snprintf(q->error, sizeof q->error, "out of memory");
+        reason = "error";
+    }
+    if (reason)
+        finish_locked(s, q, reason);
+    else
+        pthread_cond_broadcast(&s->progress);
+    pthread_mutex_unlock(&s->mu);
+    return reason != NULL;
+}
+
+/* Prompt lookup: the tokens that followed the latest earlier occurrence of the last n
+ * tokens (n from ngram_max down to ngram_min). */
+static int ngram_draft(const sp_sched *s, const sp_seq *q, int32_t *draft, int k)
+{
+    size_t n_hist = q->n_hist;
+    for (int n = s->cfg.ngram_max; n >= s->cfg.ngram_min; n--) {
+        if ((size_t)n >= n_hist)
+            continue;
+        const int32_t *key = q->hist + n_hist - (size_t)n;
+        for (size_t j = n_hist - (size_t)n; j-- > 0;) {
+            if (memcmp(q->hist + j, key, (size_t)n * sizeof *key) != 0)
+                continue;
+            int m = 0;
+            while (m < k && j + (size_t)n + (size_t)m < n_hist) {
+                draft[m] = q->hist[j + (size_t)n + (size_t)m];
+                m++;
+            }
+            if (m > 0)
+                return m;
+        }
+    }
+    return 0;
+}
+
+static bool start_seq(sp_sched *s, sp_seq *q)
+{
+    sp_error err = {0};
+    sp_session *sess = s->sessions[q->slot];
+    if (sp_session_truncate(sess, 0, &err) != SP_OK ||
+        sp_sampler_new(&q->sampling, s->n_vocab, &q->sampler, &err) != SP_OK ||
+        (s->cfg.ngram && q->sampling.temperature > 0 &&
+         sp_draft_verifier_new(&q->sampling, s->n_vocab, &q->verifier, &err) != SP_OK)) {
+        fail_seq(s, q, err.msg);
+        return false;
+    }
+    pthread_mutex_lock(s->cfg.text_mu);
+    sp_status st = sp_detokenizer_new(s->cfg.tok, !q->keep_special, &q->detok, &err);
+    pthread_mutex_unlock(s->cfg.text_mu);
+    if (st != SP_OK) {
+        fail_seq(s, q, err.msg);
+        return false;
+    }
+    if (!grow((void **)&q->hist, &q->hist_cap, q->n_prompt + 1, sizeof *q->hist)) {
+        fail_seq(s, q, "out of memory");
+        return false;
+    }
+    memcpy(q->hist, q->prompt, q->n_prompt * sizeof *q->prompt);
+    q->n_hist = q->n_prompt;
+    return true;
+}
+
+static void step(sp_sched *s)
+{
+    size_t n_items = 0;
+    int k_max = s->cfg.ngram ? s->cfg.draft_k : 0;
+    int64_t budget = s->cfg.prefill_chunk;
+    for (int i = 0; i < s->cfg.n_parallel; i++) {
+        sp_seq *q = s->slots[i];
+        if (!q)
+            continue;
+        if (!q->sampler && !start_seq(s, q))
+            continue;
+        sp_batch_item *it = &s->items[n_items];
+        it->session = s->sessions[i];
+        it->logits = NULL;
+        int nd = 0;
+        if (q->n_prefilled < q->n_prompt) {
+            /* chunked prefill: prefill_chunk prompt tokens per step in all, in slot order, so
+             * that a long prompt does not stall the decoding sequences for long */
+            if (budget <= 0)
+                continue;
+            size_t n = q->n_prompt - q->n_prefilled;
+            if ((int64_t)n > budget)
+                n = (size_t)budget;
+            budget -= (int64_t)n;
+            it->tokens = q->prompt + q->n_prefilled;
+            it->n_tokens = n;
+        } else {
+            int32_t *drafts = s->draft_buf + (size_t)i * (SP_SPEC_MAX_K + 1);
+            int64_t n_past = sp_session_n_past(s->sessions[i]);
+            int k = k_max;
+            if (k > 0) {
+                if (n_past + 1 + k > s->cfg.n_ctx)
+                    k = (int)(s->cfg.n_ctx - n_past - 1);
+                if (q->max_tokens - q->n_sampled - 1 < k)
+                    k = (int)(q->max_tokens - q->n_sampled - 1);
+                if (k > 0)
+                    nd = ngram_draft(s, q, drafts + 1, k);
+            }
+            if (nd > 0) {
+                drafts[0] = q->pending;
+                it->tokens = drafts;
+                it->n_tokens = (size_t)nd + 1;
+                it->logits = s->verify_logits[i];
+            } else {
+                it->tokens = &q->pending;
+                it->n_tokens = 1;
+            }
+        }
+        s->item_seq[n_items] = q;
+        s->item_drafts[n_items] = nd;
+        n_items++;
+    }
+    if (n_items == 0)
+        return;
+    sp_error err = {0};
+    if (sp_batch_eval(s->cfg.model, s->items, n_items, &err) != SP_OK) {
+        for (size_t j = 0; j < n_items; j++)
+            fail_seq(s, s->item_seq[j], err.msg);
+        return;
+    }
+    for (size_t j = 0; j < n_items; j++) {
+        sp_seq *q = s->item_seq[j];
+        sp_batch_item *it = &s->items[j];
+        if (q->n_prefilled < q->n_prompt) {
+            q->n_prefilled += it->n_tokens;
+            if (q->n_prefilled < q->n_prompt)
+                continue;
+            accept_token(s, q, sp_sampler_next(q->sampler, sp_session_last_logits(it->session)),
+                         sp_session_last_logits(it->session));
+            continue;
+        }
+        int nd = s->item_drafts[j];
+        if (nd == 0) {
+            const float *lg = sp_session_last_logits(it->session);
+            accept_token(s, q, sp_sampler_next(q->sampler, lg), lg);
+            continue;
+        }
+        /* verify: row i predicts the token after it->tokens[i] */
+        int64_t base = sp_session_n_past(it->session) - (int64_t)it->n_tokens;
+        int accepted = 0;
+        bool finished = false;
+        for (int i = 0; i <= nd && !finished; i++) {
+            const float *row = it->logits + (size_t)i * (size_t)s->n_vocab;
+            int32_t t = i < nd && q->verifier ? sp_draft_verifier_check(q->verifier, row, it->tokens[i + 1])
+                                              : sp_sampler_next(q->sampler, row);
+            if ((finished = accept_token(s, q, t, row)))
+                break;
+            if (i < nd && t == it->tokens[i + 1])
+                accepted++;
+            else
+                break;
+        }
+        sp_metrics_spec(s->cfg.metrics, nd, accepted);
+        if (!finished && sp_session_truncate(it->session, base + 1 + accepted, &err) != SP_OK)
+            fail_seq(s, q, err.msg);
+    }
+}
+
+static void *sched_main(void *arg)
+{
+    sp_sched *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        /* cancelled sequences leave now */
+        for (int i = 0; i < s->cfg.n_parallel; i++)
+            if (s->slots[i] && s->slots[i]->cancel)
+                finish_locked(s, s->slots[i], "cancelled");
+        for (sp_seq **pp = &s->queue_head; *pp;) {
+            sp_seq *q = *pp;
+            if (!q->cancel) {
+                pp = &q->next;
+                continue;
+            }
+            *pp = q->next;
+            s->n_waiting--;
+            finish_locked(s, q, "cancelled");
+        }
+        s->queue_tail = NULL;
+        for (sp_seq *q = s->queue_head; q; q = q->next)
+            s->queue_tail = q;
+        /* admit */
+        for (int i = 0; i < s->cfg.n_parallel && s->queue_head; i++) {
+            if (s->slots[i])
+                continue;
+            sp_seq *q = s->queue_head;
+            s->queue_head = q->next;
+            if (!s->queue_head)
+                s->queue_tail = NULL;
+            s->n_waiting--;
+            q->slot = i;
+            s->slots[i] = q;
+            s->n_running++;
+        }
+        sp_metrics_gauges(s->cfg.metrics, s->n_running, s->n_waiting);
+        if (s->n_running == 0) {
+            if (s->stop)
+                break;
+            pthread_cond_wait(&s->work, &s->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        step(s);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+sp_status sp_sched_new(const sp_sched_config *cfg, sp_sched **out, sp_error *err)
+{
+    sp_sched *s = calloc(1, sizeof *s);
+    if (!s)
+        goto oom;
+    s->cfg = *cfg;
+    if (s->cfg.draft_k > SP_SPEC_MAX_K)
+        s->cfg.draft_k = SP_SPEC_MAX_K;
+    s->n_vocab = sp_model_n_vocab(cfg->model);
+    size_t n_ids = 0;
+    const int32_t *ids = sp_model_eos_ids(cfg->model, &n_ids);
+    for (size_t i = 0; i < n_ids && s->n_eos < 15; i++)
+        s->eos[s->n_eos++] = ids[i];
+    int32_t te = sp_tokenizer_eos_id(cfg->tok);
+    if (te >= 0 && !is_eos(s, te))
+        s->eos[s->n_eos++] = te;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->work, NULL);
+    pthread_cond_init(&s->progress, NULL);
+    s->accepting = true;
+    size_t np = (size_t)cfg->n_parallel;
+    s->sessions = calloc(np, sizeof *s->sessions);
+    s->slots = calloc(np, sizeof *s->slots);
+    s->verify_logits = calloc(np, sizeof *s->verify_logits);
+    s->items = calloc(np, sizeof *s->items);
+    s->item_seq = calloc(np, sizeof *s->item_seq);
+    s->item_drafts = calloc(np, sizeof *s->item_drafts);
+    s->draft_buf = calloc(np * (SP_SPEC_MAX_K + 1), sizeof *s->draft_buf);
+    if (!s->draft_buf || !s->sessions || !s->slots || !s->verify_logits || !s->items || !s->item_seq ||
+        !s->item_drafts)
+        goto oom;
+    sp_session_params sp = sp_session_default_params();
+    sp.n_ctx = cfg->n_ctx;
+    if (sp.n_batch < cfg->prefill_chunk)
+        sp.n_batch = cfg->prefill_chunk;
+    for (size_t i = 0; i < np; i++) {
+        if (sp_session_new(cfg->model, &sp, &s->sessions[i], err) != SP_OK)
+            goto fail;
+        if (s->cfg.ngram) {
+            s->verify_logits[i] = malloc((size_t)(s->cfg.draft_k + 1) * (size_t)s->n_vocab * sizeof(float));
+            if (!s->verify_logits[i])
+                goto oom;
+        }
+    }
+    if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
+        if (err)
+            snprintf(err->msg, sizeof err->msg, "cannot start the scheduler thread");
+        goto fail;
+    }
+    s->thread_started = true;
+    *out = s;
+    return SP_OK;
+oom:
+    if (err)
+        snprintf(err->msg, sizeof err->msg, "out of memory creating the scheduler");
+fail:
+    sp_sched_free(s);
+    if (err && err->status == SP_OK)
+        err->status = SP_ERR_NOMEM;
+    return err ? err->status : SP_ERR_NOMEM;
+}
+
+void sp_sched_drain(sp_sched *s, int grace_ms)
+{
+    pthread_mutex_lock(&s->mu);
+    s->accepting = false;
+    double deadline = sp_server_now() + grace_ms / 1e3;
+    while (s->n_running + s->n_waiting > 0 && sp_server_now() < deadline) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&s->progress, &s->mu, &ts);
+    }
+    for (int i = 0; i < s->cfg.n_parallel; i++)
+        if (s->slots[i])
+            s->slots[i]->cancel = true;
+    for (sp_seq *q = s->queue_head; q; q = q->next)
+        q->cancel = true;
+    pthread_cond_signal(&s->work);
+    while (s->n_running + s->n_waiting > 0)
+        pthread_cond_wait(&s->progress, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sp_sched_free(sp_sched *s)
+{
+    if (!s)
+        return;
+    if (s->thread_started) {
+        sp_sched_drain(s, 0);
+        pthread_mutex_lock(&s->mu);
+        s->stop = true;
+        pthread_cond_signal(&s->work);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->thread, NULL);
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->work);
+        pthread_cond_destroy(&s->progress);
+    }
+    for (int i = 0; s->sessions && i < s->cfg.n_parallel; i++)
+        sp_session_free(s->sessions[i]);
+    for (int i = 0; s->verify_logits && i < s->cfg.n_parallel; i++)
+        free(s->verify_logits[i]);
+    free(s->sessions);
+    free(s->slots);
+    free(s->verify_logits);
+    free(s->items);
+    free(s->item_seq);
+    free(s->item_drafts);
+    free(s->draft_buf);
+    free(s);
+}
