@@ -20,7 +20,11 @@ static void decode_all(sp_tokenizer *t, const int32_t *ids, size_t n)
     sp_detokenizer *d;
     if (sp_detokenizer_new(t, false, &d, &err) != SP_OK)
         return;
-    for (size_t i = 0; i < n; i++) {
+    /* The streaming detokenizer re-decodes its window on every push and the window only
+     * slides once the text is complete UTF-8, so a long run of bytes that never completes
+     * is quadratic (as in tokenizers' DecodeStream; see docs/RELIABILITY.md): only the
+     * first 256 ids are streamed. */
+    for (size_t i = 0; i < n && i < 256; i++) {
         const char *piece;
         size_t len;
         if (sp_detokenizer_push(d, ids[i], &piece, &len, &err) != SP_OK)

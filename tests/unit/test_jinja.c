@@ -44,8 +44,7 @@ static void expect_ok(const char *src, const char *ctx, const char *want)
     free(out);
 }
 
-/* Expects the status and a message containing needle, within max_ms (times 3: a loaded
- * 2-core CI machine is slow; a budget escape runs for minutes, far past the bound). */
+/* Expects the status and a message containing needle, within max_ms. */
 static void expect_fail(const char *src, const char *ctx, sp_status want, const char *needle,
                         double max_ms)
 {
@@ -60,13 +59,15 @@ static void expect_fail(const char *src, const char *ctx, sp_status want, const 
     }
     if (st != want || !strstr(err.msg, needle))
         fail_msg("%s: status %d message '%s'; expected %d with '%s'", src, st, err.msg, want, needle);
-    if (ms > 3 * max_ms)
-        fail_msg("%s: took %.0f ms to fail (limit %.0f)", src, ms, 3 * max_ms);
+    if (ms > max_ms)
+        fail_msg("%s: took %.0f ms to fail (limit %.0f)", src, ms, max_ms);
 }
 
 static void test_hostile_templates(void **state)
 {
     (void)state;
+    /* Bounds are wall-clock and generous: the 10 s time budget itself is wall-clock, and a
+     * loaded machine running the ASan suite stretches a 0.4 s CPU render past 10 s. */
     /* 10^10 iterations: stopped by the step or memory budget */
     expect_fail("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
                 NULL, SP_ERR_LIMIT, "", 30000);
@@ -79,13 +80,13 @@ static void test_hostile_templates(void **state)
     expect_fail("{{ range(1000000000) | list | length }}", NULL, SP_ERR_LIMIT, "Range too big", 5000);
     expect_fail("{% set ns = namespace(s='abcdefgh') %}{% for i in range(40) %}"
                 "{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s | length }}",
-                NULL, SP_ERR_LIMIT, "", 10000);
+                NULL, SP_ERR_LIMIT, "", 30000);
     expect_fail("{{ ('x' * 1000000000) | length }}", NULL, SP_ERR_LIMIT, "string", 5000);
     expect_fail("{{ ([1] * 1000000000) | length }}", NULL, SP_ERR_LIMIT, "", 5000);
     expect_fail("{% set s = 'y' * 1000000 %}{% for i in range(100) %}{{ s }}{% endfor %}", NULL,
-                SP_ERR_LIMIT, "output", 10000);
+                SP_ERR_LIMIT, "output", 30000);
     expect_fail("{% for i in range(100000) %}{{ 'y' * 1000 }}{% endfor %}", NULL, SP_ERR_LIMIT,
-                "", 10000);
+                "", 30000);
     /* ImmutableSandboxedEnvironment: no mutation of lists and dicts */
     expect_fail("{% set xs = [] %}{{ xs.append(1) }}", NULL, SP_ERR_TEMPLATE, "unsafe", 1000);
     expect_fail("{% set d = {} %}{{ d.update({'a': 1}) }}", NULL, SP_ERR_TEMPLATE, "unsafe", 1000);
@@ -289,7 +290,7 @@ static void test_shared_values_budget(void **state)
         sp_status st = render(src, NULL, &opt, &out, &err);
         double ms = now_ms() - t0;
         free(out);
-        if (st != SP_ERR_LIMIT || ms > 3000)
+        if (st != SP_ERR_LIMIT || ms > 8000)
             fail_msg("%s: status %d '%s' after %.0f ms", ops[i], st, err.msg, ms);
     }
 #undef BUILD
@@ -308,11 +309,11 @@ static void test_shared_values_budget(void **state)
     double t0 = now_ms();
     assert_int_equal(render("{{ ('a' * 3000000 + 'b') in ('a' * 6000000) }}", NULL, &opt, &out, &err),
                      SP_ERR_LIMIT);
-    assert_true(now_ms() - t0 < 30000); /* a budget escape runs for minutes; generous under load */
+    assert_true(now_ms() - t0 < 8000);
     t0 = now_ms();
     assert_int_equal(render("{{ ('a' * 6000000).replace('a' * 3000000 + 'b', '') }}", NULL, &opt, &out, &err),
                      SP_ERR_LIMIT);
-    assert_true(now_ms() - t0 < 30000); /* a budget escape runs for minutes; generous under load */
+    assert_true(now_ms() - t0 < 8000);
     /* sort_keys over many keys is O(n log n) (it was an insertion sort) */
     size_t n_keys = 20000;
     char *ctx = malloc(n_keys * 24 + 32), *p = ctx;
@@ -322,8 +323,33 @@ static void test_shared_values_budget(void **state)
     strcpy(p, "}}");
     t0 = now_ms();
     expect_ok("{{ (d | tojson(sort_keys=true))[:24] }}", ctx, "{\"k00000\": 19999, \"k0000");
-    assert_true(now_ms() - t0 < 30000); /* quadratic: minutes; generous under load */
     free(ctx);
+    assert_true(now_ms() - t0 < 20000);
+}
+
+/* Dict lookups are hashed once a dict has 16 keys: a context object with 200k keys was
+ * quadratic to build (10^10 key comparisons, no budget checks). */
+static void test_big_dicts(void **state)
+{
+    (void)state;
+    size_t n = 200000;
+    char *ctx = malloc(n * 24 + 32), *p = ctx;
+    p += sprintf(p, "{\"d\": {");
+    for (size_t i = 0; i < n; i++)
+        p += sprintf(p, "%s\"k%zu\": %zu", i ? ", " : "", i, i);
+    strcpy(p, ", \"k7\": -7}}"); /* a repeated key: the later value wins, in place */
+    double t0 = now_ms();
+    expect_ok("{{ d | length }} {{ d.k199999 }} {{ d['k7'] }} {{ d.get('nope', 'x') }} {{ (d | list)[7] }}",
+              ctx, "200000 199999 -7 x k7");
+    double ms = now_ms() - t0;
+    free(ctx);
+    if (ms > 20000) /* quadratic: minutes; hashed: under a second (more under ASan) */
+        fail_msg("a context of %zu keys took %.0f ms", n, ms);
+    /* views taken before later insertions still answer for their own keys only */
+    expect_ok("{% set ns = namespace() %}{% for i in range(40) %}{% set ns.x = i %}{% endfor %}"
+              "{% set d = dict(a=1, b=2, c=3, d=4, e=5, f=6, g=7, h=8, i=9, j=10, k=11, l=12, m=13, "
+              "n=14, o=15, p=16, q=17) %}{{ d.q }} {{ d.a }} {{ 'q' in d }} {{ 'z' in d }} {{ ns.x }}",
+              NULL, "17 1 True False 39");
 }
 
 /* A context that is not JSON names the position (it said only "format error"). */
@@ -405,7 +431,7 @@ int main(void)
         cmocka_unit_test(test_values_exact),      cmocka_unit_test(test_strftime_now),
         cmocka_unit_test(test_chat_sources),      cmocka_unit_test(test_int_edges),
         cmocka_unit_test(test_flat_chains),       cmocka_unit_test(test_shared_values_budget),
-        cmocka_unit_test(test_context_errors),
+        cmocka_unit_test(test_context_errors),    cmocka_unit_test(test_big_dicts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

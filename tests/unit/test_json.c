@@ -51,9 +51,10 @@ static void test_duplicate_keys(void **state)
     strcpy(p, ", \"key123456\": 0}");
     assert_string_equal(dup_of(text), "key123456");
     double ms = now_ms() - t0;
-    if (ms > 5000)
-        fail_msg("duplicate-key check of %zu keys took %.0f ms", n, ms);
     free(text);
+    /* quadratic took minutes here; sorted is milliseconds (generous for ASan under load) */
+    if (ms > 20000)
+        fail_msg("duplicate-key check of %zu keys took %.0f ms", n, ms);
 }
 
 static void test_scan_positions(void **state)

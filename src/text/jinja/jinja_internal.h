@@ -114,6 +114,8 @@ typedef struct jdict {
     size_t n, cap;
     jv *keys, *vals;
     int which; /* JK_VIEW: 0 keys, 1 values, 2 items */
+    uint32_t *index;          /* hash index of the string keys, or NULL (jinja_value.c) */
+    size_t index_cap, indexed;
 } jdict;
 
 /* ---- AST ------------------------------------------------------------------------------------ */

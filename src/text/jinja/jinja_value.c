@@ -161,8 +161,39 @@ jv jj_dict(jinterp *I, size_t cap)
     return v;
 }
 
+/* Dicts with DICT_INDEX_MIN or more entries keep a hash index of their string keys
+ * (open addressing, slots hold entry index + 1), maintained by jj_dict_set: a JSON context
+ * or a namespace with 100k keys would otherwise cost 10^10 comparisons to build. The
+ * index covers entries [0, indexed); lookups use it only when it covers the whole dict
+ * (a dict built another way, or a view taken before later insertions, scans). */
+#define DICT_INDEX_MIN 16
+
+static uint64_t key_hash(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+static bool index_usable(const jdict *d)
+{
+    return d->index && d->indexed == d->n;
+}
+
 jv *jj_dict_get_str(const jdict *d, const char *key, size_t len)
 {
+    if (index_usable(d)) {
+        size_t mask = d->index_cap - 1;
+        for (size_t h = (size_t)key_hash(key, len) & mask;; h = (h + 1) & mask) {
+            uint32_t slot = d->index[h];
+            if (!slot)
+                return NULL;
+            const jv *k = &d->keys[slot - 1];
+            if (slot - 1 < d->n && k->u.s->len == len && memcmp(k->u.s->s, key, len) == 0)
+                return &d->vals[slot - 1];
+        }
+    }
     for (size_t i = 0; i < d->n; i++)
         if (d->keys[i].k == JK_STR && d->keys[i].u.s->len == len &&
             memcmp(d->keys[i].u.s->s, key, len) == 0)
@@ -178,6 +209,38 @@ jv *jj_dict_get(jinterp *I, const jdict *d, jv key)
         if (jj_equal(I, d->keys[i], key))
             return &d->vals[i];
     return NULL;
+}
+
+static void index_put(jdict *d, size_t i)
+{
+    if (d->keys[i].k != JK_STR)
+        return;
+    size_t mask = d->index_cap - 1;
+    size_t h = (size_t)key_hash(d->keys[i].u.s->s, d->keys[i].u.s->len) & mask;
+    while (d->index[h])
+        h = (h + 1) & mask;
+    d->index[h] = (uint32_t)(i + 1);
+}
+
+/* Brings the index up to date after an append (rebuilt at twice the size when it passes
+ * half full or was never built). */
+static void index_update(jinterp *I, jdict *d)
+{
+    if (d->n < DICT_INDEX_MIN || d->n >= UINT32_MAX)
+        return;
+    if (!d->index || d->indexed != d->n - 1 || 2 * d->n > d->index_cap) {
+        size_t cap = 64;
+        while (cap < 4 * d->n)
+            cap *= 2;
+        d->index = jj_alloc(I, cap * sizeof *d->index);
+        memset(d->index, 0, cap * sizeof *d->index);
+        d->index_cap = cap;
+        for (size_t i = 0; i < d->n; i++)
+            index_put(d, i);
+    } else {
+        index_put(d, d->n - 1);
+    }
+    d->indexed = d->n;
 }
 
 void jj_dict_set(jinterp *I, jdict *d, jv key, jv val)
@@ -200,6 +263,7 @@ void jj_dict_set(jinterp *I, jdict *d, jv key, jv val)
     }
     d->keys[d->n] = key;
     d->vals[d->n++] = val;
+    index_update(I, d);
 }
 
 /* ---- Python semantics -------------------------------------------------------------------- */

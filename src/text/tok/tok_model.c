@@ -392,7 +392,7 @@ static sp_status bpe(const sp_tokenizer *t, sp_tok_ctx *c, const char *s, size_t
         if (w->syms[i].len && !sp_tok_ids_push(out, w->syms[i].id))
             st = sp_err(err, SP_ERR_NOMEM, "out of memory");
     if (st == SP_OK && e)
-        cache_store(e, s, n, out->v + first, out->n - first);
+        cache_store(e, s, n, out->n > first ? out->v + first : NULL, out->n - first);
     return st;
 }
 
