@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs a CUDA build made on this (Debian) machine for a GPU machine that lacks the
-# build's libraries (cJSON, PCRE2, utf8proc, cmocka): stripped executables under
+# build's libraries (cJSON, PCRE2, utf8proc, cmocka, libmicrohttpd): stripped executables under
 # DEST/build-cuda/ (the same relative paths as the build tree, so the tests' compiled-in
 # paths work once the repository root is linked at the build's path) and the shared
 # libraries they need under DEST/lib/ (set LD_LIBRARY_PATH there).
@@ -18,6 +18,9 @@ for t in parity batch_invariance batch_sessions spec diag quant; do bins="$bins 
 for f in $bins; do
     cp "$f" "$DEST/$f" && strip "$DEST/$f"
 done
+# every shared library but the C/C++ runtime (cJSON, PCRE2, utf8proc, cmocka, libmicrohttpd
+# and its GnuTLS chain)
 for f in $bins; do ldd "$f"; done | awk '/=> \// {print $3}' | sort -u |
-    grep -E 'libcjson|libpcre2|libutf8proc|libcmocka' | while read -r so; do cp -L "$so" "$DEST/lib/"; done
+    grep -v -E '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
+    while read -r so; do cp -L "$so" "$DEST/lib/"; done
 du -sh "$DEST"

@@ -6,7 +6,9 @@
  * the chunk max, p_j = exp(s_j - m) with m the running max, the chunk's sum of p by a
  * fixed tree, the output accumulators (thread d owns output dims d, d + AT_THREADS, ...)
  * rescaled then p_j v_j added for j ascending. The sink joins the denominator at the
- * end. Everything depends only on (pos, window, dims): batch-invariant. */
+ * end. Everything depends only on (pos, window, dims): batch-invariant. A warp scores
+ * AT_KEYS of its keys at once and the value sum loads AT_VB rows ahead: the schedule of
+ * the loads, not the arithmetic (bits unchanged from the one-key-at-a-time version). */
 #include "kernels/cuda/decode.cuh"
 
 #include <math.h>
@@ -16,6 +18,8 @@
 #define AT_CHUNK AT_THREADS
 #define AT_MAXD 576
 #define AT_DPT ((AT_MAXD + AT_THREADS - 1) / AT_THREADS)
+#define AT_KEYS 8 /* keys a warp scores at once (loads in flight) */
+#define AT_VB 8   /* value rows loaded at once per output dim */
 
 static __device__ __forceinline__ float block_sum(float v, float *red)
 {
@@ -77,16 +81,37 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
 
     for (int64_t cb = lo; cb <= pos; cb += AT_CHUNK) {
         int n = (int)(pos - cb + 1 < AT_CHUNK ? pos - cb + 1 : AT_CHUNK);
-        for (int jj = warp; jj < n; jj += AT_WARPS) {
-            const float *k = kbase + (cb + jj) * ks;
-            float s = 0.0f;
-            for (int64_t d = lane; d < a.qk_dim; d += 32)
-                s = fmaf(qs[d], k[d], s);
+        /* warp w scores keys w, w + AT_WARPS, ... as before, AT_KEYS of them at a time so
+         * their loads are in flight together; each key's sum is unchanged */
+        for (int jb = warp; jb < n; jb += AT_WARPS * AT_KEYS) {
+            float s[AT_KEYS];
+            const float *kp[AT_KEYS];
 #pragma unroll
-            for (int off = 16; off > 0; off >>= 1)
-                s = __fadd_rn(s, __shfl_xor_sync(SPC_FULL_MASK, s, off));
-            if (lane == 0)
-                sc[jj] = __fmul_rn(s, a.scale);
+            for (int q = 0; q < AT_KEYS; q++) {
+                s[q] = 0.0f;
+                int jj = jb + q * AT_WARPS;
+                kp[q] = kbase + (cb + (jj < n ? jj : jb)) * ks;
+            }
+            for (int64_t d = lane; d < a.qk_dim; d += 32) {
+                const float qd = qs[d];
+                float kv[AT_KEYS];
+#pragma unroll
+                for (int q = 0; q < AT_KEYS; q++)
+                    kv[q] = __ldg(kp[q] + d);
+#pragma unroll
+                for (int q = 0; q < AT_KEYS; q++)
+                    s[q] = fmaf(qd, kv[q], s[q]);
+            }
+#pragma unroll
+            for (int q = 0; q < AT_KEYS; q++) {
+                float v = s[q];
+#pragma unroll
+                for (int off = 16; off > 0; off >>= 1)
+                    v = __fadd_rn(v, __shfl_xor_sync(SPC_FULL_MASK, v, off));
+                int jj = jb + q * AT_WARPS;
+                if (lane == 0 && jj < n)
+                    sc[jj] = __fmul_rn(v, a.scale);
+            }
         }
         __syncthreads();
         float mine = threadIdx.x < n ? sc[threadIdx.x] : -INFINITY;
@@ -103,7 +128,17 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
             if (d < a.v_dim) {
                 float o = __fmul_rn(acc[i], corr);
                 const float *v = vbase + cb * vs + d;
-                for (int jj = 0; jj < n; jj++)
+                int jj = 0;
+                for (; jj + AT_VB <= n; jj += AT_VB) { /* AT_VB loads in flight, same order */
+                    float vv[AT_VB];
+#pragma unroll
+                    for (int q = 0; q < AT_VB; q++)
+                        vv[q] = __ldg(v + (int64_t)(jj + q) * vs);
+#pragma unroll
+                    for (int q = 0; q < AT_VB; q++)
+                        o = fmaf(sc[jj + q], vv[q], o);
+                }
+                for (; jj < n; jj++)
                     o = fmaf(sc[jj], v[jj * vs], o);
                 acc[i] = o;
             }

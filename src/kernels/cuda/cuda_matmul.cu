@@ -1,39 +1,71 @@
 /* cuda_matmul.cu: y = x W^T for every weight format, the transposed product and row
- * decoding (see cuda_ops.h). One warp per output row, MM_WARPS rows per block; tokens in
- * tiles of MM_TT (grid.y), each weight chunk decoded once per tile and used for every
- * token of the tile. A token's reduction order does not depend on the tile. */
+ * decoding (see cuda_ops.h).
+ *
+ * spc_matmul: MM_WARPS warps per block, each warp R consecutive output rows (R by format:
+ * FP4 4, else 2) against a tile of TT tokens (grid.y); TT is 1, 2, 4 or 8, picked from
+ * n_tok only to size the registers: every token's reduction order is the one of
+ * cuda_ops.h whatever R, TT or the tile (spc_warp_rows), so outputs are bit-identical
+ * for a token alone or in any batch. Each lane keeps U chunks per row (U * R 16-byte
+ * weight loads) in flight; each decoded weight group is used for every token of the
+ * tile. */
 #include "kernels/cuda/decode.cuh"
 
+#include <string.h>
+
 #define MM_WARPS 4
-#define MM_TT 8
 #define MT_THREADS 128
 #define MT_TT 8
 
-template <int FMT>
+template <int FMT> struct mm_cfg {
+    static constexpr int R = (FMT == SP_WF_MXFP4 || FMT == SP_WF_NVFP4) ? 4 : 2;
+    static constexpr int U = (FMT == SP_WF_MXFP4 || FMT == SP_WF_NVFP4) ? 2 : 4;
+};
+
+template <int FMT, int TT>
 __global__ void __launch_bounds__(MM_WARPS * 32)
 k_matmul(const sp_weight w, const float *__restrict__ x, int64_t n_tok, float *__restrict__ y,
-         const float *__restrict__ bias, bool vec)
+         const float *__restrict__ bias, bool vec, bool xvec)
 {
-    int64_t r = (int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5);
-    if (r >= w.rows)
+    constexpr int R = mm_cfg<FMT>::R, U = mm_cfg<FMT>::U;
+    const int64_t r0 = ((int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5)) * R;
+    if (r0 >= w.rows)
         return;
-    int64_t t0 = (int64_t)blockIdx.y * MM_TT;
-    int nt = (int)(n_tok - t0 < MM_TT ? n_tok - t0 : MM_TT);
-    float acc[MM_TT];
-    spc_warp_row<FMT, MM_TT>(w, r, x + t0 * w.cols, w.cols, nt, vec, acc);
-    if ((threadIdx.x & 31) == 0) {
-        float b = bias ? bias[r] : 0.0f;
+    const int nr = (int)(w.rows - r0 < R ? w.rows - r0 : R);
+    const int64_t t0 = (int64_t)blockIdx.y * TT;
+    const int nt = (int)(n_tok - t0 < TT ? n_tok - t0 : TT);
+    float acc[TT * R];
+    spc_warp_rows<FMT, TT, R, U>(w, r0, nr, x + t0 * w.cols, w.cols, nt, vec, xvec, acc);
+    const int lane = threadIdx.x & 31;
 #pragma unroll
-        for (int t = 0; t < MM_TT; t++)
-            if (t < nt)
-                y[(t0 + t) * w.rows + r] = bias ? __fadd_rn(acc[t], b) : acc[t];
-    }
+    for (int t = 0; t < TT; t++)
+#pragma unroll
+        for (int rr = 0; rr < R; rr++)
+            if (t < nt && rr < nr && lane == ((t * R + rr) & 31)) {
+                const int64_t r = r0 + rr;
+                y[(t0 + t) * w.rows + r] = bias ? __fadd_rn(acc[t * R + rr], bias[r]) : acc[t * R + rr];
+            }
 }
 
 static bool fmt_ok(sp_wformat f)
 {
     return f == SP_WF_F32 || f == SP_WF_BF16 || f == SP_WF_F16 || f == SP_WF_MXFP4 ||
            f == SP_WF_NVFP4 || f == SP_WF_FP8_BLOCK;
+}
+
+template <int FMT>
+static void mm_launch(cudaStream_t s, const sp_weight &w, const float *x, int64_t n_tok, float *y,
+                      const float *bias, bool vec, bool xvec, int tt)
+{
+    constexpr int R = mm_cfg<FMT>::R;
+    const int64_t rows_per_block = (int64_t)MM_WARPS * R;
+    dim3 grid((unsigned)((w.rows + rows_per_block - 1) / rows_per_block),
+              (unsigned)((n_tok + tt - 1) / tt));
+    switch (tt) {
+    case 1: k_matmul<FMT, 1><<<grid, MM_WARPS * 32, 0, s>>>(w, x, n_tok, y, bias, vec, xvec); break;
+    case 2: k_matmul<FMT, 2><<<grid, MM_WARPS * 32, 0, s>>>(w, x, n_tok, y, bias, vec, xvec); break;
+    case 4: k_matmul<FMT, 4><<<grid, MM_WARPS * 32, 0, s>>>(w, x, n_tok, y, bias, vec, xvec); break;
+    default: k_matmul<FMT, 8><<<grid, MM_WARPS * 32, 0, s>>>(w, x, n_tok, y, bias, vec, xvec); break;
+    }
 }
 
 extern "C" int spc_matmul(void *stream, const sp_weight *w, const float *x, int64_t n_tok, float *y,
@@ -43,20 +75,197 @@ extern "C" int spc_matmul(void *stream, const sp_weight *w, const float *x, int6
         return (int)cudaErrorInvalidValue;
     if (n_tok == 0 || w->rows == 0)
         return 0;
-    int64_t ty = (n_tok + MM_TT - 1) / MM_TT;
-    if (ty > 65535)
+    /* the token tile only sizes registers; it never changes a token's arithmetic */
+    const int tt = n_tok == 1 ? 1 : n_tok == 2 ? 2 : n_tok <= 4 ? 4 : 8;
+    if ((n_tok + tt - 1) / tt > 65535)
         return (int)cudaErrorInvalidValue;
-    dim3 grid((unsigned)((w->rows + MM_WARPS - 1) / MM_WARPS), (unsigned)ty);
     cudaStream_t s = (cudaStream_t)stream;
-    bool vec = spc_weight_vec_ok(w);
-    sp_weight wv = *w;
+    const bool vec = spc_weight_vec_ok(w);
+    const bool xvec = ((uintptr_t)x % 16) == 0 && (w->cols % 4) == 0;
+    const sp_weight wv = *w;
     switch (w->format) {
-    case SP_WF_F32: k_matmul<SP_WF_F32><<<grid, MM_WARPS * 32, 0, s>>>(wv, x, n_tok, y, bias, vec); break;
-    case SP_WF_BF16: k_matmul<SP_WF_BF16><<<grid, MM_WARPS * 32, 0, s>>>(wv, x, n_tok, y, bias, vec); break;
-    case SP_WF_F16: k_matmul<SP_WF_F16><<<grid, MM_WARPS * 32, 0, s>>>(wv, x, n_tok, y, bias, vec); break;
-    case SP_WF_MXFP4: k_matmul<SP_WF_MXFP4><<<grid, MM_WARPS * 32, 0, s>>>(wv, x, n_tok, y, bias, vec); break;
-    case SP_WF_NVFP4: k_matmul<SP_WF_NVFP4><<<grid, MM_WARPS * 32, 0, s>>>(wv, x, n_tok, y, bias, vec); break;
-    default: k_matmul<SP_WF_FP8_BLOCK><<<grid, MM_WARPS * 32, 0, s>>>(wv, x, n_tok, y, bias, vec); break;
+    case SP_WF_F32: mm_launch<SP_WF_F32>(s, wv, x, n_tok, y, bias, vec, xvec, tt); break;
+    case SP_WF_BF16: mm_launch<SP_WF_BF16>(s, wv, x, n_tok, y, bias, vec, xvec, tt); break;
+    case SP_WF_F16: mm_launch<SP_WF_F16>(s, wv, x, n_tok, y, bias, vec, xvec, tt); break;
+    case SP_WF_MXFP4: mm_launch<SP_WF_MXFP4>(s, wv, x, n_tok, y, bias, vec, xvec, tt); break;
+    case SP_WF_NVFP4: mm_launch<SP_WF_NVFP4>(s, wv, x, n_tok, y, bias, vec, xvec, tt); break;
+    default: mm_launch<SP_WF_FP8_BLOCK>(s, wv, x, n_tok, y, bias, vec, xvec, tt); break;
+    }
+    return spc_launch_status();
+}
+
+/* ---- fused launches: several matrices of one x, gate/up + SwiGLU ------------------- */
+
+struct mm_multi {
+    sp_weight w[SPC_MULTI_MAX];
+    float *y[SPC_MULTI_MAX];
+    const float *b[SPC_MULTI_MAX];
+    unsigned blk0[SPC_MULTI_MAX + 1]; /* first block of each matrix; blk0[n] = total */
+    int n;
+};
+
+template <int FMT, int TT>
+__global__ void __launch_bounds__(MM_WARPS * 32)
+k_matmul_multi(const mm_multi g, const float *__restrict__ x, int64_t n_tok, bool xvec)
+{
+    constexpr int R = mm_cfg<FMT>::R, U = mm_cfg<FMT>::U;
+    int i = 0;
+    while (i + 1 < g.n && blockIdx.x >= g.blk0[i + 1])
+        i++;
+    const sp_weight &w = g.w[i];
+    const int64_t r0 = ((int64_t)(blockIdx.x - g.blk0[i]) * MM_WARPS + (threadIdx.x >> 5)) * R;
+    if (r0 >= w.rows)
+        return;
+    const int nr = (int)(w.rows - r0 < R ? w.rows - r0 : R);
+    const int64_t t0 = (int64_t)blockIdx.y * TT;
+    const int nt = (int)(n_tok - t0 < TT ? n_tok - t0 : TT);
+    float acc[TT * R];
+    spc_warp_rows<FMT, TT, R, U>(w, r0, nr, x + t0 * w.cols, w.cols, nt, spc_weight_vec_ok_dev(w),
+                                 xvec, acc);
+    const int lane = threadIdx.x & 31;
+    float *y = g.y[i];
+    const float *bias = g.b[i];
+#pragma unroll
+    for (int t = 0; t < TT; t++)
+#pragma unroll
+        for (int rr = 0; rr < R; rr++)
+            if (t < nt && rr < nr && lane == ((t * R + rr) & 31)) {
+                const int64_t r = r0 + rr;
+                y[(t0 + t) * w.rows + r] = bias ? __fadd_rn(acc[t * R + rr], bias[r]) : acc[t * R + rr];
+            }
+}
+
+/* silu as spc_swiglu computes it (cuda_ops.cu) */
+static __device__ __forceinline__ float mm_silu(float v)
+{
+    return __fdiv_rn(v, __fadd_rn(1.0f, expf(-v)));
+}
+
+template <int FMT, int TT>
+__global__ void __launch_bounds__(MM_WARPS * 32)
+k_matmul_swiglu(const sp_weight wg, const sp_weight wu, const float *__restrict__ x, int64_t n_tok,
+                float *__restrict__ y, bool vg, bool vu, bool xvec)
+{
+    constexpr int R = mm_cfg<FMT>::R, U = mm_cfg<FMT>::U;
+    const int64_t r0 = ((int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5)) * R;
+    if (r0 >= wg.rows)
+        return;
+    const int nr = (int)(wg.rows - r0 < R ? wg.rows - r0 : R);
+    const int64_t t0 = (int64_t)blockIdx.y * TT;
+    const int nt = (int)(n_tok - t0 < TT ? n_tok - t0 : TT);
+    float ag[TT * R], au[TT * R];
+    spc_warp_rows<FMT, TT, R, U>(wg, r0, nr, x + t0 * wg.cols, wg.cols, nt, vg, xvec, ag);
+    spc_warp_rows<FMT, TT, R, U>(wu, r0, nr, x + t0 * wg.cols, wg.cols, nt, vu, xvec, au);
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int t = 0; t < TT; t++)
+#pragma unroll
+        for (int rr = 0; rr < R; rr++)
+            if (t < nt && rr < nr && lane == ((t * R + rr) & 31))
+                y[(t0 + t) * wg.rows + r0 + rr] = __fmul_rn(mm_silu(ag[t * R + rr]), au[t * R + rr]);
+}
+
+/* formats with fused kernels (others run unfused, with the same bits) */
+static bool fused_fmt(sp_wformat f)
+{
+    return f == SP_WF_BF16 || f == SP_WF_MXFP4 || f == SP_WF_NVFP4 || f == SP_WF_FP8_BLOCK;
+}
+
+template <int FMT>
+static void multi_launch(cudaStream_t s, const mm_multi &g, const float *x, int64_t n_tok, bool xvec)
+{
+    const int tt = n_tok == 1 ? 1 : 8;
+    dim3 grid(g.blk0[g.n], (unsigned)((n_tok + tt - 1) / tt));
+    if (tt == 1)
+        k_matmul_multi<FMT, 1><<<grid, MM_WARPS * 32, 0, s>>>(g, x, n_tok, xvec);
+    else
+        k_matmul_multi<FMT, 8><<<grid, MM_WARPS * 32, 0, s>>>(g, x, n_tok, xvec);
+}
+
+extern "C" int spc_matmul_multi(void *stream, int n, const sp_weight *const *ws, const float *x,
+                                int64_t n_tok, float *const *ys, const float *const *biases)
+{
+    if (n < 0 || n > SPC_MULTI_MAX || n_tok < 0 || (n && (!ws || !ys)))
+        return (int)cudaErrorInvalidValue;
+    bool same = n > 0 && fused_fmt(ws[0]->format);
+    for (int i = 0; i < n; i++) {
+        if (!ws[i] || !fmt_ok(ws[i]->format) || ws[i]->rows < 0 || ws[i]->cols != ws[0]->cols)
+            return (int)cudaErrorInvalidValue;
+        same = same && ws[i]->format == ws[0]->format;
+    }
+    if (n == 0 || n_tok == 0)
+        return 0;
+    if (!same || (n_tok + 7) / 8 > 65535) {
+        for (int i = 0; i < n; i++) {
+            int rc = spc_matmul(stream, ws[i], x, n_tok, ys[i], biases ? biases[i] : NULL);
+            if (rc)
+                return rc;
+        }
+        return 0;
+    }
+    mm_multi g;
+    memset(&g, 0, sizeof g);
+    g.n = n;
+    const int rpb = MM_WARPS * (ws[0]->format == SP_WF_MXFP4 || ws[0]->format == SP_WF_NVFP4 ? 4 : 2);
+    g.blk0[0] = 0;
+    for (int i = 0; i < n; i++) {
+        g.w[i] = *ws[i];
+        g.y[i] = ys[i];
+        g.b[i] = biases ? biases[i] : NULL;
+        int64_t nb = (ws[i]->rows + rpb - 1) / rpb;
+        if ((int64_t)g.blk0[i] + nb > 0x7fffffff)
+            return (int)cudaErrorInvalidValue;
+        g.blk0[i + 1] = g.blk0[i] + (unsigned)nb;
+    }
+    for (int i = n + 1; i <= SPC_MULTI_MAX; i++)
+        g.blk0[i] = g.blk0[n];
+    if (g.blk0[n] == 0)
+        return 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    const bool xvec = ((uintptr_t)x % 16) == 0 && (ws[0]->cols % 4) == 0;
+    switch (ws[0]->format) {
+    case SP_WF_BF16: multi_launch<SP_WF_BF16>(s, g, x, n_tok, xvec); break;
+    case SP_WF_MXFP4: multi_launch<SP_WF_MXFP4>(s, g, x, n_tok, xvec); break;
+    case SP_WF_NVFP4: multi_launch<SP_WF_NVFP4>(s, g, x, n_tok, xvec); break;
+    default: multi_launch<SP_WF_FP8_BLOCK>(s, g, x, n_tok, xvec); break;
+    }
+    return spc_launch_status();
+}
+
+template <int FMT>
+static void glu_launch(cudaStream_t s, const sp_weight &wg, const sp_weight &wu, const float *x,
+                       int64_t n_tok, float *y, bool xvec)
+{
+    constexpr int R = mm_cfg<FMT>::R;
+    const int tt = n_tok == 1 ? 1 : 8;
+    const int64_t rpb = (int64_t)MM_WARPS * R;
+    dim3 grid((unsigned)((wg.rows + rpb - 1) / rpb), (unsigned)((n_tok + tt - 1) / tt));
+    bool vg = spc_weight_vec_ok(&wg), vu = spc_weight_vec_ok(&wu);
+    if (tt == 1)
+        k_matmul_swiglu<FMT, 1><<<grid, MM_WARPS * 32, 0, s>>>(wg, wu, x, n_tok, y, vg, vu, xvec);
+    else
+        k_matmul_swiglu<FMT, 8><<<grid, MM_WARPS * 32, 0, s>>>(wg, wu, x, n_tok, y, vg, vu, xvec);
+}
+
+extern "C" int spc_swiglu(void *stream, const float *g, const float *u, int64_t n, float *out);
+
+extern "C" int spc_matmul_swiglu(void *stream, const sp_weight *wg, const sp_weight *wu,
+                                 const float *x, int64_t n_tok, float *y)
+{
+    if (!wg || !wu || !fmt_ok(wg->format) || wg->format != wu->format || wg->rows != wu->rows ||
+        wg->cols != wu->cols || n_tok < 0 || wg->rows < 0)
+        return (int)cudaErrorInvalidValue;
+    if (n_tok == 0 || wg->rows == 0)
+        return 0;
+    if (!fused_fmt(wg->format) || (n_tok + 7) / 8 > 65535)
+        return (int)cudaErrorInvalidValue; /* callers run the unfused ops */
+    cudaStream_t s = (cudaStream_t)stream;
+    const bool xvec = ((uintptr_t)x % 16) == 0 && (wg->cols % 4) == 0;
+    switch (wg->format) {
+    case SP_WF_BF16: glu_launch<SP_WF_BF16>(s, *wg, *wu, x, n_tok, y, xvec); break;
+    case SP_WF_MXFP4: glu_launch<SP_WF_MXFP4>(s, *wg, *wu, x, n_tok, y, xvec); break;
+    case SP_WF_NVFP4: glu_launch<SP_WF_NVFP4>(s, *wg, *wu, x, n_tok, y, xvec); break;
+    default: glu_launch<SP_WF_FP8_BLOCK>(s, *wg, *wu, x, n_tok, y, xvec); break;
     }
     return spc_launch_status();
 }

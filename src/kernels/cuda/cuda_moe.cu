@@ -204,16 +204,17 @@ k_moe_rows(const spc_expert *__restrict__ experts, int64_t n_experts,
     const float *bias = mx_bias(ex, stage, gptoss);
     const float *xr = x + (p / x_div) * x_stride;
     const bool vec = spc_weight_vec_ok_dev(w);
+    const bool xvec = ((uintptr_t)xr % 16) == 0; /* only full chunks use float4 loads of x */
     if (r >= w.rows)
         return;
     float acc[1];
     switch (w.format) {
-    case SP_WF_F32: spc_warp_row<SP_WF_F32, 1>(w, r, xr, 0, 1, vec, acc); break;
-    case SP_WF_BF16: spc_warp_row<SP_WF_BF16, 1>(w, r, xr, 0, 1, vec, acc); break;
-    case SP_WF_F16: spc_warp_row<SP_WF_F16, 1>(w, r, xr, 0, 1, vec, acc); break;
-    case SP_WF_MXFP4: spc_warp_row<SP_WF_MXFP4, 1>(w, r, xr, 0, 1, vec, acc); break;
-    case SP_WF_NVFP4: spc_warp_row<SP_WF_NVFP4, 1>(w, r, xr, 0, 1, vec, acc); break;
-    case SP_WF_FP8_BLOCK: spc_warp_row<SP_WF_FP8_BLOCK, 1>(w, r, xr, 0, 1, vec, acc); break;
+    case SP_WF_F32: spc_warp_rows<SP_WF_F32, 1, 1, 4>(w, r, 1, xr, 0, 1, vec, xvec, acc); break;
+    case SP_WF_BF16: spc_warp_rows<SP_WF_BF16, 1, 1, 4>(w, r, 1, xr, 0, 1, vec, xvec, acc); break;
+    case SP_WF_F16: spc_warp_rows<SP_WF_F16, 1, 1, 4>(w, r, 1, xr, 0, 1, vec, xvec, acc); break;
+    case SP_WF_MXFP4: spc_warp_rows<SP_WF_MXFP4, 1, 1, 4>(w, r, 1, xr, 0, 1, vec, xvec, acc); break;
+    case SP_WF_NVFP4: spc_warp_rows<SP_WF_NVFP4, 1, 1, 4>(w, r, 1, xr, 0, 1, vec, xvec, acc); break;
+    case SP_WF_FP8_BLOCK: spc_warp_rows<SP_WF_FP8_BLOCK, 1, 1, 4>(w, r, 1, xr, 0, 1, vec, xvec, acc); break;
     default: acc[0] = __uint_as_float(0x7fffffffu); break;
     }
     if ((threadIdx.x & 31) == 0)

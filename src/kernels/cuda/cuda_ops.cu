@@ -164,6 +164,61 @@ k_rmsnorm(const float *x, int64_t xs, const float *__restrict__ w, int64_t dim, 
     }
 }
 
+/* x += r (row by row), then out = rmsnorm(x): the two ops of a residual step in one
+ * launch, with exactly spc_add's and k_rmsnorm's arithmetic (each thread adds, stores and
+ * squares the elements it later normalizes). */
+__global__ void __launch_bounds__(RN_THREADS)
+k_add_rmsnorm(float *x, int64_t xs, const float *__restrict__ r, int64_t rs,
+              const float *__restrict__ w, int64_t dim, float eps, float *out, int64_t os)
+{
+    __shared__ float part[RN_THREADS / 32];
+    __shared__ float inv_s;
+    float *xr = x + (int64_t)blockIdx.x * xs;
+    const float *rr = r + (int64_t)blockIdx.x * rs;
+    float *o = out + (int64_t)blockIdx.x * os;
+    float s = 0.0f;
+    for (int64_t i = threadIdx.x; i < dim; i += RN_THREADS) {
+        float v = __fadd_rn(xr[i], rr[i]);
+        xr[i] = v;
+        s = fmaf(v, v, s);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+        s = __fadd_rn(s, __shfl_xor_sync(SPC_FULL_MASK, s, off));
+    if ((threadIdx.x & 31) == 0)
+        part[threadIdx.x >> 5] = s;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float v = threadIdx.x < RN_THREADS / 32 ? part[threadIdx.x] : 0.0f;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1)
+            v = __fadd_rn(v, __shfl_xor_sync(SPC_FULL_MASK, v, off));
+        if (threadIdx.x == 0) {
+            float ms = __fdiv_rn(v, (float)dim);
+            inv_s = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, eps)));
+        }
+    }
+    __syncthreads();
+    float inv = inv_s;
+    for (int64_t i = threadIdx.x; i < dim; i += RN_THREADS) {
+        float v = __fmul_rn(xr[i], inv);
+        o[i] = w ? __fmul_rn(w[i], v) : v;
+    }
+}
+
+extern "C" int spc_add_rmsnorm(void *stream, float *x, int64_t x_stride, const float *r,
+                               int64_t r_stride, const float *w, int64_t rows, int64_t dim,
+                               float eps, float *out, int64_t out_stride)
+{
+    if (rows < 0 || dim <= 0 || rows > 0x7fffffff)
+        return rows == 0 ? 0 : (int)cudaErrorInvalidValue;
+    if (rows == 0)
+        return 0;
+    k_add_rmsnorm<<<(unsigned)rows, RN_THREADS, 0, (cudaStream_t)stream>>>(x, x_stride, r, r_stride, w,
+                                                                            dim, eps, out, out_stride);
+    return spc_launch_status();
+}
+
 extern "C" int spc_rmsnorm(void *stream, const float *x, int64_t x_stride, const float *w,
                            int64_t rows, int64_t dim, float eps, float *out, int64_t out_stride)
 {

@@ -24,7 +24,12 @@
  * cut into chunks of CH elements (16 bytes of weight: F32 4, BF16/F16 8, FP8 16,
  * MXFP4/NVFP4 32); chunk j belongs to lane j % 32 of a warp, each lane accumulates its
  * chunks in ascending order with fmaf, element by element; the 32 lane sums are added by
- * an xor-butterfly (16, 8, 4, 2, 1); then + bias. */
+ * an xor-butterfly (16, 8, 4, 2, 1); then + bias. The same order in spc_matmul,
+ * spc_matmul_multi, spc_matmul_swiglu and the row-major experts of spc_moe_ffn, whatever
+ * the schedule (rows per warp, token tile 1/2/4/8 picked from n_tok, loads in flight):
+ * the schedule only decides which registers hold what, never the arithmetic.
+ * Each weight element is decoded to the CPU decoder's exact fp32 value before its fmaf
+ * (FP4 and FP8 by exponent arithmetic that gives the same bits as the table). */
 #ifndef SP_KERNELS_CUDA_CUDA_OPS_H
 #define SP_KERNELS_CUDA_CUDA_OPS_H
 
@@ -77,6 +82,21 @@ int spc_stream_sync(void *stream);
 int spc_matmul(void *stream, const sp_weight *w, const float *x, int64_t n_tok, float *y,
                const float *bias);
 
+/* Up to SPC_MULTI_MAX products of one x in one launch (Q, K, V; gate and up): for each
+ * i < n, ys[i] = x W_i^T + biases[i] (biases may be NULL, or an entry NULL), every W_i
+ * with the same cols. Bit-identical to n spc_matmul calls (same order per element); W_i
+ * of different formats fall back to separate launches. */
+#define SPC_MULTI_MAX 4
+int spc_matmul_multi(void *stream, int n, const sp_weight *const *ws, const float *x,
+                     int64_t n_tok, float *const *ys, const float *const *biases);
+
+/* y[t, r] = silu(x Wg[r]) * (x Wu[r]) (the dense SwiGLU MLP's gate, up and activation in
+ * one launch); bit-identical to spc_matmul(wg), spc_matmul(wu), spc_swiglu. wg and wu of
+ * one format and shape; formats BF16, MXFP4, NVFP4, FP8 block (F32/F16 return
+ * cudaErrorInvalidValue: run the unfused ops). */
+int spc_matmul_swiglu(void *stream, const sp_weight *wg, const sp_weight *wu, const float *x,
+                      int64_t n_tok, float *y);
+
 /* Transposed product (see sp_matmul_t): y[t * y_stride + c] = bias[c] + sum over i < n_in,
  * ascending, of x[t * x_stride + i] * W[row0 + i, c], for c < W.cols. */
 int spc_matmul_t(void *stream, const sp_weight *w, int64_t row0, int64_t n_in, const float *x,
@@ -93,6 +113,12 @@ int spc_weight_rows_f32(void *stream, const sp_weight *w, const int32_t *row_ids
  * One block per row, a fixed 256-thread reduction tree. */
 int spc_rmsnorm(void *stream, const float *x, int64_t x_stride, const float *w, int64_t rows,
                 int64_t dim, float eps, float *out, int64_t out_stride);
+/* x[r] += res[r] for r < rows (dim elements), then out[r] = rmsnorm(x[r]) as spc_rmsnorm:
+ * the residual add and the next norm in one launch, bit-identical to spc_add then
+ * spc_rmsnorm. out must not alias x or res. */
+int spc_add_rmsnorm(void *stream, float *x, int64_t x_stride, const float *res,
+                    int64_t res_stride, const float *w, int64_t rows, int64_t dim, float eps,
+                    float *out, int64_t out_stride);
 int spc_add(void *stream, float *y, const float *x, int64_t n);              /* y += x */
 int spc_scale(void *stream, float *x, int64_t n, float factor);            /* x *= f */
 int spc_swiglu(void *stream, const float *g, const float *u, int64_t n, float *out); /* out may be g */

@@ -230,6 +230,255 @@ static __device__ __forceinline__ void spc_warp_row(const sp_weight &w, int64_t 
     }
 }
 
+/* ---- the fast multi-row dot product (issue 11) ---------------------------------------
+ *
+ * spc_warp_rows: R consecutive rows of w against TT token vectors, one warp, with exactly
+ * spc_warp_row's per-output order (chunk j of a row -> lane j % 32, each lane its chunks
+ * ascending, element by element with fmaf, then the xor-butterfly 16, 8, 4, 2, 1), so
+ * results are bit-identical to the one-row version for any R, TT, U and n_tok. What
+ * changes is the schedule: U chunks per row (U * R 16-byte loads per lane, and their
+ * scales) are loaded before the first is used; x is read with float4 loads when aligned,
+ * once per token for all R rows; a chunk is decoded in groups of 8 elements (so x and the
+ * decoded weights fit registers); FP4 and FP8 are decoded by exponent arithmetic (the
+ * magnitude bits placed in a float and scaled by an exact power of two), giving the same
+ * values as spc_e2m1 / spc_e4m3 (FP8 chunks holding a NaN code take the reference
+ * decoder). FP4 with |scale| < 4 folds the power of two into the scale: one product per
+ * code, the same single rounding of e2m1(code) * scale (checked for every code and every
+ * E8M0 / E4M3 scale byte). */
+
+/* The float value of an E2M1 code's magnitude bits m3 = code & 7, placed at bits 22..24,
+ * times 2^126 (exact, denormal in between), with the sign folded into the factor. */
+static __device__ __forceinline__ float spc_e2m1_fast(uint32_t mag_at22, uint32_t sign_at31)
+{
+    return __fmul_rn(__uint_as_float(mag_at22), __uint_as_float(0x7e800000u | sign_at31));
+}
+
+/* E4M3 magnitude bits (7) placed at bits 20..26, times 2^120 (exact; not for NaN codes). */
+static __device__ __forceinline__ float spc_e4m3_fast(uint32_t mag_at20, uint32_t sign_at31)
+{
+    return __fmul_rn(__uint_as_float(mag_at20), __uint_as_float(0x7b800000u | sign_at31));
+}
+
+template <int FMT> struct spc_group {
+    static constexpr int G = FMT == SP_WF_F32 ? 4 : 8; /* elements decoded at a time */
+};
+
+/* Per-chunk scale factors, loaded with the raw chunk. */
+template <int FMT>
+static __device__ __forceinline__ void spc_chunk_scales(const sp_weight &w, int64_t r, int64_t j,
+                                                        float &s0, float &s1)
+{
+    if (FMT == SP_WF_FP8_BLOCK) {
+        s0 = s1 = *(const float *)(w.scales + (size_t)((r + w.row_offset) / 128) * w.scale_row_bytes +
+                                   4 * (size_t)((16 * j) / 128));
+    } else if (FMT == SP_WF_MXFP4) {
+        s0 = s1 = spc_e8m0(__ldg(w.scales + (size_t)r * w.scale_row_bytes + (size_t)j));
+    } else if (FMT == SP_WF_NVFP4) {
+        const unsigned char *sc = w.scales + (size_t)r * w.scale_row_bytes + 2 * (size_t)j;
+        s0 = __fmul_rn(spc_e4m3(__ldg(sc)), w.global_scale);
+        s1 = __fmul_rn(spc_e4m3(__ldg(sc + 1)), w.global_scale);
+    } else {
+        s0 = s1 = 1.0f;
+    }
+}
+
+/* Elements [G*g, G*g + G) of a full chunk, exactly spc_decode_chunk's values. */
+template <int FMT, int g>
+static __device__ __forceinline__ void spc_decode_group(uint4 raw, float s0, float s1, bool fp8_nan,
+                                                        float *out)
+{
+    const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
+    if (FMT == SP_WF_F32) {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            out[i] = spc_bits_f(u[i]);
+    } else if (FMT == SP_WF_BF16) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            out[2 * i] = spc_bits_f(u[i] << 16);
+            out[2 * i + 1] = spc_bits_f(u[i] & 0xffff0000u);
+        }
+    } else if (FMT == SP_WF_F16) {
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            out[i] = spc_f16((u[i / 2] >> (16 * (i & 1))) & 0xffffu);
+    } else if (FMT == SP_WF_FP8_BLOCK) {
+        /* words 2g, 2g + 1: bytes 8g .. 8g + 7 */
+        if (!fp8_nan) {
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const uint32_t word = u[2 * g + i / 4];
+                const int b = i & 3; /* byte in word: bits 8b .. 8b + 7 */
+                uint32_t mag = (b <= 2 ? word << (20 - 8 * b) : word >> 4) & 0x07f00000u;
+                uint32_t sign = (word << (24 - 8 * b)) & 0x80000000u;
+                out[i] = __fmul_rn(spc_e4m3_fast(mag, sign), s0);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                out[i] = __fmul_rn(spc_e4m3((u[2 * g + i / 4] >> (8 * (i & 3))) & 0xffu), s0);
+        }
+    } else {
+        /* FP4: word g holds codes 8g .. 8g + 7 (nibble k at bits 4k .. 4k + 3) */
+        const uint32_t word = u[g];
+        const float s = g < 2 ? s0 : s1;
+        if (fabsf(s) < 4.0f) {
+            /* s * 2^126 is exact and finite: one product per code, (code bits as a float)
+             * * (s * 2^126) = e2m1(code) * s rounded once, as the two-step form */
+            const float sp = __fmul_rn(s, 0x1p126f);
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                uint32_t mag = (k <= 5 ? word << (22 - 4 * k) : word >> (4 * k - 22)) & 0x01c00000u;
+                uint32_t sign = (word << (28 - 4 * k)) & 0x80000000u;
+                out[k] = __fmul_rn(__uint_as_float(mag | sign), sp);
+            }
+        } else { /* large or NaN scales */
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                uint32_t mag = (k <= 5 ? word << (22 - 4 * k) : word >> (4 * k - 22)) & 0x01c00000u;
+                uint32_t sign = (word << (28 - 4 * k)) & 0x80000000u;
+                out[k] = __fmul_rn(spc_e2m1_fast(mag, sign), s);
+            }
+        }
+    }
+}
+
+/* Whether an FP8 chunk holds a NaN code (0x7f / 0xff). */
+static __device__ __forceinline__ bool spc_fp8_has_nan(uint4 raw)
+{
+    uint32_t a = __vcmpeq4(raw.x & 0x7f7f7f7fu, 0x7f7f7f7fu) | __vcmpeq4(raw.y & 0x7f7f7f7fu, 0x7f7f7f7fu) |
+                 __vcmpeq4(raw.z & 0x7f7f7f7fu, 0x7f7f7f7fu) | __vcmpeq4(raw.w & 0x7f7f7f7fu, 0x7f7f7f7fu);
+    return a != 0;
+}
+
+/* Loads G consecutive floats of x (float4 when xvec). */
+template <int G>
+static __device__ __forceinline__ void spc_load_x(const float *p, bool xvec, float *o)
+{
+    if (xvec) {
+#pragma unroll
+        for (int q = 0; q < G / 4; q++) {
+            float4 v = __ldg((const float4 *)p + q);
+            o[4 * q] = v.x;
+            o[4 * q + 1] = v.y;
+            o[4 * q + 2] = v.z;
+            o[4 * q + 3] = v.w;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < G; i++)
+            o[i] = __ldg(p + i);
+    }
+}
+
+/* acc[t * R + rr] += x_t[chunk j] . row (r0 + rr)[chunk j] for the U chunks j0 + 32u
+ * (u < nu), raw/scales already loaded. */
+template <int FMT, int TT, int R, int U>
+static __device__ __forceinline__ void spc_consume(const uint4 (&raw)[U][R], const float (&s0)[U][R],
+                                                   const float (&s1)[U][R], int64_t j0, int nu,
+                                                   const float *x, int64_t x_stride, int nt,
+                                                   bool xvec, float *acc)
+{
+    constexpr int CH = spc_chunk<FMT>::N, G = spc_group<FMT>::G, NG = CH / G;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        if (u >= nu)
+            break;
+        const int64_t j = j0 + 32 * u;
+        bool nan[R];
+#pragma unroll
+        for (int rr = 0; rr < R; rr++)
+            nan[rr] = FMT == SP_WF_FP8_BLOCK ? spc_fp8_has_nan(raw[u][rr]) : false;
+#pragma unroll
+        for (int g = 0; g < NG; g++) {
+            float wv[R][G];
+#pragma unroll
+            for (int rr = 0; rr < R; rr++) {
+                switch (g) { /* g is a compile-time constant after unrolling */
+                case 0: spc_decode_group<FMT, 0>(raw[u][rr], s0[u][rr], s1[u][rr], nan[rr], wv[rr]); break;
+                case 1: spc_decode_group<FMT, 1>(raw[u][rr], s0[u][rr], s1[u][rr], nan[rr], wv[rr]); break;
+                case 2: spc_decode_group<FMT, 2>(raw[u][rr], s0[u][rr], s1[u][rr], nan[rr], wv[rr]); break;
+                default: spc_decode_group<FMT, 3>(raw[u][rr], s0[u][rr], s1[u][rr], nan[rr], wv[rr]); break;
+                }
+            }
+#pragma unroll
+            for (int t = 0; t < TT; t++)
+                if (t < nt) {
+                    float xv[G];
+                    spc_load_x<G>(x + t * x_stride + j * CH + g * G, xvec, xv);
+#pragma unroll
+                    for (int rr = 0; rr < R; rr++)
+#pragma unroll
+                        for (int i = 0; i < G; i++)
+                            acc[t * R + rr] = fmaf(xv[i], wv[rr][i], acc[t * R + rr]);
+                }
+        }
+    }
+}
+
+/* Rows r0 .. r0 + nr - 1 (nr <= R; rows past nr repeat row r0 and are not to be stored)
+ * against nt <= TT tokens: acc[t * R + rr], every lane holding the full sums. */
+template <int FMT, int TT, int R, int U>
+static __device__ __forceinline__ void spc_warp_rows(const sp_weight &w, int64_t r0, int nr,
+                                                     const float *x, int64_t x_stride, int nt,
+                                                     bool vec, bool xvec, float *acc)
+{
+    constexpr int CH = spc_chunk<FMT>::N;
+    const int lane = threadIdx.x & 31;
+    const int64_t cols = w.cols;
+    const int64_t nfull = cols / CH;
+    const unsigned char *rowp[R];
+    int64_t rix[R];
+#pragma unroll
+    for (int rr = 0; rr < R; rr++) {
+        rix[rr] = rr < nr ? r0 + rr : r0;
+        rowp[rr] = w.data + (size_t)rix[rr] * w.row_bytes;
+    }
+#pragma unroll
+    for (int i = 0; i < TT * R; i++)
+        acc[i] = 0.0f;
+    int64_t j = lane;
+    uint4 raw[U][R];
+    float s0[U][R], s1[U][R];
+    /* rounds of up to U chunks per row (the last round of a lane may hold fewer): all
+     * their loads are issued before the first is used */
+    for (; j < nfull; j += 32 * U) {
+        const int64_t left = (nfull - j + 31) / 32;
+        const int nu = left < U ? (int)left : U;
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (u < nu) {
+#pragma unroll
+                for (int rr = 0; rr < R; rr++) {
+                    raw[u][rr] = spc_load16(rowp[rr], j + 32 * u, vec);
+                    spc_chunk_scales<FMT>(w, rix[rr], j + 32 * u, s0[u][rr], s1[u][rr]);
+                }
+            }
+        spc_consume<FMT, TT, R, U>(raw, s0, s1, j, nu, x, x_stride, nt, xvec, acc);
+    }
+    /* the partial last chunk belongs to lane nfull % 32, after its full chunks */
+    if (lane == (int)(nfull & 31) && nfull * CH < cols) {
+        for (int64_t c = nfull * CH; c < cols; c++) {
+#pragma unroll
+            for (int rr = 0; rr < R; rr++) {
+                float wv = spc_elem<FMT>(w, rix[rr], c);
+#pragma unroll
+                for (int t = 0; t < TT; t++)
+                    if (t < nt)
+                        acc[t * R + rr] = fmaf(__ldg(x + t * x_stride + c), wv, acc[t * R + rr]);
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < TT * R; i++) {
+        float v = acc[i];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1)
+            v = __fadd_rn(v, __shfl_xor_sync(SPC_FULL_MASK, v, off));
+        acc[i] = v;
+    }
+}
+
 /* 16-byte vector loads are possible for this weight (base and row pitch aligned). */
 static inline bool spc_weight_vec_ok(const sp_weight *w)
 {

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# bench/gpu/perf-run.sh: issue 11's GPU performance run, in one call of about 4 minutes.
+#
+# Runs from the repository root on the GPU machine with a build packed by
+# bench/gpu/pack-perf-build.sh (carried as .devbuild; see device-check.sh):
+#   1. tests/cuda/test_cuda_kernels: every kernel against the CPU references, batch
+#      invariance (n_tok 1..64), and the bandwidth table (device copy, decode shapes,
+#      n_tok 1..16, L2 defeated by rotating weight copies);
+#   2. random llama-100m and llama-1b checkpoints (written to /dev/shm while step 1 runs),
+#      `specula bench` on each (prompt 128, gen 128, 3 runs) and the verify-cost curve
+#      (bench/gpu/verify_cost.c);
+#   3. the model suites on the GPU, in parallel: test_parity, test_batch_invariance,
+#      test_batch_sessions.
+# Every step has a timeout cut to what is left of a 230 s budget (the suites get at least
+# 60 s: at most about 300 s in all); a failing step is recorded and the run goes on.
+# Logs: $OUT/*.log; summary: $OUT/perf.md (also printed).
+set -u
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/gpu-out}; mkdir -p "$OUT"
+BUDGET=${PERF_BUDGET_S:-230}
+T_START=$(date +%s)
+# the tests' compiled-in source paths: the lead's checkout or this worktree
+mkdir -p /work/wt 2>/dev/null
+for p in /work/main /work/wt/gpuperf; do [ -e "$p" ] || ln -sfn "$ROOT" "$p" 2>/dev/null; done
+if [ -d .devbuild/build-cuda ]; then
+    [ -L build-cuda ] && rm -f build-cuda
+    [ -e build-cuda ] || ln -sfn .devbuild/build-cuda build-cuda
+    export LD_LIBRARY_PATH=$ROOT/.devbuild/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+B=build-cuda; S=$B/specula
+MD=$OUT/perf.md
+left() { echo $(( BUDGET - ($(date +%s) - T_START) )); }
+# run NAME TIMEOUT CMD...: output to $OUT/NAME.log, status line to $OUT/status.txt
+run() {
+    local name=$1 lim=$2; shift 2
+    local l; l=$(left); [ "$l" -lt "$lim" ] && lim=$l
+    if [ "$lim" -lt 5 ]; then echo "$name: skipped (time budget spent)" >> "$OUT/status.txt"; return 0; fi
+    local t0; t0=$(date +%s)
+    timeout -k 5 "$lim" "$@" > "$OUT/$name.log" 2>&1
+    local rc=$?
+    echo "$name: rc=$rc ($(( $(date +%s) - t0 )) s, limit $lim s)" >> "$OUT/status.txt"
+    return 0
+}
+: > "$OUT/status.txt"
+GPU=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)
+echo "gpu: ${GPU:-unknown}" >> "$OUT/status.txt"
+
+# models (CPU only) in the background while the kernel tests run
+MODELS=/dev/shm/specula-perf
+[ -d /dev/shm ] && [ -w /dev/shm ] || MODELS=/tmp/specula-perf
+mkdir -p "$MODELS"
+( timeout 120 $B/make_random_model "$MODELS/l100" --preset llama-100m > "$OUT/make_l100.log" 2>&1
+  echo "rc=$?" >> "$OUT/make_l100.log" ) &
+P100=$!
+( timeout 150 $B/make_random_model "$MODELS/l1b" --preset llama-1b > "$OUT/make_l1b.log" 2>&1
+  echo "rc=$?" >> "$OUT/make_l1b.log" ) &
+P1B=$!
+
+# 1. kernels (correctness, invariance, bandwidth)
+run kernels 100 $B/tests/cuda/test_cuda_kernels
+
+wait $P100 $P1B 2>/dev/null
+for m in l100 l1b; do echo "make_random_model $m: $(grep -E '^rc=' "$OUT/make_$m.log" 2>/dev/null | tail -1)"; done >> "$OUT/status.txt"
+
+# 2. benchmarks, one at a time on an otherwise idle GPU
+for m in l100 l1b; do
+    [ -f "$MODELS/$m/model.safetensors" ] || { echo "bench_$m: no model" >> "$OUT/status.txt"; continue; }
+    run "bench_$m" 45 $S bench -m "$MODELS/$m" --device cuda --prompt-len 128 --gen-len 128 --runs 3
+    run "verify_$m" 30 $B/verify_cost -m "$MODELS/$m" --device cuda --ctx 128 --reps 15 --kmax 8
+done
+
+# 3. model suites on the GPU, in parallel (correctness only; nothing is timed now); they
+# get at least 60 s even when the budget is spent
+[ "$(left)" -lt 60 ] && BUDGET=$(( BUDGET + 60 - $(left) ))
+SUITES=""
+for t in parity batch_invariance batch_sessions; do
+    SPECULA_TEST_DEVICE=cuda SPECULA_THREADS=4 run "suite_$t" 120 $B/tests/test_$t &
+    SUITES="$SUITES $!"
+done
+for p in $SUITES; do wait "$p" 2>/dev/null; done
+
+# summary
+{
+echo "# specula GPU perf run, $(date -u +%Y-%m-%dT%H:%MZ)"
+echo
+echo "GPU: ${GPU:-unknown}; commit $(git rev-parse --short HEAD 2>/dev/null || cat .devbuild/COMMIT 2>/dev/null || echo '?'); total $(( $(date +%s) - T_START )) s"
+echo
+echo "## Steps"
+echo '```'
+cat "$OUT/status.txt"
+echo '```'
+echo
+echo "## Kernel tests"
+echo '```'
+grep -E '^\[ *(PASSED|FAILED|OK|SKIPPED|ERROR) *\]|matmul .*max rel|bit-identical|device:' "$OUT/kernels.log" 2>/dev/null | head -60
+echo '```'
+echo
+echo "## Matmul bandwidth (weights bytes / time; last column: fraction of the device copy bandwidth)"
+echo
+grep -E '^timing: device copy' "$OUT/kernels.log" 2>/dev/null
+echo
+grep -E '^\| ' "$OUT/kernels.log" 2>/dev/null
+echo
+echo "## Model suites on the GPU"
+echo '```'
+for t in parity batch_invariance batch_sessions; do
+    echo "-- $t"; grep -E '^\[ *(PASSED|FAILED) *\]|^\[  FAILED|ERROR' "$OUT/suite_$t.log" 2>/dev/null | head -12
+done
+echo '```'
+echo
+echo "## Decode benchmarks (specula bench --device cuda --prompt-len 128 --gen-len 128 --runs 3)"
+echo '```'
+for m in l100 l1b; do
+    echo "-- $m ($(du -sb "$MODELS/$m/model.safetensors" 2>/dev/null | cut -f1) bytes)"
+    grep -v '^$' "$OUT/bench_$m.log" 2>/dev/null | tail -6
+done
+echo '```'
+CBW=$(sed -n 's/^timing: device copy \([0-9.]*\) GB\/s.*/\1/p' "$OUT/kernels.log" 2>/dev/null | head -1)
+if [ -n "$CBW" ]; then
+    echo
+    echo "Roofline (copy bandwidth $CBW GB/s / bytes read per token; llama-1b: all weights but the"
+    echo "embedding table, llama-100m: all weights, the tied table being the LM head):"
+    python3 - "$CBW" "$MODELS" <<'PY' 2>/dev/null || true
+import os, sys
+bw = float(sys.argv[1]) * 1e9
+for m, emb in (("l100", 0), ("l1b", 32000 * 2048 * 2)):
+    p = os.path.join(sys.argv[2], m, "model.safetensors")
+    if os.path.exists(p):
+        b = os.path.getsize(p) - emb
+        print(f"- {m}: {b / 1e9:.3f} GB per token -> roofline {bw / b:.0f} tok/s")
+PY
+fi
+echo
+echo "## Verify cost (eval of k+1 tokens with all logits rows / one decode step), context 128"
+for m in l100 l1b; do
+    echo
+    echo "-- $m"
+    echo
+    grep -E '^\||^decode step|^1 token' "$OUT/verify_$m.log" 2>/dev/null || tail -3 "$OUT/verify_$m.log" 2>/dev/null
+done
+} > "$MD"
+cat "$MD"
+rm -rf "$MODELS"

@@ -1,0 +1,144 @@
+/* verify_cost.c: the verify-cost curve of issue 11, through the public API only.
+ *
+ *   verify_cost -m DIR [--device cuda] [--ctx N] [--reps R] [--kmax K] [--json]
+ *
+ * Fills a session with a prompt of --ctx tokens (default 128), then for each k = 1..K
+ * (default 8) times R (default 20) repetitions of: eval k+1 tokens with logits for every
+ * row (what a speculative verify pass asks for), then sp_session_truncate back. The
+ * baseline is one decode step: eval 1 token (last logits only), truncate back. Reports the
+ * median times and ratio(k) = verify(k+1 tokens) / decode step: speculation with k
+ * drafts pays when the expected accepted tokens + 1 exceed ratio(k) plus the draft cost. */
+#include "specula.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#define CHECK(call)                                                                         \
+    do {                                                                                    \
+        if ((call) != SP_OK) {                                                              \
+            fprintf(stderr, "verify_cost: %s: %s\n", #call, err.msg);                       \
+            return 1;                                                                       \
+        }                                                                                   \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    const char *dir = NULL, *device = "cuda";
+    int ctx = 128, reps = 20, kmax = 8, json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-m") && i + 1 < argc)
+            dir = argv[++i];
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc)
+            device = argv[++i];
+        else if (!strcmp(argv[i], "--ctx") && i + 1 < argc)
+            ctx = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--kmax") && i + 1 < argc)
+            kmax = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else {
+            fprintf(stderr, "usage: %s -m DIR [--device D] [--ctx N] [--reps R] [--kmax K] [--json]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (!dir || ctx < 1 || reps < 1 || kmax < 1 || kmax > 64) {
+        fprintf(stderr, "usage: %s -m DIR [--device D] [--ctx N] [--reps R] [--kmax K] [--json]\n", argv[0]);
+        return 2;
+    }
+    sp_error err = {0};
+    sp_model_params mp = sp_model_default_params();
+    mp.device = device;
+    mp.n_ctx = ctx + kmax + 16;
+    sp_model *m = NULL;
+    CHECK(sp_model_open(dir, &mp, &m, &err));
+    sp_session_params sp = sp_session_default_params();
+    sp.n_ctx = ctx + kmax + 16;
+    sp_session *s = NULL;
+    CHECK(sp_session_new(m, &sp, &s, &err));
+    int64_t V = sp_model_n_vocab(m);
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)(ctx + kmax + 1));
+    float *logits = malloc(sizeof(float) * (size_t)V * (size_t)(kmax + 1));
+    double *t = malloc(sizeof(double) * (size_t)reps);
+    if (!toks || !logits || !t)
+        return 1;
+    for (int i = 0; i < ctx + kmax + 1; i++)
+        toks[i] = (int32_t)(3 + (i * 7919) % (V - 3 > 1 ? V - 3 : 1));
+    CHECK(sp_session_eval(s, toks, (size_t)ctx, NULL, &err));
+    /* warm-up: every shape once */
+    for (int k = 0; k <= kmax; k++) {
+        CHECK(sp_session_eval(s, toks + ctx, (size_t)k + 1, k ? logits : NULL, &err));
+        CHECK(sp_session_truncate(s, ctx, &err));
+    }
+    double base[3] = {0};
+    /* decode step: 1 token, last logits only */
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_s();
+        CHECK(sp_session_eval(s, toks + ctx, 1, NULL, &err));
+        t[r] = now_s() - t0;
+        CHECK(sp_session_truncate(s, ctx, &err));
+    }
+    base[0] = median(t, reps);
+    /* 1 token with its logits row requested (the verify API path at k = 0) */
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_s();
+        CHECK(sp_session_eval(s, toks + ctx, 1, logits, &err));
+        t[r] = now_s() - t0;
+        CHECK(sp_session_truncate(s, ctx, &err));
+    }
+    base[1] = median(t, reps);
+    if (!json) {
+        printf("model %s, device %s, context %d, %d reps (medians)\n", dir, sp_model_device(m), ctx, reps);
+        printf("decode step (1 token, last logits): %.3f ms = %.1f tok/s\n", base[0] * 1e3, 1.0 / base[0]);
+        printf("1 token with its logits row:        %.3f ms\n", base[1] * 1e3);
+        printf("| k | tokens | verify ms | verify / decode step | ms per token |\n|---|---|---|---|---|\n");
+    } else {
+        printf("{\"model\": \"%s\", \"device\": \"%s\", \"ctx\": %d, \"decode_ms\": %.4f, \"one_with_logits_ms\": %.4f, \"curve\": [",
+               dir, sp_model_device(m), ctx, base[0] * 1e3, base[1] * 1e3);
+    }
+    for (int k = 1; k <= kmax; k++) {
+        for (int r = 0; r < reps; r++) {
+            double t0 = now_s();
+            CHECK(sp_session_eval(s, toks + ctx, (size_t)k + 1, logits, &err));
+            t[r] = now_s() - t0;
+            CHECK(sp_session_truncate(s, ctx, &err));
+        }
+        double v = median(t, reps);
+        if (!json)
+            printf("| %d | %d | %.3f | %.2f | %.3f |\n", k, k + 1, v * 1e3, v / base[0], v * 1e3 / (k + 1));
+        else
+            printf("%s{\"k\": %d, \"verify_ms\": %.4f, \"ratio\": %.4f}", k > 1 ? ", " : "", k, v * 1e3,
+                   v / base[0]);
+    }
+    if (json)
+        printf("]}\n");
+    sp_session_free(s);
+    sp_model_close(m);
+    free(toks);
+    free(logits);
+    free(t);
+    return 0;
+}
