@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# Packs the build for bench/gpu/perf-run.sh: pack-device-build.sh's binaries plus the
-# verify-cost bench (build-cuda/verify_cost) and the commit id, into .devbuild.
-#   bench/gpu/pack-perf-build.sh [DEST]      (default .devbuild; BUILD_DIR=build-cuda)
+# Packs what bench/gpu/perf-run.sh needs into DEST (default .devbuild; BUILD_DIR=build-cuda),
+# laid out as pack-device-build.sh does (DEST/build-cuda/..., shared libraries in DEST/lib):
+# specula, make_random_model, verify_cost, test_cuda_kernels, and the three model suites
+# it runs; libraries a GPU machine may lack (cJSON, PCRE2, utf8proc, cmocka, libmicrohttpd
+# and its GnuTLS chain). About 50 MB, under the 64 MiB a run call carries.
+#   bench/gpu/pack-perf-build.sh [DEST]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DEST=${1:-.devbuild}
 B=${BUILD_DIR:-build-cuda}
-bench/gpu/pack-device-build.sh "$DEST"
-cmake --build "$B" --target verify_cost -j"$(nproc)" >/dev/null
-cp "$B/verify_cost" "$DEST/$B/verify_cost" && strip "$DEST/$B/verify_cost"
-# libraries pack-device-build.sh does not list yet: libmicrohttpd (specula serve, linked into
-# the CLI) and its GnuTLS chain, when the binaries need them
-for f in "$DEST/$B/specula" "$DEST/$B/verify_cost"; do ldd "$f"; done | awk '/=> \// {print $3}' | sort -u |
-    grep -E 'libmicrohttpd|libgnutls|libp11-kit|libidn2|libunistring|libtasn1|libnettle|libhogweed|libgmp|libffi' |
+cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DSPECULA_CUDA=ON >/dev/null
+cmake --build "$B" -j"$(nproc)" >/dev/null
+rm -rf "$DEST" && mkdir -p "$DEST/lib" "$DEST/$B/tests/cuda"
+bins="$B/specula $B/make_random_model $B/verify_cost $B/tests/cuda/test_cuda_kernels"
+for t in parity batch_invariance batch_sessions; do bins="$bins $B/tests/test_$t"; done
+for f in $bins; do
+    cp "$f" "$DEST/$f" && strip "$DEST/$f"
+done
+for f in $bins; do ldd "$f"; done | awk '/=> \// {print $3}' | sort -u |
+    grep -E 'libcjson|libpcre2|libutf8proc|libcmocka|libmicrohttpd|libgnutls|libp11-kit|libidn2|libunistring|libtasn1|libnettle|libhogweed|libgmp|libffi' |
     while read -r so; do cp -L "$so" "$DEST/lib/"; done || true
 git rev-parse --short HEAD > "$DEST/COMMIT" 2>/dev/null || true
 du -sh "$DEST"

@@ -23,12 +23,12 @@ T_START=$(date +%s)
 # the tests' compiled-in source paths: the lead's checkout or this worktree
 mkdir -p /work/wt 2>/dev/null
 for p in /work/main /work/wt/gpuperf; do [ -e "$p" ] || ln -sfn "$ROOT" "$p" 2>/dev/null; done
-if [ -d .devbuild/build-cuda ]; then
-    [ -L build-cuda ] && rm -f build-cuda
-    [ -e build-cuda ] || ln -sfn .devbuild/build-cuda build-cuda
+B=build-cuda
+if [ -d .devbuild/build-cuda ]; then   # the packed build (never a stale build-cuda left there)
+    B=.devbuild/build-cuda
     export LD_LIBRARY_PATH=$ROOT/.devbuild/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
-B=build-cuda; S=$B/specula
+S=$B/specula
 MD=$OUT/perf.md
 left() { echo $(( BUDGET - ($(date +%s) - T_START) )); }
 # run NAME TIMEOUT CMD...: output to $OUT/NAME.log, status line to $OUT/status.txt
