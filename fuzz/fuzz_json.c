@@ -1,10 +1,10 @@
 /* fuzz_json.c: the JSON readers: cJSON parsing with the typed getters and the
  * duplicate-key check (util/json.c), the pull scanner walking and decoding every value
- * (util/json_scan.c), and string arrays with U+0000 (util/json_text.c). */
+ * (util/json_scan.c), and string arrays with U+0000 (tools/json_text.c, the CLI's). */
 #include "fuzz.h"
 #include "util/json.h"
 #include "util/json_scan.h"
-#include "util/json_text.h"
+#include "json_text.h"
 
 #include <stdlib.h>
 
@@ -78,8 +78,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(buf);
     sp_jscan_init(&j, text, size, "fuzz.json", &err);
     (void)sp_jscan_skip(&j);
-    sp_json_strs strs;
-    if (sp_json_parse_string_array(text, size, "fuzz.json", &strs, &err) == SP_OK)
-        sp_json_strs_free(&strs);
+    cli_json_strs strs;
+    if (cli_json_parse_string_array(text, size, "fuzz.json", &strs, &err) == SP_OK)
+        cli_json_strs_free(&strs);
     return 0;
 }

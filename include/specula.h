@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 /* SP_API marks the public functions: the library is compiled with -fvisibility=hidden,
  * so these are the only symbols a shared build of it would export. */
@@ -93,6 +94,44 @@ SP_API uint64_t sp_model_device_bytes(const sp_model *model);
 SP_API int sp_cuda_device_count(void);
 /* End-of-sequence ids (generation_config.json, else config.json). Borrowed until close. */
 SP_API const int32_t *sp_model_eos_ids(const sp_model *model, size_t *n_ids);
+
+/* What specula made of a checkpoint (specula inspect prints it). Strings are borrowed from
+ * the model and stay valid until sp_model_close. */
+#define SP_MODEL_INFO_MAX_FORMATS 8
+typedef struct sp_model_info {
+    const char *architecture;  /* config.json's architectures[0] ("LlamaForCausalLM") */
+    int64_t n_vocab, n_embd, n_layers;
+    int64_t n_moe_layers;      /* layers whose feed-forward is a mixture of experts */
+    int64_t n_heads, n_kv_heads, head_dim;
+    int64_t n_experts, n_experts_per_tok; /* config.json's (0 when it has none) */
+    int64_t expert_width;      /* moe_intermediate_size, else intermediate_size */
+    const char *rope_type;     /* "default", "yarn", "llama3", ... */
+    int64_t rope_dim;          /* rotated dims per head */
+    float rope_attention_factor;
+    bool quantized;            /* false: quant_algo and quant_source are NULL */
+    const char *quant_method;  /* "none", "MXFP4 (gpt-oss)", "NVFP4 (ModelOpt)", ... */
+    const char *quant_algo;    /* quant_algo / format as the config writes it */
+    const char *quant_source;  /* "config.json" or "hf_quant_config.json" */
+    bool act_quant_declared;   /* the config declares quantized input activations */
+    size_t n_input_scales;     /* activation scales in the checkpoint: sp_model_input_scale */
+    uint64_t weight_bytes;     /* as sp_model_weight_bytes */
+    uint64_t packed_bytes;     /* bytes of packed quantized weights and their scales */
+    /* Matrices bound per weight format, in a fixed order (F32, BF16, F16, MXFP4, NVFP4,
+     * FP8 block), formats with no matrix left out; an LM head tied to the embedding counts once. */
+    size_t n_formats;
+    struct { const char *name; int64_t n_matrices; } formats[SP_MODEL_INFO_MAX_FORMATS];
+    const char *device;        /* as sp_model_device */
+    uint64_t device_bytes;     /* as sp_model_device_bytes */
+    uint64_t device_total_bytes; /* the device's own memory; 0 when it is the host's */
+    int64_t default_n_ctx;     /* the context a session gets with n_ctx = 0 */
+    uint64_t session_bytes;    /* KV cache + pass buffers of a default session */
+} sp_model_info;
+
+SP_API void sp_model_get_info(const sp_model *model, sp_model_info *info);
+/* Activation scale i < info.n_input_scales: its tensor name (borrowed until close) and value.
+ * specula runs FP4 and FP8 checkpoints weight-only, so these are reported, not applied.
+ * Returns false when i is out of range. */
+SP_API bool sp_model_input_scale(const sp_model *model, size_t i, const char **tensor, float *value);
 
 /* ---- sessions: a KV cache and scratch buffers over one model ----------------------- */
 
@@ -323,11 +362,109 @@ typedef struct sp_render_options {
 
 SP_API sp_status sp_chat_open(const char *path, sp_chat **out, sp_error *err);
 SP_API void sp_chat_close(sp_chat *chat);
+/* For testing the engine against plain Jinja2: plain_syntax compiles without
+ * trim_blocks/lstrip_blocks; no_defaults renders with the context's variables only (no
+ * special tokens, tools, documents or add_generation_prompt). Call before rendering. */
+SP_API void sp_chat_set_plain(sp_chat *chat, bool plain_syntax, bool no_defaults);
 /* ctx_json: a JSON object (messages, tools, add_generation_prompt, enable_thinking, ...).
  * *out is malloc'd and NUL-terminated. opt may be NULL. */
 SP_API sp_status sp_chat_render(sp_chat *chat, const char *ctx_json, size_t ctx_len,
                          const sp_render_options *opt, char **out, size_t *out_len,
                          sp_error *err);
+
+/* ---- diagnostics ----------------------------------------------------------------------
+ * Traces: every op output of every forward pass of a session as JSON lines, one line per
+ * (pass, layer, op, position) with statistics of the row and a hash of its exact float bits
+ * (specula trace); reading two traces back and finding where they part ways (specula diff);
+ * self-tests of a checkpoint (specula check). */
+
+typedef struct sp_trace_writer sp_trace_writer;
+
+/* A writer of lines labelled model_label ("target", "draft") to f, which stays the caller's
+ * (several writers may share one FILE: lines appear in execution order). */
+SP_API sp_status sp_trace_writer_new(FILE *f, const char *model_label, sp_trace_writer **out,
+                              sp_error *err);
+SP_API void sp_trace_writer_free(sp_trace_writer *w);
+/* Observes every forward pass of session from now on; the writer must outlive the passes. */
+SP_API void sp_trace_writer_attach(sp_trace_writer *w, sp_session *session);
+/* Whether `op` names a traced op ("attn_q", "mlp_out", "logits", ...). */
+SP_API bool sp_trace_op_valid(const char *op);
+/* Plants a divergence, for demonstrations and tests: the output of `op` at `layer` (every
+ * position) is multiplied by factor before later ops read it, in the sessions this writer
+ * observes. An unknown op is SP_ERR_INVALID_ARG. */
+SP_API sp_status sp_trace_writer_set_perturb(sp_trace_writer *w, int layer, const char *op,
+                                      float factor, sp_error *err);
+/* Lines written so far; whether a write failed. */
+SP_API int64_t sp_trace_writer_lines(const sp_trace_writer *w);
+SP_API bool sp_trace_writer_failed(const sp_trace_writer *w);
+
+/* A trace file read into memory. */
+typedef struct sp_trace sp_trace;
+SP_API sp_status sp_trace_open(const char *path, sp_trace **out, sp_error *err);
+SP_API void sp_trace_close(sp_trace *t);
+SP_API size_t sp_trace_n_records(const sp_trace *t);
+
+/* One line of a trace. Strings are borrowed until sp_trace_close. */
+typedef struct sp_trace_record {
+    const char *model, *op;
+    int64_t pass, position;
+    int layer;                /* -1 for model-level ops (embed, final_norm, logits) */
+    int32_t token;
+    double mean, std, min, max, amax, l2; /* over the finite values */
+    int64_t n_nan, n_inf;
+    uint64_t hash;            /* FNV-1a of the exact float bits */
+} sp_trace_record;
+/* Record i < sp_trace_n_records(t); false when out of range. */
+SP_API bool sp_trace_get(const sp_trace *t, size_t i, sp_trace_record *out);
+
+/* Where two traces differ. Traces of the same computation are walked by index; others (a
+ * prefill against token-by-token decoding, a speculative run against a plain one) are
+ * matched by (model, layer, op, position, context). A record differs when its hash differs
+ * (tol = 0) or when its relative difference exceeds tol. After the first divergence the
+ * growth steps follow the same model and position through the later layers. */
+typedef struct sp_trace_report sp_trace_report;
+typedef struct sp_trace_match {
+    size_t a, b;     /* record indices in A and B */
+    double rel_diff;
+} sp_trace_match;
+typedef struct sp_trace_summary {
+    bool by_index;       /* aligned by index (else by key) */
+    size_t n_compared;   /* records compared */
+    bool diverged;
+    sp_trace_match first; /* the first divergence, when diverged */
+    size_t n_growth;
+} sp_trace_summary;
+SP_API sp_status sp_trace_compare(const sp_trace *a, const sp_trace *b, double tol,
+                           sp_trace_report **out, sp_error *err);
+SP_API void sp_trace_report_free(sp_trace_report *r);
+SP_API void sp_trace_report_summary(const sp_trace_report *r, sp_trace_summary *out);
+/* Growth step i < summary.n_growth. */
+SP_API sp_trace_match sp_trace_report_growth(const sp_trace_report *r, size_t i);
+
+/* Self-tests of a checkpoint, each a pass / warn / fail with its reason: finite weights,
+ * FP4 scales, the final norm, the chat template, speculative decoding against plain
+ * decoding (self and a given draft), draft isolation, degenerate loops. */
+typedef enum sp_check_status { SP_CHECK_PASS, SP_CHECK_WARN, SP_CHECK_FAIL } sp_check_status;
+/* "pass", "warn" or "FAIL". */
+SP_API const char *sp_check_status_name(sp_check_status s);
+
+typedef struct sp_check_inputs {
+    sp_model *model;
+    const char *dir;          /* model directory (chat template) */
+    sp_tokenizer *tok;        /* or NULL */
+    sp_model *draft;          /* or NULL */
+    const int32_t *prompt;    /* token ids for the generation checks */
+    size_t n_prompt;
+} sp_check_inputs;
+
+typedef struct sp_check_results sp_check_results;
+/* Runs every check. An error status only for failures to run (out of memory). */
+SP_API sp_status sp_check_model(const sp_check_inputs *in, sp_check_results **out, sp_error *err);
+SP_API void sp_check_results_free(sp_check_results *r);
+SP_API size_t sp_check_results_count(const sp_check_results *r);
+/* Check i < count: its status, name and detail (borrowed until free). */
+SP_API sp_check_status sp_check_results_get(const sp_check_results *r, size_t i, const char **name,
+                                     const char **detail);
 
 #ifdef __cplusplus
 }

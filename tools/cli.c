@@ -1,14 +1,17 @@
 /* cli.c: option parsing and reporting shared by the subcommands (see cli.h). */
 #include "cli.h"
-#include "util/fileio.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 void cli_print_help(const char *usage, const cli_opt *opts)
 {
@@ -165,8 +168,8 @@ int cli_threads(int64_t threads)
 
 bool cli_has_tokenizer(const char *dir)
 {
-    char *p = sp_path_join(dir, "tokenizer.json");
-    bool r = p && sp_file_exists(p);
+    char *p = cli_path_join(dir, "tokenizer.json");
+    bool r = p && cli_file_exists(p);
     free(p);
     return r;
 }
@@ -193,4 +196,121 @@ sp_status cli_model_open(const char *dir, const sp_model_params *mp, sp_model **
     if (st == SP_OK && (!mp->device || !strcmp(mp->device, "auto")))
         fprintf(stderr, "specula: running on %s (--device auto)\n", sp_model_device(*m));
     return st;
+}
+
+double cli_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static sp_status set_err(sp_error *err, sp_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static sp_status set_err(sp_error *err, sp_status st, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        err->status = st;
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+sp_status cli_read_file(const char *path, size_t max_bytes, char **out, size_t *n_bytes,
+                        sp_error *err)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return set_err(err, SP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    sp_status rc = SP_OK;
+    char *buf = NULL;
+    if (fstat(fd, &st) != 0) {
+        rc = set_err(err, SP_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+        goto done;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = set_err(err, SP_ERR_IO, "%s: not a regular file", path);
+        goto done;
+    }
+    size_t size = (size_t)st.st_size;
+    if (size > max_bytes) {
+        rc = set_err(err, SP_ERR_LIMIT, "%s: file is %zu bytes, more than the %zu allowed", path,
+                     size, max_bytes);
+        goto done;
+    }
+    if (!(buf = malloc(size + 1))) {
+        rc = set_err(err, SP_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, size);
+        goto done;
+    }
+    for (size_t got = 0; got < size;) {
+        ssize_t r = read(fd, buf + got, size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            rc = set_err(err, SP_ERR_IO, "%s: read failed: %s", path,
+                         r == 0 ? "unexpected end of file" : strerror(errno));
+            goto done;
+        }
+        got += (size_t)r;
+    }
+    buf[size] = '\0';
+    *out = buf;
+    buf = NULL;
+    if (n_bytes)
+        *n_bytes = size;
+done:
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+bool cli_file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+char *cli_path_join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (p)
+        snprintf(p, a + b + 2, "%s%s%s", dir, a == 0 || dir[a - 1] == '/' ? "" : "/", name);
+    return p;
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void cli_rng_seed(cli_rng *r, uint64_t seed)
+{
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&x);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t cli_rng_next(cli_rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
 }

@@ -60,4 +60,25 @@ const char *cli_device(const char *device);
 /* sp_model_open; with --device auto, then says on stderr which device the model is on. */
 sp_status cli_model_open(const char *dir, const sp_model_params *mp, sp_model **m, sp_error *err);
 
+/* Small helpers, so the tools need nothing from the library's internals. */
+
+/* Monotonic clock in milliseconds. */
+double cli_now_ms(void);
+/* Reads a whole regular file into a NUL-terminated malloc'd buffer, refusing files larger
+ * than max_bytes; the message names the path. */
+sp_status cli_read_file(const char *path, size_t max_bytes, char **out, size_t *n_bytes,
+                        sp_error *err);
+/* Whether path is a regular file. */
+bool cli_file_exists(const char *path);
+/* malloc'd "dir/name", or NULL when out of memory. */
+char *cli_path_join(const char *dir, const char *name);
+
+/* xoshiro256** seeded with splitmix64 (the library's sampler uses the same generator), for
+ * the benchmarks' random prompts and texts: a seed gives the same inputs every time. */
+typedef struct cli_rng {
+    uint64_t s[4];
+} cli_rng;
+void cli_rng_seed(cli_rng *r, uint64_t seed);
+uint64_t cli_rng_next(cli_rng *r);
+
 #endif

@@ -6,10 +6,7 @@
  * to be identical to plain decoding's). */
 #include "cli.h"
 #include "cli_spec.h"
-#include "model/model.h"
 #include "commands.h"
-#include "runtime/sampler.h"
-#include "util/clock.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -70,7 +67,7 @@ static double median(double *v, int n)
 }
 
 /* Plain vs speculative greedy decoding of gen_len tokens after the prompt, runs times. */
-static int bench_spec(sp_model *m, sp_session *s, cli_spec *spec, const int32_t *prompt,
+static int bench_spec(const char *model_dir, sp_session *s, cli_spec *spec, const int32_t *prompt,
                       int64_t prompt_len, int64_t gen_len, int64_t runs, bool json)
 {
     sp_error err = {0};
@@ -105,13 +102,13 @@ static int bench_spec(sp_model *m, sp_session *s, cli_spec *spec, const int32_t 
         if (json) {
             printf("{\"model\": \"%s\", \"draft\": \"%s\", \"gen_len\": %lld, \"plain_decode_tok_s\": %.2f, "
                    "\"spec_decode_tok_s\": %.2f, \"speedup\": %.3f, \"spec\": ",
-                   m->dir, spec->draft, (long long)gen_len, pm, fm, fm / pm);
+                   model_dir, spec->draft, (long long)gen_len, pm, fm, fm / pm);
             cli_spec_print_json(stdout, &ss);
             printf("}\n");
         } else {
             printf("%s: plain decode %.1f tok/s, speculative (--draft %s) %.1f tok/s: speedup %.2fx "
                    "(identical tokens), median of %lld runs\n",
-                   m->dir, pm, spec->draft, fm, fm / pm, (long long)runs);
+                   model_dir, pm, spec->draft, fm, fm / pm, (long long)runs);
             cli_spec_print_summary(stdout, &ss);
         }
     }
@@ -173,6 +170,7 @@ int cmd_bench(int argc, char **argv)
     mp.n_ctx = prompt_len + gen_len;
     sp_model *m = NULL;
     sp_session *s = NULL;
+    sp_sampler *greedy = NULL;
     double *pf = calloc((size_t)runs, sizeof *pf), *dc = calloc((size_t)runs, sizeof *dc);
     rc = CLI_OK;
     if (!pf || !dc) {
@@ -188,14 +186,20 @@ int cmd_bench(int argc, char **argv)
         rc = cli_fail(&err);
         goto done;
     }
+    sp_sampling_params gs = sp_sampling_default_params();
+    gs.temperature = 0;
+    if (sp_sampler_new(&gs, sp_model_n_vocab(m), &greedy, &err) != SP_OK) {
+        rc = cli_fail(&err);
+        goto done;
+    }
     if (!prompt && !(prompt = malloc((size_t)prompt_len * sizeof *prompt))) {
         rc = cli_failf("out of memory");
         goto done;
     }
-    sp_rng rng;
-    sp_rng_seed(&rng, 1234);
+    cli_rng rng;
+    cli_rng_seed(&rng, 1234);
     for (int64_t i = 0; !tokens_s && i < prompt_len; i++)
-        prompt[i] = (int32_t)(sp_rng_next(&rng) % (uint64_t)sp_model_n_vocab(m));
+        prompt[i] = (int32_t)(cli_rng_next(&rng) % (uint64_t)sp_model_n_vocab(m));
     for (int64_t i = 0; i < prompt_len; i++)
         if (prompt[i] < 0 || prompt[i] >= sp_model_n_vocab(m)) {
             rc = cli_failf("--tokens: id %d is outside the vocabulary", prompt[i]);
@@ -203,25 +207,25 @@ int cmd_bench(int argc, char **argv)
         }
     if (spec.draft) {
         if ((rc = cli_spec_open(&spec, m, model_dir, NULL, prompt_len + gen_len, &mp)) == CLI_OK)
-            rc = bench_spec(m, s, &spec, prompt, prompt_len, gen_len, runs, json);
+            rc = bench_spec(model_dir, s, &spec, prompt, prompt_len, gen_len, runs, json);
         goto done;
     }
     for (int64_t r = 0; r < runs; r++) {
         sp_session_truncate(s, 0, NULL);
-        double t0 = sp_now_ms();
+        double t0 = cli_now_ms();
         if (sp_session_eval(s, prompt, (size_t)prompt_len, NULL, &err) != SP_OK) {
             rc = cli_fail(&err);
             goto done;
         }
-        double t1 = sp_now_ms();
+        double t1 = cli_now_ms();
         for (int64_t g = 0; g < gen_len; g++) {
-            int32_t tok = sp_argmax(sp_session_last_logits(s), sp_model_n_vocab(m));
+            int32_t tok = sp_sampler_next(greedy, sp_session_last_logits(s));
             if (sp_session_eval(s, &tok, 1, NULL, &err) != SP_OK) {
                 rc = cli_fail(&err);
                 goto done;
             }
         }
-        double t2 = sp_now_ms();
+        double t2 = cli_now_ms();
         pf[r] = (double)prompt_len / ((t1 - t0) / 1e3);
         dc[r] = (double)gen_len / ((t2 - t1) / 1e3);
     }
@@ -246,6 +250,7 @@ done:
     free(pf);
     free(dc);
     free(prompt);
+    sp_sampler_free(greedy);
     sp_session_free(s);
     sp_model_close(m);
     return rc;

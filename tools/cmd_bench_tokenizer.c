@@ -8,9 +8,6 @@
  * two id counts are compared. */
 #include "cli.h"
 #include "commands.h"
-#include "runtime/sampler.h"
-#include "util/clock.h"
-#include "util/fileio.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,20 +31,20 @@ static char *make_text(size_t bytes, size_t *len)
     char *t = malloc(bytes + 256);
     if (!t)
         return NULL;
-    sp_rng rng;
-    sp_rng_seed(&rng, 42);
+    cli_rng rng;
+    cli_rng_seed(&rng, 42);
     size_t o = 0;
     while (o < bytes) {
-        if (sp_rng_next(&rng) % 8 == 0) {
-            const char *l = LINES[sp_rng_next(&rng) % (sizeof LINES / sizeof LINES[0])];
+        if (cli_rng_next(&rng) % 8 == 0) {
+            const char *l = LINES[cli_rng_next(&rng) % (sizeof LINES / sizeof LINES[0])];
             size_t n = strlen(l);
             memcpy(t + o, l, n);
             o += n;
             continue;
         }
-        int words = 8 + (int)(sp_rng_next(&rng) % 24);
+        int words = 8 + (int)(cli_rng_next(&rng) % 24);
         for (int w = 0; w < words; w++) {
-            const char *s = WORDS[sp_rng_next(&rng) % (sizeof WORDS / sizeof WORDS[0])];
+            const char *s = WORDS[cli_rng_next(&rng) % (sizeof WORDS / sizeof WORDS[0])];
             size_t n = strlen(s);
             memcpy(t + o, s, n);
             o += n;
@@ -91,19 +88,19 @@ int cmd_bench_tokenizer(int argc, char **argv)
     sp_error err = {0};
     char *text = NULL;
     size_t len = 0;
-    if (file ? sp_read_file(file, 1u << 30, &text, &len, &err) != SP_OK : !(text = make_text((size_t)mb << 20, &len)))
+    if (file ? cli_read_file(file, 1u << 30, &text, &len, &err) != SP_OK : !(text = make_text((size_t)mb << 20, &len)))
         return file ? cli_fail(&err) : cli_failf("out of memory");
-    double t0 = sp_now_ms();
+    double t0 = cli_now_ms();
     sp_tokenizer *t;
     if (sp_tokenizer_open(path, &t, &err) != SP_OK) {
         free(text);
         return cli_fail(&err);
     }
-    double load_ms = sp_now_ms() - t0;
+    double load_ms = cli_now_ms() - t0;
     double *times = calloc((size_t)runs, sizeof *times);
     size_t n_ids = 0;
     for (int64_t r = 0; r < runs && rc == CLI_OK; r++) {
-        double a = sp_now_ms();
+        double a = cli_now_ms();
         n_ids = 0;
         for (size_t s = 0; s <= len;) {
             const char *nl = memchr(text + s, '\n', len - s);
@@ -118,7 +115,7 @@ int cmd_bench_tokenizer(int argc, char **argv)
             n_ids += k;
             s = e + 1;
         }
-        times[r] = sp_now_ms() - a;
+        times[r] = cli_now_ms() - a;
     }
     qsort(times, (size_t)runs, sizeof *times, cmp_d);
     double med = times[runs / 2], mbs = (double)len / 1e6 / (med / 1e3);
@@ -129,9 +126,9 @@ int cmd_bench_tokenizer(int argc, char **argv)
         if (fd >= 0 && write(fd, text, len) == (ssize_t)len) {
             char cmd[4096];
             snprintf(cmd, sizeof cmd, "node '%s/oracle/bench_tokenizers.js' '%s' '%s' %lld", oracle,
-                     sp_file_exists(path) ? path : "", tmpl, (long long)runs);
-            if (!sp_file_exists(path)) {
-                char *tj = sp_path_join(path, "tokenizer.json");
+                     cli_file_exists(path) ? path : "", tmpl, (long long)runs);
+            if (!cli_file_exists(path)) {
+                char *tj = cli_path_join(path, "tokenizer.json");
                 snprintf(cmd, sizeof cmd, "node '%s/oracle/bench_tokenizers.js' '%s' '%s' %lld",
                          oracle, tj ? tj : "", tmpl, (long long)runs);
                 free(tj);

@@ -3,7 +3,6 @@
  * any check fails. */
 #include "cli.h"
 #include "commands.h"
-#include "diag/check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,19 +81,22 @@ int cmd_check(int argc, char **argv)
         goto done;
     }
     sp_check_inputs in = {m, dir, tok, d, ids, n};
-    sp_check_report rep;
-    if (sp_check_run(&in, &rep, &err) != SP_OK) {
+    sp_check_results *rep;
+    if (sp_check_model(&in, &rep, &err) != SP_OK) {
         rc = cli_fail(&err);
         goto done;
     }
     int fails = 0, warns = 0;
-    for (size_t i = 0; i < rep.n; i++) {
-        printf("%-4s  %-26s %s\n", sp_check_status_name(rep.r[i].status), rep.r[i].name, rep.r[i].detail);
-        fails += rep.r[i].status == SP_CHECK_FAIL;
-        warns += rep.r[i].status == SP_CHECK_WARN;
+    size_t n_checks = sp_check_results_count(rep);
+    for (size_t i = 0; i < n_checks; i++) {
+        const char *name, *detail;
+        sp_check_status cs = sp_check_results_get(rep, i, &name, &detail);
+        printf("%-4s  %-26s %s\n", sp_check_status_name(cs), name, detail);
+        fails += cs == SP_CHECK_FAIL;
+        warns += cs == SP_CHECK_WARN;
     }
-    printf("%zu checks: %d failed, %d warnings\n", rep.n, fails, warns);
-    sp_check_report_free(&rep);
+    printf("%zu checks: %d failed, %d warnings\n", n_checks, fails, warns);
+    sp_check_results_free(rep);
     rc = fails ? CLI_ERR : CLI_OK;
 done:
     free(ids);

@@ -3,7 +3,6 @@
  * grows through the later layers at the same position. Exit 0 either way; 1 on bad files. */
 #include "cli.h"
 #include "commands.h"
-#include "diag/trace_diff.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -17,72 +16,88 @@ static void json_num(double v)
         printf("%.9g", v);
 }
 
-static void json_stats(const sp_trace_rec *r)
+static void json_stats(const sp_trace_record *r)
 {
     printf("{\"token\": %d, \"mean\": ", r->token);
-    json_num(r->s.mean);
+    json_num(r->mean);
     printf(", \"std\": ");
-    json_num(r->s.std);
+    json_num(r->std);
     printf(", \"min\": ");
-    json_num(r->s.min);
+    json_num(r->min);
     printf(", \"max\": ");
-    json_num(r->s.max);
+    json_num(r->max);
     printf(", \"amax\": ");
-    json_num(r->s.amax);
+    json_num(r->amax);
     printf(", \"l2\": ");
-    json_num(r->s.l2);
-    printf(", \"nan\": %lld, \"inf\": %lld, \"hash\": \"%016llx\"}", (long long)r->s.nan, (long long)r->s.inf,
-           (unsigned long long)r->s.hash);
+    json_num(r->l2);
+    printf(", \"nan\": %lld, \"inf\": %lld, \"hash\": \"%016llx\"}", (long long)r->n_nan, (long long)r->n_inf,
+           (unsigned long long)r->hash);
 }
 
-static void print_json(const sp_trace_file *a, const sp_trace_file *b, const sp_trace_diff *d)
+/* Record i of t (indices come from the report, so they are in range). */
+static sp_trace_record rec(const sp_trace *t, size_t i)
 {
+    sp_trace_record r = {0};
+    sp_trace_get(t, i, &r);
+    return r;
+}
+
+static void print_json(const sp_trace *a, const sp_trace *b, const sp_trace_report *rep)
+{
+    sp_trace_summary sum, *d = &sum;
+    sp_trace_report_summary(rep, d);
     printf("{\"records\": {\"a\": %zu, \"b\": %zu}, \"aligned\": \"%s\", \"compared\": %zu, "
-           "\"first_divergence\": ", a->n, b->n, d->by_index ? "index" : "position", d->matched);
-    if (!d->found) {
+           "\"first_divergence\": ", sp_trace_n_records(a), sp_trace_n_records(b),
+           d->by_index ? "index" : "position", d->n_compared);
+    if (!d->diverged) {
         printf("null}\n");
         return;
     }
-    const sp_trace_rec *ra = &a->r[d->first.ia], *rb = &b->r[d->first.ib];
+    sp_trace_record va = rec(a, d->first.a), vb = rec(b, d->first.b), *ra = &va, *rb = &vb;
     printf("{\"model\": \"%s\", \"pass\": %lld, \"layer\": %d, \"op\": \"%s\", \"position\": %lld, "
            "\"rel_diff\": ", ra->model, (long long)ra->pass, ra->layer, ra->op, (long long)ra->position);
-    json_num(d->first.rel);
+    json_num(d->first.rel_diff);
     printf(", \"a\": ");
     json_stats(ra);
     printf(", \"b\": ");
     json_stats(rb);
     printf("}, \"growth\": [");
     for (size_t i = 0; i < d->n_growth; i++) {
-        const sp_trace_rec *g = &a->r[d->growth[i].ia];
-        printf("%s{\"layer\": %d, \"op\": \"%s\", \"rel_diff\": ", i ? ", " : "", g->layer, g->op);
-        json_num(d->growth[i].rel);
+        sp_trace_match m = sp_trace_report_growth(rep, i);
+        sp_trace_record g = rec(a, m.a);
+        printf("%s{\"layer\": %d, \"op\": \"%s\", \"rel_diff\": ", i ? ", " : "", g.layer, g.op);
+        json_num(m.rel_diff);
         printf("}");
     }
     printf("]}\n");
 }
 
-static void print_text(const sp_trace_file *a, const sp_trace_file *b, const sp_trace_diff *d)
+static void print_text(const sp_trace *a, const sp_trace *b, const sp_trace_report *rep)
 {
-    printf("compared %zu records (A %zu, B %zu), aligned by %s\n", d->matched, a->n, b->n,
+    sp_trace_summary sum, *d = &sum;
+    sp_trace_report_summary(rep, d);
+    printf("compared %zu records (A %zu, B %zu), aligned by %s\n", d->n_compared,
+           sp_trace_n_records(a), sp_trace_n_records(b),
            d->by_index ? "index" : "(model, layer, op, position)");
-    if (!d->found) {
+    if (!d->diverged) {
         printf("no divergence\n");
         return;
     }
-    const sp_trace_rec *ra = &a->r[d->first.ia], *rb = &b->r[d->first.ib];
+    sp_trace_record va = rec(a, d->first.a), vb = rec(b, d->first.b), *ra = &va, *rb = &vb;
     printf("first divergence: %s pass %lld, layer %d, op %s, position %lld (relative difference %.3g)\n",
-           ra->model, (long long)ra->pass, ra->layer, ra->op, (long long)ra->position, d->first.rel);
+           ra->model, (long long)ra->pass, ra->layer, ra->op, (long long)ra->position, d->first.rel_diff);
     printf("  A: token %d mean %.6g std %.6g amax %.6g l2 %.6g nan %lld inf %lld hash %016llx\n", ra->token,
-           ra->s.mean, ra->s.std, ra->s.amax, ra->s.l2, (long long)ra->s.nan, (long long)ra->s.inf,
-           (unsigned long long)ra->s.hash);
+           ra->mean, ra->std, ra->amax, ra->l2, (long long)ra->n_nan, (long long)ra->n_inf,
+           (unsigned long long)ra->hash);
     printf("  B: token %d mean %.6g std %.6g amax %.6g l2 %.6g nan %lld inf %lld hash %016llx\n", rb->token,
-           rb->s.mean, rb->s.std, rb->s.amax, rb->s.l2, (long long)rb->s.nan, (long long)rb->s.inf,
-           (unsigned long long)rb->s.hash);
+           rb->mean, rb->std, rb->amax, rb->l2, (long long)rb->n_nan, (long long)rb->n_inf,
+           (unsigned long long)rb->hash);
     if (d->n_growth)
         printf("  %6s  %-20s %12s %14s %14s\n", "layer", "op", "rel diff", "l2 A", "l2 B");
     for (size_t i = 0; i < d->n_growth; i++) {
-        const sp_trace_rec *ga = &a->r[d->growth[i].ia], *gb = &b->r[d->growth[i].ib];
-        printf("  %6d  %-20s %12.3g %14.6g %14.6g\n", ga->layer, ga->op, d->growth[i].rel, ga->s.l2, gb->s.l2);
+        sp_trace_match m = sp_trace_report_growth(rep, i);
+        sp_trace_record ga = rec(a, m.a), gb = rec(b, m.b);
+        printf("  %6d  %-20s %12.3g %14.6g %14.6g\n", ga.layer, ga.op, m.rel_diff, ga.l2, gb.l2);
     }
 }
 
@@ -122,22 +137,22 @@ int cmd_diff(int argc, char **argv)
     if (!(tol >= 0))
         return cli_failf("--tol must be >= 0");
     sp_error err = {0};
-    sp_trace_file a, b = {0};
-    if (sp_trace_read(pa, &a, &err) != SP_OK)
+    sp_trace *a, *b;
+    if (sp_trace_open(pa, &a, &err) != SP_OK)
         return cli_fail(&err);
-    if (sp_trace_read(pb, &b, &err) != SP_OK) {
-        sp_trace_file_free(&a);
+    if (sp_trace_open(pb, &b, &err) != SP_OK) {
+        sp_trace_close(a);
         return cli_fail(&err);
     }
-    sp_trace_diff d;
-    if (sp_trace_diff_run(&a, &b, tol, &d, &err) != SP_OK)
+    sp_trace_report *d;
+    if (sp_trace_compare(a, b, tol, &d, &err) != SP_OK)
         rc = cli_fail(&err);
     else if (json)
-        print_json(&a, &b, &d);
+        print_json(a, b, d);
     else
-        print_text(&a, &b, &d);
-    sp_trace_diff_free(&d);
-    sp_trace_file_free(&a);
-    sp_trace_file_free(&b);
+        print_text(a, b, d);
+    sp_trace_report_free(d);
+    sp_trace_close(a);
+    sp_trace_close(b);
     return rc;
 }

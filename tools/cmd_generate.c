@@ -9,7 +9,7 @@
 #include "cli_spec.h"
 #include "commands.h"
 
-#include "util/json_text.h"
+#include "json_text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +57,7 @@ static void print_json(const int32_t *toks, const sp_generate_stats *st, sp_toke
         printf(", \"text\": ");
         if (sp_tokenizer_decode(tok, toks, (size_t)st->n_generated, !special, &text, &len, NULL) ==
             SP_OK) {
-            sp_json_write_string(stdout, text, len);
+            cli_json_write_string(stdout, text, len);
             free(text);
         } else {
             printf("null");

@@ -6,91 +6,62 @@
  * and not applied. */
 #include "cli.h"
 #include "commands.h"
-#include "model/model.h"
 
 #include <stdio.h>
 #include <string.h>
 
-typedef struct fmt_count {
-    int64_t n[SP_WF_FP8_BLOCK + 1];
-} fmt_count;
-
-static void count(fmt_count *c, const sp_weight *w)
+static void print_text(const sp_model *m, const sp_model_info *in)
 {
-    if (w->format != SP_WF_NONE)
-        c->n[w->format]++;
-}
-
-static void count_layer(fmt_count *c, const sp_layer *L)
-{
-    const sp_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wq_a, &L->wq_b, &L->wkv_a,
-                             &L->wkv_b, &L->w_gate, &L->w_up, &L->w_down, &L->router,
-                             &L->sh_gate, &L->sh_up, &L->sh_down};
-    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-        count(c, ws[i]);
-    for (int64_t e = 0; L->moe && e < L->n_experts; e++) {
-        count(c, &L->experts[e].gate);
-        count(c, &L->experts[e].up);
-        count(c, &L->experts[e].down);
-    }
-}
-
-static void print_text(const sp_model *m, const fmt_count *c, int64_t n_moe)
-{
-    printf("architecture   %s\n", m->cfg->arch);
+    printf("architecture   %s\n", in->architecture);
     printf("dimensions     vocab %lld, hidden %lld, layers %lld (%lld MoE), heads %lld / kv %lld, "
-           "head_dim %lld\n", (long long)m->n_vocab, (long long)m->n_embd, (long long)m->n_layers,
-           (long long)n_moe, (long long)m->n_heads, (long long)m->n_kv_heads, (long long)m->head_dim);
-    if (n_moe)
-        printf("experts        %lld, top-%lld, width %lld\n", (long long)m->cfg->n_experts,
-               (long long)m->cfg->n_experts_per_tok,
-               (long long)(m->cfg->moe_intermediate_size > 0 ? m->cfg->moe_intermediate_size
-                                                              : m->cfg->intermediate_size));
-    printf("rope           %s, dim %lld, attention factor %g\n", sp_rope_type_name(m->cfg->rope.type),
-           (long long)m->rope.dim, (double)m->rope.attention_factor);
-    printf("quantization   %s", sp_quant_method_name(m->quant.method));
-    if (m->quant.method)
-        printf(" (%s from %s; weight-only: activations stay fp32)", m->quant.algo, m->quant.source);
+           "head_dim %lld\n", (long long)in->n_vocab, (long long)in->n_embd, (long long)in->n_layers,
+           (long long)in->n_moe_layers, (long long)in->n_heads, (long long)in->n_kv_heads, (long long)in->head_dim);
+    if (in->n_moe_layers)
+        printf("experts        %lld, top-%lld, width %lld\n", (long long)in->n_experts,
+               (long long)in->n_experts_per_tok, (long long)in->expert_width);
+    printf("rope           %s, dim %lld, attention factor %g\n", in->rope_type,
+           (long long)in->rope_dim, (double)in->rope_attention_factor);
+    printf("quantization   %s", in->quant_method);
+    if (in->quantized)
+        printf(" (%s from %s; weight-only: activations stay fp32)", in->quant_algo, in->quant_source);
     printf("\nmatrices      ");
-    for (int f = SP_WF_F32; f <= SP_WF_FP8_BLOCK; f++)
-        if (c->n[f])
-            printf(" %s %lld", sp_wformat_name((sp_wformat)f), (long long)c->n[f]);
+    for (size_t f = 0; f < in->n_formats; f++)
+        printf(" %s %lld", in->formats[f].name, (long long)in->formats[f].n_matrices);
     printf("\nweights        %.2f MiB bound (%.2f MiB packed quantized)\n",
-           (double)m->weight_bytes / 1048576.0, (double)m->quant.packed_bytes / 1048576.0);
-    printf("device         %s", sp_model_device(m));
-    if (m->be->total_bytes)
-        printf(", %.1f MiB of weights there", (double)sp_model_device_bytes(m) / 1048576.0);
+           (double)in->weight_bytes / 1048576.0, (double)in->packed_bytes / 1048576.0);
+    printf("device         %s", in->device);
+    if (in->device_total_bytes)
+        printf(", %.1f MiB of weights there", (double)in->device_bytes / 1048576.0);
     printf("; a %lld-token session adds %.1f MiB (KV cache + pass buffers)\n",
-           (long long)sp_model_default_ctx(m), (double)sp_model_session_bytes(m, 0, 0) / 1048576.0);
-    if (m->quant.act_quant_declared || m->quant.n_input_scales)
+           (long long)in->default_n_ctx, (double)in->session_bytes / 1048576.0);
+    if (in->act_quant_declared || in->n_input_scales)
         printf("input scales   %zu (config %s quantized activations; not applied)\n",
-               m->quant.n_input_scales, m->quant.act_quant_declared ? "declares" : "does not declare");
-    for (size_t i = 0; i < m->quant.n_input_scales; i++)
-        printf("  %s = %.9g\n", m->quant.input_scales[i].tensor, (double)m->quant.input_scales[i].value);
+               in->n_input_scales, in->act_quant_declared ? "declares" : "does not declare");
+    const char *name;
+    float value;
+    for (size_t i = 0; sp_model_input_scale(m, i, &name, &value); i++)
+        printf("  %s = %.9g\n", name, (double)value);
 }
 
-static void print_json(const sp_model *m, const fmt_count *c, int64_t n_moe)
+static void print_json(const sp_model *m, const sp_model_info *in)
 {
     printf("{\"architecture\": \"%s\", \"vocab\": %lld, \"hidden\": %lld, \"layers\": %lld, "
            "\"moe_layers\": %lld, \"quant_method\": \"%s\", \"quant_source\": \"%s\", "
            "\"weight_bytes\": %llu, \"packed_bytes\": %llu, \"formats\": {",
-           m->cfg->arch, (long long)m->n_vocab, (long long)m->n_embd, (long long)m->n_layers,
-           (long long)n_moe, sp_quant_method_name(m->quant.method),
-           m->quant.source ? m->quant.source : "", (unsigned long long)m->weight_bytes,
-           (unsigned long long)m->quant.packed_bytes);
-    bool first = true;
-    for (int f = SP_WF_F32; f <= SP_WF_FP8_BLOCK; f++)
-        if (c->n[f]) {
-            printf("%s\"%s\": %lld", first ? "" : ", ", sp_wformat_name((sp_wformat)f), (long long)c->n[f]);
-            first = false;
-        }
+           in->architecture, (long long)in->n_vocab, (long long)in->n_embd, (long long)in->n_layers,
+           (long long)in->n_moe_layers, in->quant_method,
+           in->quant_source ? in->quant_source : "", (unsigned long long)in->weight_bytes,
+           (unsigned long long)in->packed_bytes);
+    for (size_t f = 0; f < in->n_formats; f++)
+        printf("%s\"%s\": %lld", f ? ", " : "", in->formats[f].name, (long long)in->formats[f].n_matrices);
     printf("}, \"input_scales\": {");
-    for (size_t i = 0; i < m->quant.n_input_scales; i++)
-        printf("%s\"%s\": %.9g", i ? ", " : "", m->quant.input_scales[i].tensor,
-               (double)m->quant.input_scales[i].value);
+    const char *name;
+    float value;
+    for (size_t i = 0; sp_model_input_scale(m, i, &name, &value); i++)
+        printf("%s\"%s\": %.9g", i ? ", " : "", name, (double)value);
     printf("}, \"device\": \"%s\", \"device_weight_bytes\": %llu, \"session_bytes\": %llu}\n",
-           sp_model_device(m), (unsigned long long)sp_model_device_bytes(m),
-           (unsigned long long)sp_model_session_bytes(m, 0, 0));
+           in->device, (unsigned long long)in->device_bytes,
+           (unsigned long long)in->session_bytes);
 }
 
 int cmd_inspect(int argc, char **argv)
@@ -117,19 +88,12 @@ int cmd_inspect(int argc, char **argv)
     sp_model *m;
     if (sp_model_open(dir, &mp, &m, &err) != SP_OK)
         return cli_fail(&err);
-    fmt_count c = {0};
-    count(&c, &m->tok_embd);
-    if (m->lm_head.data != m->tok_embd.data)
-        count(&c, &m->lm_head);
-    int64_t n_moe = 0;
-    for (int64_t l = 0; l < m->n_layers; l++) {
-        count_layer(&c, &m->layers[l]);
-        n_moe += m->layers[l].moe;
-    }
+    sp_model_info info;
+    sp_model_get_info(m, &info);
     if (json)
-        print_json(m, &c, n_moe);
+        print_json(m, &info);
     else
-        print_text(m, &c, n_moe);
+        print_text(m, &info);
     sp_model_close(m);
     return CLI_OK;
 }

@@ -6,13 +6,10 @@
  * matched; no second BOS is added). */
 #include "cli.h"
 #include "commands.h"
-#include "text/jinja/chat.h"
-#include "util/clock.h"
-#include "util/error.h"
-#include "util/fileio.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define CONTEXT_MAX_BYTES (256u << 20)
 
@@ -22,6 +19,15 @@ static int template_fail(const sp_error *err)
     return err->status == SP_ERR_TEMPLATE || err->status == SP_ERR_LIMIT ? CLI_TEMPLATE_ERR : CLI_ERR;
 }
 
+/* "path: " before a context file's message. */
+static void prefix_path(sp_error *err, const char *path)
+{
+    char old[SP_ERROR_MSG_BYTES];
+    memcpy(old, err->msg, sizeof old);
+    old[sizeof old - 1] = '\0';
+    snprintf(err->msg, sizeof err->msg, "%.500s: %.500s", path, old);
+}
+
 typedef struct render_mode {
     const char *now;
     bool plain_syntax, no_defaults;
@@ -29,7 +35,7 @@ typedef struct render_mode {
 } render_mode;
 
 /* The first render compiles; the timed ones reuse the compiled template, as a server does. */
-static int bench_renders(sp_chat *chat, const char *ctx, size_t n, const sp_jinja_options *opt,
+static int bench_renders(sp_chat *chat, const char *ctx, size_t n, const sp_render_options *opt,
                          int64_t runs)
 {
     double best = 1e300, total = 0;
@@ -37,10 +43,10 @@ static int bench_renders(sp_chat *chat, const char *ctx, size_t n, const sp_jinj
     for (int64_t i = 0; i < runs; i++) {
         sp_error err = {0};
         char *out;
-        double t0 = sp_now_ms();
+        double t0 = cli_now_ms();
         if (sp_chat_render(chat, ctx, n, opt, &out, &bytes, &err) != SP_OK)
             return template_fail(&err);
-        double ms = sp_now_ms() - t0;
+        double ms = cli_now_ms() - t0;
         free(out);
         total += ms;
         best = ms < best ? ms : best;
@@ -57,7 +63,7 @@ static int render(const char *path, const char *context_path, const render_mode 
     sp_error err = {0};
     char *ctx;
     size_t n;
-    if (sp_read_file(context_path, CONTEXT_MAX_BYTES, &ctx, &n, &err) != SP_OK)
+    if (cli_read_file(context_path, CONTEXT_MAX_BYTES, &ctx, &n, &err) != SP_OK)
         return cli_fail(&err);
     sp_chat *chat;
     if (sp_chat_open(path, &chat, &err) != SP_OK) {
@@ -65,13 +71,13 @@ static int render(const char *path, const char *context_path, const render_mode 
         return cli_fail(&err);
     }
     sp_chat_set_plain(chat, mode->plain_syntax, mode->no_defaults);
-    sp_jinja_options opt = {.now = mode->now};
+    sp_render_options opt = {.now = mode->now};
     int rc = CLI_OK;
-    double t0 = sp_now_ms();
+    double t0 = cli_now_ms();
     if (sp_chat_render(chat, ctx, n, &opt, out, len, &err) != SP_OK)
-        rc = template_fail((err.status == SP_ERR_FORMAT ? sp_err_prefix(&err, "%s", context_path) : (void)0, &err));
+        rc = template_fail((err.status == SP_ERR_FORMAT ? prefix_path(&err, context_path) : (void)0, &err));
     if (rc == CLI_OK && mode->bench > 0) {
-        fprintf(stderr, "template compile + first render: %.3f ms\n", sp_now_ms() - t0);
+        fprintf(stderr, "template compile + first render: %.3f ms\n", cli_now_ms() - t0);
         rc = bench_renders(chat, ctx, n, &opt, mode->bench);
     }
     sp_chat_close(chat);

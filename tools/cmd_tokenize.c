@@ -6,9 +6,10 @@
  *                        (special tokens kept, as decode(skip_special_tokens=False)) */
 #include "cli.h"
 #include "commands.h"
-#include "util/fileio.h"
-#include "util/json.h"
-#include "util/json_text.h"
+#include "json_text.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,54 @@ static void print_ids(const int32_t *ids, size_t n)
     for (size_t i = 0; i < n; i++)
         printf(i ? ", %d" : "%d", ids[i]);
     putchar(']');
+}
+
+/* The JSON value of a file: nothing but whitespace (or NULs) may follow it. */
+static sp_status parse_json_file(const char *path, cJSON **out, sp_error *err)
+{
+    char *text;
+    size_t len;
+    sp_status st = cli_read_file(path, INPUT_MAX_BYTES, &text, &len, err);
+    if (st != SP_OK)
+        return st;
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, false);
+    if (!j) {
+        size_t off = end && end >= text ? (size_t)(end - text) : 0;
+        snprintf(err->msg, sizeof err->msg, "%s: malformed JSON near byte %zu", path, off);
+        st = err->status = SP_ERR_FORMAT;
+    }
+    for (const char *p = end; j && p < text + len; p++)
+        if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t' && *p != '\0') {
+            snprintf(err->msg, sizeof err->msg, "%s: trailing data after JSON value at byte %zu",
+                     path, (size_t)(p - text));
+            st = err->status = SP_ERR_FORMAT;
+            cJSON_Delete(j);
+            j = NULL;
+        }
+    free(text);
+    *out = j;
+    return st;
+}
+
+/* One token id of file `what`. */
+static sp_status json_id(const cJSON *v, const char *what, int32_t *out, sp_error *err)
+{
+    double d = v->valuedouble;
+    if (cJSON_IsBool(v))
+        snprintf(err->msg, sizeof err->msg, "%s: field 'ids': expected an integer, got a boolean", what);
+    else if (!cJSON_IsNumber(v))
+        snprintf(err->msg, sizeof err->msg, "%s: field 'ids': expected an integer", what);
+    else if (!isfinite(d) || d != floor(d) || d < -9007199254740992.0 || d > 9007199254740992.0)
+        snprintf(err->msg, sizeof err->msg, "%s: field 'ids': expected an integer, got %g", what, d);
+    else if (d < INT32_MIN || d > INT32_MAX)
+        snprintf(err->msg, sizeof err->msg, "%s: field 'ids': value %lld is outside [%lld, %lld]", what,
+                 (long long)d, (long long)INT32_MIN, (long long)INT32_MAX);
+    else {
+        *out = (int32_t)d;
+        return SP_OK;
+    }
+    return err->status = SP_ERR_FORMAT;
 }
 
 static int encode_one(sp_tokenizer *t, const char *s, size_t n, bool special)
@@ -70,12 +119,12 @@ int cmd_tokenize(int argc, char **argv)
     } else {
         char *buf;
         size_t n;
-        sp_json_strs strs = {0};
-        if (sp_read_file(json_in, INPUT_MAX_BYTES, &buf, &n, &err) != SP_OK) {
+        cli_json_strs strs = {0};
+        if (cli_read_file(json_in, INPUT_MAX_BYTES, &buf, &n, &err) != SP_OK) {
             sp_tokenizer_close(t);
             return cli_fail(&err);
         }
-        if (sp_json_parse_string_array(buf, n, json_in, &strs, &err) != SP_OK) {
+        if (cli_json_parse_string_array(buf, n, json_in, &strs, &err) != SP_OK) {
             free(buf);
             sp_tokenizer_close(t);
             return cli_fail(&err);
@@ -88,7 +137,7 @@ int cmd_tokenize(int argc, char **argv)
             rc = encode_one(t, strs.s[i], strs.len[i], special);
         }
         puts("]");
-        sp_json_strs_free(&strs);
+        cli_json_strs_free(&strs);
     }
     sp_tokenizer_close(t);
     return rc;
@@ -114,7 +163,7 @@ int cmd_detokenize(int argc, char **argv)
     }
     sp_error err = {0};
     cJSON *root;
-    if (sp_json_parse_file(json_in, INPUT_MAX_BYTES, &root, &err) != SP_OK)
+    if (parse_json_file(json_in, &root, &err) != SP_OK)
         return cli_fail(&err);
     if (!cJSON_IsArray(root)) {
         cJSON_Delete(root);
@@ -138,12 +187,10 @@ int cmd_detokenize(int argc, char **argv)
         size_t m = (size_t)cJSON_GetArraySize(a), j = 0;
         int32_t *ids = malloc((m ? m : 1) * sizeof *ids);
         for (const cJSON *x = a->child; x && ids; x = x->next, j++) {
-            int64_t v;
-            if (sp_json_as_int(x, json_in, "ids", INT32_MIN, INT32_MAX, &v, &err) != SP_OK) {
+            if (json_id(x, json_in, &ids[j], &err) != SP_OK) {
                 rc = cli_fail(&err);
                 break;
             }
-            ids[j] = (int32_t)v;
         }
         if (rc == CLI_OK && sp_tokenizer_decode(t, ids, m, skip, &texts[k], &lens[k], &err) != SP_OK)
             rc = cli_fail(&err);
@@ -154,7 +201,7 @@ int cmd_detokenize(int argc, char **argv)
         for (size_t i = 0; i < n; i++) {
             if (i)
                 fputs(", ", stdout);
-            sp_json_write_string(stdout, texts[i], lens[i]);
+            cli_json_write_string(stdout, texts[i], lens[i]);
         }
         puts("]");
     }

@@ -6,17 +6,15 @@
 #include "cli.h"
 #include "cli_spec.h"
 #include "commands.h"
-#include "diag/trace_writer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int parse_perturb(const char *s, int *layer, sp_op *op, float *factor)
+static int parse_perturb(const char *s, int *layer, char *name, float *factor)
 {
-    char name[64];
     double f = 0;
-    if (sscanf(s, "%d:%63[a-z_]:%lf", layer, name, &f) != 3 || (*op = sp_op_from_name(name)) == SP_OP_COUNT)
+    if (sscanf(s, "%d:%63[a-z_]:%lf", layer, name, &f) != 3 || !sp_trace_op_valid(name))
         return cli_failf("--perturb '%s': expected LAYER:OP:FACTOR with an op name such as attn_q or "
                          "mlp_out", s);
     *factor = (float)f;
@@ -55,9 +53,9 @@ int cmd_trace(int argc, char **argv)
         return CLI_USAGE;
     }
     int layer = 0;
-    sp_op op = SP_OP_COUNT;
+    char op[64] = "";
     float factor = 1;
-    if (perturb && (rc = parse_perturb(perturb, &layer, &op, &factor)))
+    if (perturb && (rc = parse_perturb(perturb, &layer, op, &factor)))
         return rc;
     sp_error err = {0};
     sp_tokenizer *tok = NULL;
@@ -117,8 +115,10 @@ int cmd_trace(int argc, char **argv)
         rc = cli_fail(&err);
         goto done;
     }
-    if (op != SP_OP_COUNT)
-        sp_trace_writer_perturb(wt, layer, op, factor);
+    if (*op && sp_trace_writer_set_perturb(wt, layer, op, factor, &err) != SP_OK) {
+        rc = cli_fail(&err);
+        goto done;
+    }
     sp_trace_writer_attach(wt, s);
     if (wd)
         sp_trace_writer_attach(wd, spec.draft_session);

@@ -19,7 +19,8 @@
 
 #include "specula.h"
 
-typedef enum sp_check_status { SP_CHECK_PASS, SP_CHECK_WARN, SP_CHECK_FAIL } sp_check_status;
+/* sp_check_status, sp_check_status_name and sp_check_inputs are public (specula.h); the
+ * public sp_check_model wraps sp_check_run (diag_api.c). */
 
 typedef struct sp_check_result {
     char name[48];
@@ -32,18 +33,8 @@ typedef struct sp_check_report {
     size_t n, cap;
 } sp_check_report;
 
-typedef struct sp_check_inputs {
-    sp_model *model;
-    const char *dir;          /* model directory (chat template) */
-    sp_tokenizer *tok;        /* or NULL */
-    sp_model *draft;          /* or NULL */
-    const int32_t *prompt;    /* token ids for the generation checks */
-    size_t n_prompt;
-} sp_check_inputs;
-
 /* Runs every check. An error status only for failures to run (out of memory). */
 sp_status sp_check_run(const sp_check_inputs *in, sp_check_report *rep, sp_error *err);
 void sp_check_report_free(sp_check_report *rep);
-const char *sp_check_status_name(sp_check_status s);
 
 #endif

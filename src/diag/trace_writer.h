@@ -20,17 +20,11 @@
 
 #include <stdio.h>
 
-typedef struct sp_trace_writer sp_trace_writer;
+/* sp_trace_writer_new, _free, _attach, _lines and _failed are public (specula.h), as is
+ * sp_trace_writer_set_perturb, which takes the op by name. */
 
-sp_status sp_trace_writer_new(FILE *f, const char *model_label, sp_trace_writer **out, sp_error *err);
-void sp_trace_writer_free(sp_trace_writer *w);
-/* Observes every forward pass of s from now on. */
-void sp_trace_writer_attach(sp_trace_writer *w, sp_session *s);
 /* Multiplies the output of `op` at `layer` (every position) by factor, in the sessions
  * this writer observes (the first four attached). */
 void sp_trace_writer_perturb(sp_trace_writer *w, int layer, sp_op op, float factor);
-/* Lines written so far; whether a write failed. */
-int64_t sp_trace_writer_lines(const sp_trace_writer *w);
-bool sp_trace_writer_failed(const sp_trace_writer *w);
 
 #endif

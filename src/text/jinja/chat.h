@@ -12,12 +12,8 @@
 
 #include "text/jinja/jinja.h"
 
-/* sp_chat_open, sp_chat_close and sp_chat_render are declared in specula.h. */
-
-/* For testing the engine against plain Jinja2: plain_syntax compiles without
- * trim_blocks/lstrip_blocks; no_defaults renders with the context's variables only (no
- * special tokens, tools, documents or add_generation_prompt). Call before rendering. */
-void sp_chat_set_plain(sp_chat *c, bool plain_syntax, bool no_defaults);
+/* sp_chat_open, sp_chat_close, sp_chat_set_plain and sp_chat_render are declared in
+ * specula.h. */
 
 /* A chat template set from memory: the text of a tokenizer_config.json (or NULL) and a
  * template (or NULL) that, like chat_template.jinja, replaces the config's default. */

@@ -1,12 +1,74 @@
-/* json_text.c: exact JSON string arrays in and out (see json_text.h). */
-#include "util/json_text.h"
-#include "util/error.h"
-#include "util/utf8.h"
+/* json_text.c: exact JSON string arrays in and out (see json_text.h), with the UTF-8
+ * check they need. */
+#include "json_text.h"
 
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-void sp_json_strs_free(sp_json_strs *s)
+static sp_status fail(sp_error *err, sp_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static sp_status fail(sp_error *err, sp_status st, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        err->status = st;
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+/* UTF-8 of a code point that is not a surrogate (the parser never passes one). */
+static size_t utf8_encode(uint32_t cp, char *out)
+{
+    unsigned char *o = (unsigned char *)out;
+    if (cp < 0x80) {
+        o[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (unsigned char)(0xc0 | (cp >> 6));
+        o[1] = (unsigned char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (unsigned char)(0xe0 | (cp >> 12));
+        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+        o[2] = (unsigned char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    o[0] = (unsigned char)(0xf0 | (cp >> 18));
+    o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
+    o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+    o[3] = (unsigned char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+
+/* Well-formed UTF-8 (RFC 3629): shortest forms only, no surrogates, at most U+10FFFF. */
+static bool utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i];
+        size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+                   : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        if (!len || i + len > n)
+            return false;
+        for (size_t k = 1; k < len; k++)
+            if ((p[i + k] & 0xc0) != 0x80)
+                return false;
+        if ((c == 0xe0 && p[i + 1] < 0xa0) || (c == 0xed && p[i + 1] > 0x9f) ||
+            (c == 0xf0 && p[i + 1] < 0x90) || (c == 0xf4 && p[i + 1] > 0x8f))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
+void cli_json_strs_free(cli_json_strs *s)
 {
     for (size_t i = 0; i < s->n; i++)
         free(s->s[i]);
@@ -45,13 +107,13 @@ static sp_status parse_string(const char *t, size_t n, size_t *i, char **out, si
     size_t k = *i + 1;
     char *s = malloc(n - *i + 1);
     if (!s)
-        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+        return fail(err, SP_ERR_NOMEM, "out of memory");
     size_t o = 0;
     while (k < n && t[k] != '"') {
         unsigned char c = (unsigned char)t[k];
         if (c < 0x20) {
             free(s);
-            return sp_err(err, SP_ERR_FORMAT, "%s: control character inside a string at byte %zu",
+            return fail(err, SP_ERR_FORMAT, "%s: control character inside a string at byte %zu",
                           what, k);
         }
         if (c != '\\') {
@@ -85,7 +147,7 @@ static sp_status parse_string(const char *t, size_t n, size_t *i, char **out, si
             } else if (cp >= 0xdc00 && cp <= 0xdfff) {
                 goto bad_escape;
             }
-            o += sp_utf8_encode(cp, s + o);
+            o += utf8_encode(cp, s + o);
             break;
         }
         default:
@@ -94,13 +156,12 @@ static sp_status parse_string(const char *t, size_t n, size_t *i, char **out, si
     }
     if (k >= n) {
         free(s);
-        return sp_err(err, SP_ERR_FORMAT, "%s: unterminated string", what);
+        return fail(err, SP_ERR_FORMAT, "%s: unterminated string", what);
     }
     s[o] = '\0';
-    size_t bad;
-    if (!sp_utf8_valid(s, o, &bad)) {
+    if (!utf8_valid(s, o)) {
         free(s);
-        return sp_err(err, SP_ERR_FORMAT, "%s: string is not valid UTF-8", what);
+        return fail(err, SP_ERR_FORMAT, "%s: string is not valid UTF-8", what);
     }
     *out = s;
     *len = o;
@@ -108,26 +169,26 @@ static sp_status parse_string(const char *t, size_t n, size_t *i, char **out, si
     return SP_OK;
 bad_escape:
     free(s);
-    return sp_err(err, SP_ERR_FORMAT, "%s: invalid escape (or lone surrogate) near byte %zu",
+    return fail(err, SP_ERR_FORMAT, "%s: invalid escape (or lone surrogate) near byte %zu",
                   what, k);
 }
 
-sp_status sp_json_parse_string_array(const char *t, size_t n, const char *what,
-                                     sp_json_strs *out, sp_error *err)
+sp_status cli_json_parse_string_array(const char *t, size_t n, const char *what,
+                                      cli_json_strs *out, sp_error *err)
 {
     memset(out, 0, sizeof *out);
     size_t i = skip_ws(t, n, 0), cap = 0;
     if (i >= n || t[i] != '[')
-        return sp_err(err, SP_ERR_FORMAT, "%s: expected a JSON array of strings", what);
+        return fail(err, SP_ERR_FORMAT, "%s: expected a JSON array of strings", what);
     i = skip_ws(t, n, i + 1);
     if (i < n && t[i] == ']') {
         i = skip_ws(t, n, i + 1);
-        return i == n ? SP_OK : sp_err(err, SP_ERR_FORMAT, "%s: trailing data after the array", what);
+        return i == n ? SP_OK : fail(err, SP_ERR_FORMAT, "%s: trailing data after the array", what);
     }
     for (;;) {
         if (i >= n || t[i] != '"') {
-            sp_json_strs_free(out);
-            return sp_err(err, SP_ERR_FORMAT, "%s: expected a string at byte %zu", what, i);
+            cli_json_strs_free(out);
+            return fail(err, SP_ERR_FORMAT, "%s: expected a string at byte %zu", what, i);
         }
         if (out->n == cap) {
             cap = cap ? cap * 2 : 16;
@@ -136,14 +197,14 @@ sp_status sp_json_parse_string_array(const char *t, size_t n, const char *what,
             if (a)
                 out->s = a;
             if (!a || !b) {
-                sp_json_strs_free(out);
-                return sp_err(err, SP_ERR_NOMEM, "out of memory");
+                cli_json_strs_free(out);
+                return fail(err, SP_ERR_NOMEM, "out of memory");
             }
             out->len = b;
         }
         sp_status st = parse_string(t, n, &i, &out->s[out->n], &out->len[out->n], what, err);
         if (st != SP_OK) {
-            sp_json_strs_free(out);
+            cli_json_strs_free(out);
             return st;
         }
         out->n++;
@@ -154,18 +215,18 @@ sp_status sp_json_parse_string_array(const char *t, size_t n, const char *what,
         }
         if (i < n && t[i] == ']')
             break;
-        sp_json_strs_free(out);
-        return sp_err(err, SP_ERR_FORMAT, "%s: expected ',' or ']' at byte %zu", what, i);
+        cli_json_strs_free(out);
+        return fail(err, SP_ERR_FORMAT, "%s: expected ',' or ']' at byte %zu", what, i);
     }
     i = skip_ws(t, n, i + 1);
     if (i != n) {
-        sp_json_strs_free(out);
-        return sp_err(err, SP_ERR_FORMAT, "%s: trailing data after the array", what);
+        cli_json_strs_free(out);
+        return fail(err, SP_ERR_FORMAT, "%s: trailing data after the array", what);
     }
     return SP_OK;
 }
 
-void sp_json_write_string(FILE *f, const char *s, size_t n)
+void cli_json_write_string(FILE *f, const char *s, size_t n)
 {
     fputc('"', f);
     for (size_t i = 0; i < n; i++) {
