@@ -1,16 +1,24 @@
 /* make_random_model.c: writes random checkpoints (config.json + model.safetensors) of
  * realistic shapes for benchmarks: BF16 weights ~ N(0, 0.02), unit-ish norms.
  *
- * usage: make_random_model OUT_DIR [--preset llama-100m|llama-tiny|gptoss-mxfp4]
+ * usage: make_random_model OUT_DIR [--preset llama-100m|llama-1b|llama-tiny|gptoss-mxfp4]
+ *                         [--gguf FILE]
  * llama-100m: vocab 32000, hidden 768, 12 layers, 12 heads / 4 KV heads, MLP 2048,
  *   tied embeddings: 100M parameters, 200 MB.
+ * llama-1b: vocab 32000, hidden 2048, 16 layers, 32 heads / 8 KV heads, MLP 8192,
+ *   untied: 1.1B parameters, 2.2 GB.
+ * --gguf FILE also writes the GGUF twin (same shapes, types and values) for llama.cpp
+ *   (bench/gguf_twin.c). Its Q/K rows are not permuted as convert_hf_to_gguf does, so
+ *   llama.cpp computes another function of them: the twin is for timing only.
  * gptoss-mxfp4: GptOssForCausalLM as the hub ships it (MXFP4 expert blocks + UE8M0
  *   scales, BF16 elsewhere): vocab 32000, hidden 1024, 8 layers, 16 heads / 4 KV heads of
  *   64, 32 experts of width 1024, top-4, sliding window 128 on even layers: 0.85B
  *   parameters, 0.6 GB. */
 #include "format/safetensors_write.h"
+#include "gguf_twin.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,8 +59,12 @@ static void fill_bf16(void *vctx, unsigned char *buf, size_t offset, size_t n)
     }
 }
 
-/* Writes dir/model.safetensors and frees the tensor tables; returns the exit code. */
-static int write_tensors(const char *dir, sp_st_out *t, size_t k, fill_ctx *ctx, char (*names)[128])
+static const char *gguf_path; /* --gguf FILE */
+
+/* Writes dir/model.safetensors (and the GGUF twin when asked) and frees the tensor
+ * tables; returns the exit code. */
+static int write_tensors(const char *dir, sp_st_out *t, size_t k, fill_ctx *ctx, char (*names)[128],
+                         const gguf_hparams *hp)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
@@ -62,6 +74,8 @@ static int write_tensors(const char *dir, sp_st_out *t, size_t k, fill_ctx *ctx,
         fprintf(stderr, "%s\n", err.msg);
         rc = 1;
     }
+    if (!rc && gguf_path)
+        rc = gguf_twin_write(gguf_path, hp, t, k);
     free(t);
     free(ctx);
     free(names);
@@ -157,21 +171,41 @@ static int write_gptoss(const char *dir)
         BF(L("mlp.experts.down_proj_bias"), E, H, 0.0f, 0.02f);
 #undef L
     }
-    return write_tensors(dir, t, k, ctx, names);
+    gguf_hparams hp = {"gpt-oss", 4096, (uint32_t)H, (uint32_t)I, (uint32_t)NL, (uint32_t)NH, (uint32_t)KV,
+                       (uint32_t)V, (uint32_t)HD, (uint32_t)E, 4, 128, 150000.0f, 1e-5f};
+    return write_tensors(dir, t, k, ctx, names, &hp);
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s OUT_DIR [--preset llama-100m|llama-tiny|gptoss-mxfp4]\n", argv[0]);
+        fprintf(stderr, "usage: %s OUT_DIR [--preset llama-100m|llama-1b|llama-tiny|gptoss-mxfp4] [--gguf FILE]\n",
+                argv[0]);
         return 2;
     }
-    const char *dir = argv[1];
+    const char *dir = argv[1], *preset = "llama-100m";
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--preset"))
+            preset = argv[i + 1];
+        else if (!strcmp(argv[i], "--gguf"))
+            gguf_path = argv[i + 1];
+        else {
+            fprintf(stderr, "unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
     shape s = {32000, 768, 2048, 12, 12, 4};
-    if (argc > 3 && strcmp(argv[2], "--preset") == 0 && strcmp(argv[3], "llama-tiny") == 0)
+    bool tied = true;
+    if (!strcmp(preset, "llama-tiny"))
         s = (shape){512, 128, 256, 2, 4, 2};
+    else if (!strcmp(preset, "llama-1b"))
+        s = (shape){32000, 2048, 8192, 16, 32, 8}, tied = false;
+    else if (strcmp(preset, "llama-100m") && strcmp(preset, "gptoss-mxfp4")) {
+        fprintf(stderr, "unknown preset %s\n", preset);
+        return 2;
+    }
     mkdir(dir, 0755);
-    if (argc > 3 && strcmp(argv[2], "--preset") == 0 && strcmp(argv[3], "gptoss-mxfp4") == 0)
+    if (!strcmp(preset, "gptoss-mxfp4"))
         return write_gptoss(dir);
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -185,13 +219,13 @@ int main(int argc, char **argv)
             "\"vocab_size\": %lld, \"hidden_size\": %lld, \"intermediate_size\": %lld, "
             "\"num_hidden_layers\": %lld, \"num_attention_heads\": %lld, "
             "\"num_key_value_heads\": %lld, \"max_position_embeddings\": 4096, "
-            "\"rms_norm_eps\": 1e-05, \"rope_theta\": 500000.0, \"tie_word_embeddings\": true, "
+            "\"rms_norm_eps\": 1e-05, \"rope_theta\": 500000.0, \"tie_word_embeddings\": %s, "
             "\"bos_token_id\": 1, \"eos_token_id\": 2, \"torch_dtype\": \"bfloat16\"}\n",
             (long long)s.vocab, (long long)s.hidden, (long long)s.inter, (long long)s.layers,
-            (long long)s.heads, (long long)s.kv_heads);
+            (long long)s.heads, (long long)s.kv_heads, tied ? "true" : "false");
     fclose(f);
     int64_t hd = s.hidden / s.heads, qd = s.heads * hd, kd = s.kv_heads * hd;
-    size_t n_t = 2 + (size_t)s.layers * 9, k = 0;
+    size_t n_t = 3 + (size_t)s.layers * 9, k = 0;
     sp_st_out *t = calloc(n_t, sizeof *t);
     fill_ctx *ctx = calloc(n_t, sizeof *ctx);
     char (*names)[128] = calloc(n_t, 128);
@@ -208,6 +242,8 @@ int main(int argc, char **argv)
     char nm[128];
     ADD("model.embed_tokens.weight", s.vocab, s.hidden, 0.0f, 0.02f);
     ADD("model.norm.weight", s.hidden, 0, 1.0f, 0.05f);
+    if (!tied)
+        ADD("lm_head.weight", s.vocab, s.hidden, 0.0f, 0.02f);
     for (int64_t l = 0; l < s.layers; l++) {
 #define L(suffix) (snprintf(nm, sizeof nm, "model.layers.%lld.%s", (long long)l, suffix), nm)
         ADD(L("input_layernorm.weight"), s.hidden, 0, 1.0f, 0.05f);
@@ -221,5 +257,8 @@ int main(int argc, char **argv)
         ADD(L("mlp.down_proj.weight"), s.hidden, s.inter, 0.0f, 0.02f);
 #undef L
     }
-    return write_tensors(dir, t, k, ctx, names);
+    gguf_hparams hp = {"llama", 4096, (uint32_t)s.hidden, (uint32_t)s.inter, (uint32_t)s.layers,
+                       (uint32_t)s.heads, (uint32_t)s.kv_heads, (uint32_t)s.vocab,
+                       (uint32_t)(s.hidden / s.heads), 0, 0, 0, 500000.0f, 1e-5f};
+    return write_tensors(dir, t, k, ctx, names, &hp);
 }

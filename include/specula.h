@@ -48,12 +48,21 @@ const char *sp_status_name(sp_status status);
 
 typedef struct sp_model sp_model;
 
+/* Arithmetic of the matrix products (docs/NUMERICS.md). Both are batch-invariant: a
+ * position's logits do not depend on what else is in the pass.
+ * EXACT: fp32 activations times the exactly decoded weights (relative L2 ~1e-6 against
+ *        transformers in fp32).
+ * FAST:  activations rounded to bf16 before each product, bf16 dot-product instructions
+ *        where the CPU has them (AVX512_BF16); ~1e-3 relative L2 against transformers. */
+typedef enum sp_precision { SP_PRECISION_EXACT = 0, SP_PRECISION_FAST = 1 } sp_precision;
+
 typedef struct sp_model_params {
     int64_t n_ctx;       /* context the caller intends to use, for the memory check; 0 = default */
     int n_threads;       /* worker threads for kernels; 0 = all online CPUs */
     bool skip_mem_check; /* do not refuse when the estimate exceeds available memory */
     uint64_t reserved_bytes; /* memory other models of this process need (a speculative
                                 target when opening its draft): budgeted with this one */
+    sp_precision precision; /* default EXACT; the CLI defaults to FAST */
 } sp_model_params;
 
 sp_model_params sp_model_default_params(void);

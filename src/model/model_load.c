@@ -161,6 +161,9 @@ sp_status sp_model_open(const char *dir, const sp_model_params *params, sp_model
         st = sp_model_check_memory(m, p.n_ctx, p.reserved_bytes, p.skip_mem_check, err);
     if (st == SP_OK)
         st = sp_pool_new(p.n_threads, &m->pool, err);
+    if (st == SP_OK)
+        sp_pool_set_precision(m->pool, p.precision == SP_PRECISION_FAST ? SP_PRECISION_FAST
+                                                                         : SP_PRECISION_EXACT);
     if (st != SP_OK) {
         sp_model_close(m);
         return st;

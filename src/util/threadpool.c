@@ -22,6 +22,9 @@ struct sp_pool {
     sp_pool_fn fn;
     void *ctx;
     int64_t n, chunk;
+    sp_precision precision;
+    void *scratch;
+    size_t scratch_bytes;
 };
 
 typedef struct worker_arg {
@@ -120,6 +123,7 @@ void sp_pool_free(sp_pool *p)
     for (int i = 1; i < p->n_threads; i++)
         pthread_join(p->threads[i - 1], NULL);
     free(p->threads);
+    free(p->scratch);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
     free(p);
@@ -155,4 +159,32 @@ void sp_pool_run(sp_pool *p, int64_t n, int64_t grain, sp_pool_fn fn, void *ctx)
     run_share(p, 0);
     while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0)
         sched_yield();
+}
+
+void sp_pool_set_precision(sp_pool *p, sp_precision prec)
+{
+    if (p)
+        p->precision = prec;
+}
+
+sp_precision sp_pool_precision(const sp_pool *p)
+{
+    return p ? p->precision : SP_PRECISION_EXACT;
+}
+
+void *sp_pool_scratch(sp_pool *p, size_t bytes)
+{
+    if (!p)
+        return NULL;
+    if (bytes > p->scratch_bytes) {
+        /* grow geometrically so a prefill's sizes settle after a few calls */
+        size_t want = bytes + bytes / 2;
+        free(p->scratch); /* contents need not survive */
+        p->scratch_bytes = 0;
+        p->scratch = malloc(want);
+        if (!p->scratch)
+            return NULL;
+        p->scratch_bytes = want;
+    }
+    return p->scratch;
 }
