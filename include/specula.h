@@ -78,6 +78,9 @@ void sp_model_close(sp_model *model);
 int64_t sp_model_n_vocab(const sp_model *model);
 int64_t sp_model_n_ctx_max(const sp_model *model); /* max_position_embeddings */
 const char *sp_model_arch_name(const sp_model *model); /* e.g. "LlamaForCausalLM" */
+sp_precision sp_model_precision(const sp_model *model);
+/* The kernel level in use ("generic", "avx2", "avx512", "avx512bf16"; cpuid, SPECULA_ISA). */
+const char *sp_cpu_kernels_name(void);
 /* Bytes of the checkpoint tensors the model uses (packed formats count as stored). */
 uint64_t sp_model_weight_bytes(const sp_model *model);
 /* Weights plus a session for n_ctx tokens (0 = default): what the memory check budgets;

@@ -159,6 +159,20 @@ int cli_threads(int64_t threads)
     return e ? atoi(e) : 0;
 }
 
+int cli_precision(const char *s, sp_precision *out)
+{
+    if (!s || !strcmp(s, "fast")) {
+        *out = SP_PRECISION_FAST;
+        return CLI_OK;
+    }
+    if (!strcmp(s, "exact")) {
+        *out = SP_PRECISION_EXACT;
+        return CLI_OK;
+    }
+    fprintf(stderr, "specula: --precision must be exact or fast, not '%s'\n", s);
+    return CLI_USAGE;
+}
+
 bool cli_has_tokenizer(const char *dir)
 {
     char *p = sp_path_join(dir, "tokenizer.json");

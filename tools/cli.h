@@ -49,4 +49,8 @@ bool cli_has_tokenizer(const char *dir);
 /* Reads SPECULA_THREADS (0 = all CPUs) unless threads > 0 was given. */
 int cli_threads(int64_t threads);
 
+/* --precision: "fast" (the CLI's default, NULL) or "exact"; prints the problem and
+ * returns CLI_USAGE otherwise. */
+int cli_precision(const char *s, sp_precision *out);
+
 #endif

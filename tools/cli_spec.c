@@ -29,6 +29,7 @@ int cli_spec_open(cli_spec *c, sp_model *target, const char *target_dir, sp_toke
         p->kind = SP_DRAFT_MODEL;
         sp_model_params mp = sp_model_default_params();
         mp.n_threads = threads;
+        mp.precision = sp_model_precision(target); /* the draft computes as the target */
         mp.n_ctx = n_ctx;
         mp.reserved_bytes = sp_model_budget_bytes(target, n_ctx);
         if (sp_model_open(c->draft, &mp, &c->draft_model, &err) != SP_OK)

@@ -13,12 +13,14 @@ int cmd_check(int argc, char **argv)
 {
     const char *dir = NULL, *draft_dir = NULL, *tokens_s = NULL, *prompt = NULL;
     int64_t threads = 0;
+    const char *precision_s = NULL;
     cli_opt opts[] = {
         {"--model", "-m", CLI_STR, &dir, "model directory", 0},
         {"--draft", NULL, CLI_STR, &draft_dir, "a draft model to check with it", 0},
         {"--tokens", NULL, CLI_STR, &tokens_s, "prompt ids for the generation checks", 0},
         {"--prompt", "-p", CLI_STR, &prompt, "prompt text for the generation checks", 0},
         {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
+        {"--precision", NULL, CLI_STR, &precision_s, "matmul arithmetic: fast (bf16 inputs, default) or exact (fp32)", 0},
         {0},
     };
     const char *usage = "specula check -m DIR [--draft DIR] [--tokens IDS | -p TEXT]";
@@ -36,6 +38,8 @@ int cmd_check(int argc, char **argv)
     size_t n = 0;
     sp_model_params mp = sp_model_default_params();
     mp.n_threads = cli_threads(threads);
+    if (cli_precision(precision_s, &mp.precision) != CLI_OK)
+        return CLI_USAGE;
     if (sp_model_open(dir, &mp, &m, &err) != SP_OK) {
         rc = cli_fail(&err);
         goto done;
@@ -87,7 +91,8 @@ int cmd_check(int argc, char **argv)
         fails += rep.r[i].status == SP_CHECK_FAIL;
         warns += rep.r[i].status == SP_CHECK_WARN;
     }
-    printf("%zu checks: %d failed, %d warnings\n", rep.n, fails, warns);
+    printf("%zu checks: %d failed, %d warnings (%s precision, %s kernels)\n", rep.n, fails, warns,
+           mp.precision == SP_PRECISION_FAST ? "fast" : "exact", sp_cpu_kernels_name());
     sp_check_report_free(&rep);
     rc = fails ? CLI_ERR : CLI_OK;
 done:

@@ -27,6 +27,7 @@ int cmd_trace(int argc, char **argv)
 {
     const char *model_dir = NULL, *tokens_s = NULL, *prompt = NULL, *out_path = NULL, *perturb = NULL;
     int64_t n_predict = 0, threads = 0;
+    const char *precision_s = NULL;
     double temp = 0;
     uint64_t seed = 0;
     cli_spec spec = {0};
@@ -40,6 +41,7 @@ int cmd_trace(int argc, char **argv)
         {"--output", "-o", CLI_STR, &out_path, "trace file (JSON lines)", 0},
         {"--perturb", NULL, CLI_STR, &perturb, "LAYER:OP:FACTOR: plant a divergence", 0},
         {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
+        {"--precision", NULL, CLI_STR, &precision_s, "matmul arithmetic: fast (bf16 inputs, default) or exact (fp32)", 0},
         CLI_SPEC_OPTS(spec),
         {0},
     };
@@ -78,6 +80,8 @@ int cmd_trace(int argc, char **argv)
     sp_trace_writer *wt = NULL, *wd = NULL;
     sp_model_params mp = sp_model_default_params();
     mp.n_threads = cli_threads(threads);
+    if (cli_precision(precision_s, &mp.precision) != CLI_OK)
+        return CLI_USAGE;
     int64_t n_ctx = (int64_t)n + n_predict + 1;
     sp_session_params sp = {.n_ctx = n_ctx};
     if (sp_model_open(model_dir, &mp, &m, &err) != SP_OK || sp_session_new(m, &sp, &s, &err) != SP_OK) {
@@ -115,9 +119,10 @@ int cmd_trace(int argc, char **argv)
         rc = cli_failf("writing '%s' failed", out_path);
         goto done;
     }
-    fprintf(stderr, "specula: traced %lld prompt + %lld generated tokens: %lld lines to %s\n",
+    fprintf(stderr, "specula: traced %lld prompt + %lld generated tokens: %lld lines to %s (%s precision, %s kernels)\n",
             (long long)n, (long long)st.n_generated,
-            (long long)(sp_trace_writer_lines(wt) + (wd ? sp_trace_writer_lines(wd) : 0)), out_path);
+            (long long)(sp_trace_writer_lines(wt) + (wd ? sp_trace_writer_lines(wd) : 0)), out_path,
+            mp.precision == SP_PRECISION_FAST ? "fast" : "exact", sp_cpu_kernels_name());
 done:
     if (f)
         fclose(f);

@@ -6,10 +6,22 @@
 #include "util/error.h"
 #include "util/fileio.h"
 
+#include "kernels/cpu/cpu_isa.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+sp_precision sp_model_precision(const sp_model *m)
+{
+    return sp_pool_precision(m->pool);
+}
+
+const char *sp_cpu_kernels_name(void)
+{
+    return sp_isa_name(sp_isa_active());
+}
 
 sp_model_params sp_model_default_params(void)
 {
