@@ -7,12 +7,16 @@
  *       [--format bf16|mxfp4] [--isa L]
  *       y = x W^T over enough distinct random matrices that they never sit in cache;
  *       prints GB/s of weights read and GFLOP/s, median of 7 passes.
+ *   bench_cpu verify --model DIR [--threads N] [--precision P] [--kmax K] [--reps R]
+ *       speculative verify cost: after a 128-token prefill, the median time of one pass
+ *       over k+1 tokens (k = 0..K) at that position, as a multiple of one decode step.
  * The default build is portable; SPECULA_ISA lowers the kernel level as for specula. */
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/matmul.h"
 #include "util/clock.h"
 #include "util/dtype.h"
 #include "util/threadpool.h"
+#include "specula.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -158,6 +162,52 @@ static int matmul(int threads, int64_t rows, int64_t cols, int64_t tokens, sp_pr
     return 0;
 }
 
+static int verify_curve(const char *dir, int threads, sp_precision prec, int kmax, int reps)
+{
+    sp_model_params mp = sp_model_default_params();
+    mp.n_threads = threads;
+    mp.precision = prec;
+    sp_model *m;
+    sp_session *s;
+    sp_error err = {0};
+    if (sp_model_open(dir, &mp, &m, &err) != SP_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    sp_session_params sp = {.n_ctx = 256};
+    if (sp_session_new(m, &sp, &s, &err) != SP_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    int32_t toks[160];
+    for (int i = 0; i < 160; i++)
+        toks[i] = (int32_t)((i * 7919 + 13) % sp_model_n_vocab(m));
+    if (sp_session_eval(s, toks, 128, NULL, &err) != SP_OK)
+        return 1;
+    double base = 0, t[64];
+    if (reps > 64)
+        reps = 64;
+    printf("verify cost, %s precision, %d threads (pass over k+1 tokens at position 128):\n",
+           prec == SP_PRECISION_FAST ? "fast" : "exact", threads);
+    for (int k = 0; k <= kmax; k++) {
+        for (int r = 0; r < reps; r++) {
+            sp_session_truncate(s, 128, NULL);
+            double t0 = sp_now_ms();
+            if (sp_session_eval(s, toks + 128, (size_t)k + 1, NULL, &err) != SP_OK)
+                return 1;
+            t[r] = sp_now_ms() - t0;
+        }
+        qsort(t, (size_t)reps, sizeof t[0], cmp_d);
+        double med = t[reps / 2];
+        if (k == 0)
+            base = med;
+        printf("k=%d: %.2f ms, %.2fx one decode step\n", k, med, med / base);
+    }
+    sp_session_free(s);
+    sp_model_close(m);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -168,6 +218,8 @@ int main(int argc, char **argv)
     int64_t mib = 1024, rows = 2048, cols = 8192, tokens = 1;
     sp_precision prec = SP_PRECISION_EXACT;
     sp_wformat fmt = SP_WF_BF16;
+    const char *model = NULL;
+    int kmax = 8, reps = 7;
     for (int i = 2; i + 1 < argc; i += 2) {
         const char *o = argv[i], *v = argv[i + 1];
         if (!strcmp(o, "--threads")) threads = atoi(v);
@@ -176,6 +228,9 @@ int main(int argc, char **argv)
         else if (!strcmp(o, "--cols")) cols = atoll(v);
         else if (!strcmp(o, "--tokens")) tokens = atoll(v);
         else if (!strcmp(o, "--precision")) prec = !strcmp(v, "fast") ? SP_PRECISION_FAST : SP_PRECISION_EXACT;
+        else if (!strcmp(o, "--model")) model = v;
+        else if (!strcmp(o, "--kmax")) kmax = atoi(v);
+        else if (!strcmp(o, "--reps")) reps = atoi(v);
         else if (!strcmp(o, "--format")) fmt = !strcmp(v, "mxfp4") ? SP_WF_MXFP4 : SP_WF_BF16;
         else {
             fprintf(stderr, "unknown option %s\n", o);
@@ -186,6 +241,8 @@ int main(int argc, char **argv)
         return membw(threads, mib);
     if (!strcmp(argv[1], "matmul"))
         return matmul(threads, rows, cols, tokens, prec, fmt);
+    if (!strcmp(argv[1], "verify") && model)
+        return verify_curve(model, threads, prec, kmax, reps);
     fprintf(stderr, "unknown mode %s\n", argv[1]);
     return 2;
 }
