@@ -213,7 +213,7 @@ int gguf_twin_write(const char *path, const gguf_hparams *hp, const sp_st_out *t
     fwrite("GGUF", 1, 4, f);
     w_u32(f, 3);
     w_u64(f, k);
-    w_u64(f, moe ? 17 : 13);
+    w_u64(f, moe ? 18 : 13); /* key-value pairs written below */
     kv_str(f, "general.architecture", hp->arch);
     kv_str(f, "general.name", "specula random twin");
     kv_str(f, "tokenizer.ggml.model", "none"); /* n_vocab dummy tokens from vocab_size */
