@@ -222,9 +222,13 @@ static void test_attention_vs_reference(void **state)
     } cases[] = {
         {4, 4, 16, 16, 0, 5, 0, false}, {8, 2, 12, 12, 3, 4, 0, false},
         {4, 1, 24, 8, 10, 6, 4, false}, {4, 2, 16, 16, 0, 9, 3, true},
-        {2, 2, 8, 8, 0, 1, 0, true},
+        {2, 2, 8, 8, 0, 1, 0, true}, {8, 2, 64, 64, 150, 40, 0, true}, /* threaded */
     };
+    /* every kernel level the machine has (portable, AVX2) */
+    sp_isa best = sp_isa_detected();
+    for (int isa = SP_ISA_GENERIC; isa <= (int)best && isa <= SP_ISA_AVX2; isa++)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        sp_isa_set((sp_isa)isa);
         int64_t H = cases[c].heads, KV = cases[c].kv, qk = cases[c].qk, vd = cases[c].v;
         int64_t ctx = cases[c].pos0 + cases[c].n;
         float *q = malloc((size_t)(cases[c].n * H * qk) * 4);
@@ -249,7 +253,7 @@ static void test_attention_vs_reference(void **state)
         sp_attention_ref(&a);
         double e = rel_l2(o, orf, (size_t)(cases[c].n * H * vd));
         if (e > 1e-5)
-            fail_msg("attention case %zu: relL2 %.3g", c, e);
+            fail_msg("attention case %zu (%s): relL2 %.3g", c, sp_isa_name((sp_isa)isa), e);
         free(q);
         free(k);
         free(v);
@@ -257,6 +261,7 @@ static void test_attention_vs_reference(void **state)
         free(orf);
         free(scr);
     }
+    sp_isa_set(best);
     sp_pool_free(pool);
 }
 
