@@ -2,17 +2,23 @@
  * realistic shapes for benchmarks: BF16 weights ~ N(0, 0.02), unit-ish norms.
  *
  * usage: make_random_model OUT_DIR [--preset llama-100m|llama-1b|llama-tiny|gptoss-mxfp4]
+ *                         [--gguf FILE]
  * llama-100m: vocab 32000, hidden 768, 12 layers, 12 heads / 4 KV heads, MLP 2048,
  *   tied embeddings: 100M parameters, 200 MB.
  * llama-1b: the issue-11 reference shape: vocab 32000, hidden 2048, 16 layers, 32 heads /
  *   8 KV heads, MLP 8192, untied LM head: 1.1B parameters, 2.06 GiB.
+ * --gguf FILE also writes the GGUF twin (same shapes, types and values) for llama.cpp
+ *   (bench/gguf_twin.c). Its Q/K rows are not permuted as convert_hf_to_gguf does, so
+ *   llama.cpp computes another function of them: the twin is for timing only.
  * gptoss-mxfp4: GptOssForCausalLM as the hub ships it (MXFP4 expert blocks + UE8M0
  *   scales, BF16 elsewhere): vocab 32000, hidden 1024, 8 layers, 16 heads / 4 KV heads of
  *   64, 32 experts of width 1024, top-4, sliding window 128 on even layers: 0.85B
  *   parameters, 0.6 GB. */
 #include "format/safetensors_write.h"
+#include "gguf_twin.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,8 +80,12 @@ static void fill_bf16(void *vctx, unsigned char *buf, size_t offset, size_t n)
     }
 }
 
-/* Writes dir/model.safetensors and frees the tensor tables; returns the exit code. */
-static int write_tensors(const char *dir, sp_st_out *t, size_t k, fill_ctx *ctx, char (*names)[128])
+static const char *gguf_path; /* --gguf FILE */
+
+/* Writes dir/model.safetensors (and the GGUF twin when asked) and frees the tensor
+ * tables; returns the exit code. */
+static int write_tensors(const char *dir, sp_st_out *t, size_t k, fill_ctx *ctx, char (*names)[128],
+                         const gguf_hparams *hp)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
@@ -85,6 +95,8 @@ static int write_tensors(const char *dir, sp_st_out *t, size_t k, fill_ctx *ctx,
         fprintf(stderr, "%s\n", err.msg);
         rc = 1;
     }
+    if (!rc && gguf_path)
+        rc = gguf_twin_write(gguf_path, hp, t, k);
     free(t);
     free(ctx);
     free(names);
@@ -180,23 +192,40 @@ static int write_gptoss(const char *dir)
         BF(L("mlp.experts.down_proj_bias"), E, H, 0.0f, 0.02f);
 #undef L
     }
-    return write_tensors(dir, t, k, ctx, names);
+    gguf_hparams hp = {"gpt-oss", 4096, (uint32_t)H, (uint32_t)I, (uint32_t)NL, (uint32_t)NH, (uint32_t)KV,
+                       (uint32_t)V, (uint32_t)HD, (uint32_t)E, 4, 128, 150000.0f, 1e-5f};
+    return write_tensors(dir, t, k, ctx, names, &hp);
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s OUT_DIR [--preset llama-100m|llama-1b|llama-tiny|gptoss-mxfp4]\n", argv[0]);
+        fprintf(stderr, "usage: %s OUT_DIR [--preset llama-100m|llama-1b|llama-tiny|gptoss-mxfp4] [--gguf FILE]\n",
+                argv[0]);
         return 2;
     }
-    const char *dir = argv[1];
+    const char *dir = argv[1], *preset = "llama-100m";
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--preset"))
+            preset = argv[i + 1];
+        else if (!strcmp(argv[i], "--gguf"))
+            gguf_path = argv[i + 1];
+        else {
+            fprintf(stderr, "unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
     shape s = {32000, 768, 2048, 12, 12, 4, 0};
-    if (argc > 3 && strcmp(argv[2], "--preset") == 0 && strcmp(argv[3], "llama-tiny") == 0)
+    if (!strcmp(preset, "llama-tiny"))
         s = (shape){512, 128, 256, 2, 4, 2, 0};
-    if (argc > 3 && strcmp(argv[2], "--preset") == 0 && strcmp(argv[3], "llama-1b") == 0)
+    else if (!strcmp(preset, "llama-1b"))
         s = (shape){32000, 2048, 8192, 16, 32, 8, 1}, g_fast_fill = 1;
+    else if (strcmp(preset, "llama-100m") && strcmp(preset, "gptoss-mxfp4")) {
+        fprintf(stderr, "unknown preset %s\n", preset);
+        return 2;
+    }
     mkdir(dir, 0755);
-    if (argc > 3 && strcmp(argv[2], "--preset") == 0 && strcmp(argv[3], "gptoss-mxfp4") == 0)
+    if (!strcmp(preset, "gptoss-mxfp4"))
         return write_gptoss(dir);
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -248,5 +277,8 @@ int main(int argc, char **argv)
         ADD(L("mlp.down_proj.weight"), s.hidden, s.inter, 0.0f, 0.02f);
 #undef L
     }
-    return write_tensors(dir, t, k, ctx, names);
+    gguf_hparams hp = {"llama", 4096, (uint32_t)s.hidden, (uint32_t)s.inter, (uint32_t)s.layers,
+                       (uint32_t)s.heads, (uint32_t)s.kv_heads, (uint32_t)s.vocab,
+                       (uint32_t)(s.hidden / s.heads), 0, 0, 0, 500000.0f, 1e-5f};
+    return write_tensors(dir, t, k, ctx, names, &hp);
 }

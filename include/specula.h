@@ -57,6 +57,14 @@ SP_API const char *sp_status_name(sp_status status);
 
 typedef struct sp_model sp_model;
 
+/* Arithmetic of the matrix products (docs/NUMERICS.md). Both are batch-invariant: a
+ * position's logits do not depend on what else is in the pass.
+ * EXACT: fp32 activations times the exactly decoded weights (relative L2 ~1e-6 against
+ *        transformers in fp32).
+ * FAST:  activations rounded to bf16 before each product, bf16 dot-product instructions
+ *        where the CPU has them (AVX512_BF16); ~1e-3 relative L2 against transformers. */
+typedef enum sp_precision { SP_PRECISION_EXACT = 0, SP_PRECISION_FAST = 1 } sp_precision;
+
 typedef struct sp_model_params {
     int64_t n_ctx;       /* context the caller intends to use, for the memory check; 0 = default */
     int n_threads;       /* worker threads for kernels; 0 = all online CPUs */
@@ -66,6 +74,8 @@ typedef struct sp_model_params {
                                 both are on the same device */
     const char *device;  /* "cpu", "cuda", "cuda:N" or "auto"/NULL: the first usable GPU,
                             else the CPU */
+    sp_precision precision; /* default EXACT; the CLI defaults to FAST. CPU kernels only:
+                               the CUDA backend always computes EXACT */
 } sp_model_params;
 
 SP_API sp_model_params sp_model_default_params(void);
@@ -81,6 +91,10 @@ SP_API void sp_model_close(sp_model *model);
 SP_API int64_t sp_model_n_vocab(const sp_model *model);
 SP_API int64_t sp_model_n_ctx_max(const sp_model *model); /* max_position_embeddings */
 SP_API const char *sp_model_arch_name(const sp_model *model); /* e.g. "LlamaForCausalLM" */
+/* The precision the model computes in, and the CPU kernel level in use ("generic",
+ * "avx2", "avx512", "avx512bf16"; cpuid, SPECULA_ISA). */
+SP_API sp_precision sp_model_precision(const sp_model *model);
+SP_API const char *sp_cpu_kernels_name(void);
 /* Bytes of the checkpoint tensors the model uses (packed formats count as stored). */
 SP_API uint64_t sp_model_weight_bytes(const sp_model *model);
 /* Weights plus a session for n_ctx tokens (0 = default): what the memory check budgets;

@@ -166,6 +166,20 @@ int cli_threads(int64_t threads)
     return v > 512 ? 512 : v < 0 ? 0 : (int)v;
 }
 
+int cli_precision(const char *s, sp_precision *out)
+{
+    if (!s || !strcmp(s, "fast")) {
+        *out = SP_PRECISION_FAST;
+        return CLI_OK;
+    }
+    if (!strcmp(s, "exact")) {
+        *out = SP_PRECISION_EXACT;
+        return CLI_OK;
+    }
+    fprintf(stderr, "specula: --precision must be exact or fast, not '%s'\n", s);
+    return CLI_USAGE;
+}
+
 bool cli_has_tokenizer(const char *dir)
 {
     char *p = cli_path_join(dir, "tokenizer.json");

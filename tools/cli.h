@@ -81,4 +81,8 @@ typedef struct cli_rng {
 void cli_rng_seed(cli_rng *r, uint64_t seed);
 uint64_t cli_rng_next(cli_rng *r);
 
+/* --precision: "fast" (the CLI's default, NULL) or "exact"; prints the problem and
+ * returns CLI_USAGE otherwise. */
+int cli_precision(const char *s, sp_precision *out);
+
 #endif

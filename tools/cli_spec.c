@@ -29,6 +29,7 @@ int cli_spec_open(cli_spec *c, sp_model *target, const char *target_dir, sp_toke
     if (strcmp(c->draft, "self")) {
         p->kind = SP_DRAFT_MODEL;
         sp_model_params mp = *tp;
+        mp.precision = sp_model_precision(target); /* the draft computes as the target */
         mp.n_ctx = n_ctx;
         char target_dev[64]; /* "cpu" or "cuda:N": the first word of the target's device */
         const char *td = sp_model_device(target);

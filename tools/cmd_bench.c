@@ -124,6 +124,7 @@ int cmd_bench(int argc, char **argv)
     const char *model_dir = NULL;
     int64_t prompt_len = 128, gen_len = 64, runs = 5, threads = 0;
     const char *device = NULL;
+    const char *precision_s = NULL;
     bool json = false;
     const char *tokens_s = NULL;
     cli_spec spec = {0};
@@ -134,6 +135,7 @@ int cmd_bench(int argc, char **argv)
         {"--runs", NULL, CLI_INT, &runs, "runs; the median is reported (default 5)", 0},
         {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
         CLI_DEVICE_OPT(device),
+        {"--precision", NULL, CLI_STR, &precision_s, "matmul arithmetic: fast (bf16 inputs, default) or exact (fp32)", 0},
         {"--json", NULL, CLI_FLAG, &json, "print one JSON object", 0},
         {"--tokens", NULL, CLI_STR, &tokens_s, "prompt token ids (default: random, --prompt-len)", 0},
         CLI_SPEC_OPTS(spec),
@@ -167,6 +169,10 @@ int cmd_bench(int argc, char **argv)
                          (long long)gen_len);
     }
     sp_model_params mp = cli_model_params(threads, device);
+    if (cli_precision(precision_s, &mp.precision) != CLI_OK) {
+        free(prompt);
+        return CLI_USAGE;
+    }
     mp.n_ctx = prompt_len + gen_len;
     sp_model *m = NULL;
     sp_session *s = NULL;
@@ -236,15 +242,17 @@ int cmd_bench(int argc, char **argv)
         printf("{\"model\": \"%s\", \"arch\": \"%s\", \"threads\": %d, \"prompt_len\": %lld, "
                "\"gen_len\": %lld, \"runs\": %lld, \"prefill_tok_s\": %.2f, "
                "\"decode_tok_s\": %.2f, \"checkpoint_mib\": %.1f, \"weights_mib\": %.1f, "
-               "\"rss_mib\": %.1f, \"peak_rss_mib\": %.1f}\n",
+               "\"rss_mib\": %.1f, \"peak_rss_mib\": %.1f, \"precision\": \"%s\", \"kernels\": \"%s\"}\n",
                model_dir, sp_model_arch_name(m), mp.n_threads, (long long)prompt_len,
-               (long long)gen_len, (long long)runs, pfm, dcm, file, wmib, rss, peak);
+               (long long)gen_len, (long long)runs, pfm, dcm, file, wmib, rss, peak,
+               mp.precision == SP_PRECISION_FAST ? "fast" : "exact", sp_cpu_kernels_name());
     else
         printf("%s (%s): prefill %.1f tok/s (%lld tokens), decode %.1f tok/s (%lld tokens), "
-               "median of %lld runs\nmemory: checkpoint %.1f MiB, weights used %.1f MiB, "
-               "resident %.1f MiB, peak %.1f MiB\n",
+               "median of %lld runs (%s precision, %s kernels)\nmemory: checkpoint %.1f MiB, "
+               "weights used %.1f MiB, resident %.1f MiB, peak %.1f MiB\n",
                model_dir, sp_model_arch_name(m), pfm, (long long)prompt_len, dcm,
-               (long long)gen_len, (long long)runs, file, wmib, rss, peak);
+               (long long)gen_len, (long long)runs, mp.precision == SP_PRECISION_FAST ? "fast" : "exact",
+               sp_cpu_kernels_name(), file, wmib, rss, peak);
 done:
     cli_spec_close(&spec);
     free(pf);

@@ -13,6 +13,7 @@ int cmd_check(int argc, char **argv)
     const char *dir = NULL, *draft_dir = NULL, *tokens_s = NULL, *prompt = NULL;
     int64_t threads = 0;
     const char *device = NULL;
+    const char *precision_s = NULL;
     cli_opt opts[] = {
         {"--model", "-m", CLI_STR, &dir, "model directory", 0},
         {"--draft", NULL, CLI_STR, &draft_dir, "a draft model to check with it", 0},
@@ -20,6 +21,7 @@ int cmd_check(int argc, char **argv)
         {"--prompt", "-p", CLI_STR, &prompt, "prompt text for the generation checks", 0},
         {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
         CLI_DEVICE_OPT(device),
+        {"--precision", NULL, CLI_STR, &precision_s, "matmul arithmetic: fast (bf16 inputs, default) or exact (fp32)", 0},
         {0},
     };
     const char *usage = "specula check -m DIR [--draft DIR] [--tokens IDS | -p TEXT]";
@@ -36,6 +38,8 @@ int cmd_check(int argc, char **argv)
     int32_t *ids = NULL;
     size_t n = 0;
     sp_model_params mp = cli_model_params(threads, device);
+    if (cli_precision(precision_s, &mp.precision) != CLI_OK)
+        return CLI_USAGE;
     if (cli_model_open(dir, &mp, &m, &err) != SP_OK) {
         rc = cli_fail(&err);
         goto done;
@@ -95,7 +99,8 @@ int cmd_check(int argc, char **argv)
         fails += cs == SP_CHECK_FAIL;
         warns += cs == SP_CHECK_WARN;
     }
-    printf("%zu checks: %d failed, %d warnings\n", n_checks, fails, warns);
+    printf("%zu checks: %d failed, %d warnings (%s precision, %s kernels)\n", n_checks, fails, warns,
+           sp_model_precision(m) == SP_PRECISION_FAST ? "fast" : "exact", sp_cpu_kernels_name());
     sp_check_results_free(rep);
     rc = fails ? CLI_ERR : CLI_OK;
 done:

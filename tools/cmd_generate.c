@@ -82,6 +82,7 @@ int cmd_generate(int argc, char **argv)
     const char *model_dir = NULL, *tokens_s = NULL, *prompt = NULL;
     int64_t n_predict = 32, top_k = 0, threads = 0, n_ctx = 0;
     const char *device = NULL;
+    const char *precision_s = NULL;
     double temp = 0, top_p = 1, min_p = 0;
     uint64_t seed = 0;
     bool json = false, ignore_eos = false, special = false;
@@ -101,6 +102,7 @@ int cmd_generate(int argc, char **argv)
         {"--ctx", "-c", CLI_INT, &n_ctx, "context size (default: prompt + n, capped by model)", 0},
         {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
         CLI_DEVICE_OPT(device),
+        {"--precision", NULL, CLI_STR, &precision_s, "matmul arithmetic: fast (bf16 inputs, default) or exact (fp32)", 0},
         {"--json", NULL, CLI_FLAG, &json, "print one JSON object with tokens and timing", 0},
         {"--tokenizer", NULL, CLI_STR, &tok_path, "tokenizer for -p (default: the model dir)", 0},
         {"--special", NULL, CLI_FLAG, &special, "print special tokens in generated text", 0},
@@ -148,6 +150,8 @@ int cmd_generate(int argc, char **argv)
     if (n_ctx <= 0 && __builtin_add_overflow((int64_t)n, n_predict, &want_ctx))
         want_ctx = INT64_MAX;
     sp_model_params mp = cli_model_params(threads, device);
+    if (cli_precision(precision_s, &mp.precision) != CLI_OK)
+        return CLI_USAGE;
     if (cli_model_open(model_dir, &mp, &m, &err) != SP_OK) {
         rc = cli_fail(&err);
         goto done;

@@ -15,12 +15,14 @@ int cmd_logits(int argc, char **argv)
     const char *model_dir = NULL, *tokens_s = NULL, *out_path = NULL;
     int64_t threads = 0, batch = 0;
     const char *device = NULL;
+    const char *precision_s = NULL;
     cli_opt opts[] = {
         {"--model", "-m", CLI_STR, &model_dir, "model directory (config.json + safetensors)", 0},
         {"--tokens", NULL, CLI_STR, &tokens_s, "comma-separated input token ids", 0},
         {"--output", "-o", CLI_STR, &out_path, "output file (float32 [n_tokens, vocab])", 0},
         {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
         CLI_DEVICE_OPT(device),
+        {"--precision", NULL, CLI_STR, &precision_s, "matmul arithmetic: fast (bf16 inputs, default) or exact (fp32)", 0},
         {"--batch", NULL, CLI_INT, &batch, "most tokens per forward pass (default 256)", 0},
         {0},
     };
@@ -44,6 +46,8 @@ int cmd_logits(int argc, char **argv)
     }
     sp_error err = {0};
     sp_model_params mp = cli_model_params(threads, device);
+    if (cli_precision(precision_s, &mp.precision) != CLI_OK)
+        return CLI_USAGE;
     mp.n_ctx = (int64_t)n;
     sp_model *m = NULL;
     sp_session *s = NULL;

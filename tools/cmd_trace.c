@@ -26,6 +26,7 @@ int cmd_trace(int argc, char **argv)
     const char *model_dir = NULL, *tokens_s = NULL, *prompt = NULL, *out_path = NULL, *perturb = NULL;
     int64_t n_predict = 0, threads = 0;
     const char *device = NULL;
+    const char *precision_s = NULL;
     double temp = 0;
     uint64_t seed = 0;
     cli_spec spec = {0};
@@ -40,6 +41,7 @@ int cmd_trace(int argc, char **argv)
         {"--perturb", NULL, CLI_STR, &perturb, "LAYER:OP:FACTOR: plant a divergence", 0},
         {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
         CLI_DEVICE_OPT(device),
+        {"--precision", NULL, CLI_STR, &precision_s, "matmul arithmetic: fast (bf16 inputs, default) or exact (fp32)", 0},
         CLI_SPEC_OPTS(spec),
         {0},
     };
@@ -77,6 +79,10 @@ int cmd_trace(int argc, char **argv)
     sp_session *s = NULL;
     sp_trace_writer *wt = NULL, *wd = NULL;
     sp_model_params mp = cli_model_params(threads, device);
+    if (cli_precision(precision_s, &mp.precision) != CLI_OK) {
+        rc = CLI_USAGE;
+        goto done;
+    }
     if (n_predict < 0) {
         rc = cli_failf("-n: cannot generate %lld tokens", (long long)n_predict);
         goto done;
@@ -137,9 +143,10 @@ int cmd_trace(int argc, char **argv)
         rc = cli_failf("writing '%s' failed", out_path);
         goto done;
     }
-    fprintf(stderr, "specula: traced %lld prompt + %lld generated tokens: %lld lines to %s\n",
+    fprintf(stderr, "specula: traced %lld prompt + %lld generated tokens: %lld lines to %s (%s precision, %s kernels)\n",
             (long long)n, (long long)st.n_generated,
-            (long long)(sp_trace_writer_lines(wt) + (wd ? sp_trace_writer_lines(wd) : 0)), out_path);
+            (long long)(sp_trace_writer_lines(wt) + (wd ? sp_trace_writer_lines(wd) : 0)), out_path,
+            mp.precision == SP_PRECISION_FAST ? "fast" : "exact", sp_cpu_kernels_name());
 done:
     if (f)
         fclose(f);

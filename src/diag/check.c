@@ -266,11 +266,11 @@ static void check_final_norm(sp_model *m, const int32_t *prompt, size_t n, sp_ch
     }
     float eps = (float)m->cfg->rms_norm_eps;
     sp_rmsnorm(h.x, m->final_norm, 1, H, eps, xn);
-    sp_matmul(NULL, &m->lm_head, xn, 1, y1, NULL);
+    sp_matmul_prec(NULL, sp_model_precision(m), &m->lm_head, xn, 1, y1, NULL);
     for (int64_t i = 0; i < H; i++)
         xs[i] = h.x[i] / 100.0f;
     sp_rmsnorm(xs, m->final_norm, 1, H, eps, xn);
-    sp_matmul(NULL, &m->lm_head, xn, 1, y2, NULL);
+    sp_matmul_prec(NULL, sp_model_precision(m), &m->lm_head, xn, 1, y2, NULL);
     double n1, n2, n0, cos = cosine(y1, y2, V, &n1, &n2);
     double same = cosine(y1, h.logits, V, &n1, &n0);
     double wmax = 0;

@@ -8,6 +8,8 @@
 #include "engine/compute.h"
 #include "engine/exec_weights.h"
 #include "engine/kv_cache.h"
+#include "backend/backend_cpu.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "util/ckd.h"
 #include "util/error.h"
 
@@ -114,6 +116,10 @@ sp_status sp_model_open(const char *dir, const sp_model_params *params, sp_model
         return st;
     pthread_mutex_init(&m->lock, NULL);
     st = sp_backend_open(p.device, p.n_threads, &m->be, err);
+    if (st == SP_OK && m->be->host_memory && p.precision == SP_PRECISION_FAST) {
+        m->precision = SP_PRECISION_FAST; /* the CPU kernels read it from their pool */
+        sp_pool_set_precision(sp_cpu_backend_pool(m->be), SP_PRECISION_FAST);
+    }
     if (st == SP_OK)
         st = check_memory(m, p.n_ctx, p.reserved_bytes, p.skip_mem_check, err);
     if (st == SP_OK)
@@ -141,3 +147,5 @@ void sp_model_close(sp_model *m)
 const char *sp_model_device(const sp_model *m) { return m->be->device_name; }
 uint64_t sp_model_device_bytes(const sp_model *m) { return sp_exec_weights_device_bytes(m); }
 int sp_cuda_device_count(void) { return sp_backend_cuda_devices(); }
+sp_precision sp_model_precision(const sp_model *m) { return m->precision; }
+const char *sp_cpu_kernels_name(void) { return sp_isa_name(sp_isa_active()); }

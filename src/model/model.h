@@ -84,6 +84,7 @@ struct sp_model {
 
     /* execution: the backend, the weights as it sees them, the pass's working memory */
     sp_backend *be;
+    sp_precision precision;     /* as computed: FAST only on the CPU backend */
     sp_weights exec;            /* host views on a host-memory backend, else device copies */
     struct sp_exec_store *exec_store; /* device regions behind `exec` (exec_weights.c) */
     struct sp_compute *compute; /* grown on demand (sp_model_reserve) */

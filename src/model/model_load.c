@@ -6,6 +6,7 @@
 #include "util/error.h"
 #include "util/fileio.h"
 
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,8 @@
 /* threadpool.c: persistent pthread workers woken per parallel-for (see threadpool.h).
- * Workers spin briefly on a generation counter before sleeping on a condition variable,
- * because decode issues hundreds of short parallel-fors per token. */
+ * Workers spin briefly (SPIN_ROUNDS pause instructions, a few tens of microseconds) on a
+ * generation counter before sleeping on a condition variable, because decode issues
+ * hundreds of short parallel-fors per token; between tokens, while another model (a
+ * draft) runs, or when nothing runs, they sleep: no core spins for an idle pool. */
 #include "util/threadpool.h"
 #include "util/error.h"
 
@@ -22,7 +24,22 @@ struct sp_pool {
     sp_pool_fn fn;
     void *ctx;
     int64_t n, chunk;
+    sp_precision precision;
+    void *scratch;
+    size_t scratch_bytes;
 };
+
+/* ~2000 x pause (tens of cycles each): about 20-60 us before a worker sleeps. */
+#define SPIN_ROUNDS 2000
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
 typedef struct worker_arg {
     sp_pool *pool;
@@ -57,8 +74,10 @@ static void *worker_main(void *arg)
         int spins = 0;
         while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen &&
                !atomic_load(&p->quit)) {
-            if (++spins < 20000)
+            if (++spins < SPIN_ROUNDS) {
+                cpu_relax();
                 continue;
+            }
             pthread_mutex_lock(&p->mu);
             while (atomic_load(&p->generation) == seen && !atomic_load(&p->quit))
                 pthread_cond_wait(&p->wake, &p->mu);
@@ -120,6 +139,7 @@ void sp_pool_free(sp_pool *p)
     for (int i = 1; i < p->n_threads; i++)
         pthread_join(p->threads[i - 1], NULL);
     free(p->threads);
+    free(p->scratch);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
     free(p);
@@ -155,4 +175,32 @@ void sp_pool_run(sp_pool *p, int64_t n, int64_t grain, sp_pool_fn fn, void *ctx)
     run_share(p, 0);
     while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0)
         sched_yield();
+}
+
+void sp_pool_set_precision(sp_pool *p, sp_precision prec)
+{
+    if (p)
+        p->precision = prec;
+}
+
+sp_precision sp_pool_precision(const sp_pool *p)
+{
+    return p ? p->precision : SP_PRECISION_EXACT;
+}
+
+void *sp_pool_scratch(sp_pool *p, size_t bytes)
+{
+    if (!p)
+        return NULL;
+    if (bytes > p->scratch_bytes) {
+        /* grow geometrically so a prefill's sizes settle after a few calls */
+        size_t want = bytes + bytes / 2;
+        free(p->scratch); /* contents need not survive */
+        p->scratch_bytes = 0;
+        p->scratch = malloc(want);
+        if (!p->scratch)
+            return NULL;
+        p->scratch_bytes = want;
+    }
+    return p->scratch;
 }

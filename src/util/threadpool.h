@@ -9,6 +9,7 @@
 #define SP_UTIL_THREADPOOL_H
 
 #include "specula.h"
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct sp_pool sp_pool;
@@ -24,5 +25,15 @@ int sp_pool_n_threads(const sp_pool *pool);
 void sp_pool_run(sp_pool *pool, int64_t n, int64_t grain, sp_pool_fn fn, void *ctx);
 
 int sp_cpu_count(void);
+
+/* The arithmetic precision the kernels use for work submitted with this pool (a model
+ * sets it once at open; EXACT by default and for a NULL pool). */
+void sp_pool_set_precision(sp_pool *pool, sp_precision prec);
+sp_precision sp_pool_precision(const sp_pool *pool);
+
+/* A buffer of at least `bytes` owned by the pool, valid until the next call or
+ * sp_pool_free (kernels prepare their inputs in it); NULL when out of memory. Same
+ * threading rule as sp_pool_run: one caller at a time. */
+void *sp_pool_scratch(sp_pool *pool, size_t bytes);
 
 #endif

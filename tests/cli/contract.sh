@@ -31,7 +31,7 @@ check "unknown option exits 2" expect_exit 2 "unknown option" "$SPECULA" logits 
 
 # logits: one float32 row of vocab_size per position, matching transformers
 PROMPT=$(python3 -c "import json;print(','.join(map(str,json.load(open('$M/reference.json'))['prompts'][1])))")
-check "logits writes [n, vocab] float32" "$SPECULA" logits -m "$M" --tokens "$PROMPT" -o "$TMP/l.bin"
+check "logits writes [n, vocab] float32" "$SPECULA" logits -m "$M" --tokens "$PROMPT" --precision exact -o "$TMP/l.bin"
 check "logits match transformers (relL2 <= 1e-4)" python3 - "$M" "$TMP/l.bin" <<'PY'
 import json, struct, sys, math
 m, path = sys.argv[1], sys.argv[2]
@@ -45,6 +45,19 @@ off = len(p[0]) * V
 want = struct.unpack_from("<%df" % (n * V), allref, off * 4)
 num = sum((a - b) ** 2 for a, b in zip(got, want)); den = sum(b * b for b in want)
 e = math.sqrt(num / den); print("  relL2 %.2e" % e); sys.exit(0 if e <= 1e-4 else 1)
+PY
+
+# the default (fast) precision: bf16 inputs to every product, ~1e-3 from transformers
+check "logits --precision fast" "$SPECULA" logits -m "$M" --tokens "$PROMPT" -o "$TMP/lf.bin"
+check "fast logits near transformers (relL2 <= 1e-2)" python3 - "$M" "$TMP/lf.bin" <<'PY'
+import json, struct, sys, math
+m, path = sys.argv[1], sys.argv[2]
+ref = json.load(open(m + "/reference.json"))
+V = ref["vocab_size"]; p = ref["prompts"]; n = len(p[1])
+got = struct.unpack("<%df" % (n * V), open(path, "rb").read())
+want = struct.unpack_from("<%df" % (n * V), open(m + "/logits.bin", "rb").read(), len(p[0]) * V * 4)
+num = sum((a - b) ** 2 for a, b in zip(got, want)); den = sum(b * b for b in want)
+e = math.sqrt(num / den); print("  relL2 %.2e" % e); sys.exit(0 if e <= 1e-2 else 1)
 PY
 
 # generate --json: greedy tokens equal transformers' continuation

@@ -33,7 +33,7 @@ static float *run_chunked(sp_model *m, const int32_t *toks, int n, const int *ch
     return out;
 }
 
-static void check_model(const char *name, int threads_a, int threads_b)
+static void check_model_prec(const char *name, int threads_a, int threads_b, sp_precision prec)
 {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/%s", fixture_path("models"), name);
@@ -44,6 +44,7 @@ static void check_model(const char *name, int threads_a, int threads_b)
     pb.device = test_device();
     pa.n_threads = threads_a;
     pb.n_threads = threads_b;
+    pa.precision = pb.precision = prec;
     if (sp_model_open(dir, &pa, &ma, &err) != SP_OK || sp_model_open(dir, &pb, &mb, &err) != SP_OK)
         fail_msg("%s: %s", name, err.msg);
     int64_t V = sp_model_n_vocab(ma);
@@ -70,14 +71,21 @@ static void check_model(const char *name, int threads_a, int threads_b)
             size_t i = 0;
             while (((const float *)got)[i] == ref[i])
                 i++;
-            fail_msg("%s case %zu: logits differ from one-pass prefill at position %zu, vocab %zu",
-                     name, c, i / (size_t)V, i % (size_t)V);
+            fail_msg("%s (%s) case %zu: logits differ from one-pass prefill at position %zu, vocab %zu",
+                     name, prec == SP_PRECISION_FAST ? "fast" : "exact", c, i / (size_t)V, i % (size_t)V);
         }
         free(got);
     }
     free(ref);
     sp_model_close(ma);
     sp_model_close(mb);
+}
+
+/* Both precisions: each must be batch-invariant on its own. */
+static void check_model(const char *name, int threads_a, int threads_b)
+{
+    check_model_prec(name, threads_a, threads_b, SP_PRECISION_EXACT);
+    check_model_prec(name, threads_a, threads_b, SP_PRECISION_FAST);
 }
 
 static void test_dense_llama(void **state)

@@ -4,6 +4,7 @@
  * whatever else is in the batch. */
 #include "test_util.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "model/rope.h"
@@ -80,6 +81,114 @@ static void test_matmul_vs_reference(void **state)
     sp_pool_free(pool);
 }
 
+/* A random weight in any format; FP4/FP8 codes random bytes (no FP8 NaN), scales in a
+ * moderate range. Returns the buffers to free. */
+static void make_any_weight(sp_wformat f, int64_t rows, int64_t cols, sp_weight *w, void **data,
+                            void **scales)
+{
+    *scales = NULL;
+    if (f == SP_WF_F32 || f == SP_WF_BF16 || f == SP_WF_F16) {
+        *data = make_weight(f, rows, cols, w);
+        return;
+    }
+    memset(w, 0, sizeof *w);
+    w->format = f;
+    w->rows = rows;
+    w->cols = cols;
+    w->global_scale = f == SP_WF_NVFP4 ? 0.37f : 1.0f;
+    size_t rb = f == SP_WF_FP8_BLOCK ? (size_t)cols : (size_t)cols / 2;
+    unsigned char *d = malloc(rb * (size_t)rows);
+    for (size_t i = 0; i < rb * (size_t)rows; i++) {
+        d[i] = (unsigned char)(rand() & 255);
+        if (f == SP_WF_FP8_BLOCK && (d[i] & 0x7f) == 0x7f)
+            d[i] = 0x3c;
+    }
+    w->data = d;
+    w->row_bytes = rb;
+    if (f == SP_WF_FP8_BLOCK) {
+        int64_t sr = (rows + 127) / 128, scn = (cols + 127) / 128;
+        float *sc = malloc((size_t)(sr * scn) * sizeof(float));
+        for (int64_t i = 0; i < sr * scn; i++)
+            sc[i] = 0.01f * (float)(1 + i % 7);
+        w->scales = (const unsigned char *)sc;
+        w->scale_row_bytes = (size_t)scn * sizeof(float);
+        *scales = sc;
+    } else {
+        int64_t bs = f == SP_WF_MXFP4 ? 32 : 16, nb = cols / bs;
+        unsigned char *sc = malloc((size_t)(rows * nb));
+        for (int64_t i = 0; i < rows * nb; i++)
+            sc[i] = f == SP_WF_MXFP4 ? (unsigned char)(118 + rand() % 12) : (unsigned char)(40 + rand() % 60);
+        w->scales = sc;
+        w->scale_row_bytes = (size_t)nb;
+        *scales = sc;
+    }
+    *data = d;
+}
+
+/* Every ISA level this machine has x both precisions x every format, against the
+ * scalar reference of that precision (relative L2 <= 1e-5: fp32 accumulation against
+ * double), and every token computed alone bit-identical to the same token inside
+ * batches of every size (the tile shapes differ, the bits must not). */
+static void test_matmul_every_isa(void **state)
+{
+    (void)state;
+    sp_pool *pool;
+    assert_int_equal(sp_pool_new(2, &pool, NULL), SP_OK);
+    sp_isa best = sp_isa_detected();
+    sp_wformat fmts[] = {SP_WF_F32, SP_WF_BF16, SP_WF_F16, SP_WF_MXFP4, SP_WF_NVFP4, SP_WF_FP8_BLOCK};
+    int64_t shapes[][3] = {{37, 64, 1}, {64, 96, 13}, {130, 256, 9}, {9, 2048, 7}, {40, 160, 66}};
+    for (int isa = SP_ISA_GENERIC; isa <= (int)best; isa++) {
+        assert_int_equal(sp_isa_set((sp_isa)isa), isa);
+        for (int prec = 0; prec < 2; prec++)
+            for (size_t fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++)
+                for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+                    int64_t rows = shapes[si][0], cols = shapes[si][1], nt = shapes[si][2];
+                    sp_weight w;
+                    void *d, *sc;
+                    make_any_weight(fmts[fi], rows, cols, &w, &d, &sc);
+                    float *x = malloc((size_t)(nt * cols) * sizeof(float));
+                    float *b = malloc((size_t)rows * sizeof(float));
+                    float *y = malloc((size_t)(nt * rows) * sizeof(float));
+                    float *yr = malloc((size_t)(nt * rows) * sizeof(float));
+                    float *y1 = malloc((size_t)(nt * rows) * sizeof(float));
+                    for (int64_t i = 0; i < nt * cols; i++)
+                        x[i] = test_frand();
+                    for (int64_t i = 0; i < rows; i++)
+                        b[i] = test_frand();
+                    sp_matmul_prec(pool, (sp_precision)prec, &w, x, nt, y, b);
+                    /* FAST equals EXACT where the CPU has no bf16 dot product */
+                    bool dp = prec == SP_PRECISION_FAST && isa == SP_ISA_AVX512_BF16 &&
+                              strstr(sp_matmul_kernel_name(&w, SP_PRECISION_FAST), "dot");
+                    sp_matmul_ref_prec(dp ? SP_PRECISION_FAST : SP_PRECISION_EXACT, &w, x, nt, yr, b);
+                    double e = rel_l2(y, yr, (size_t)(nt * rows));
+                    if (e > 1e-5)
+                        fail_msg("%s %s %s %lldx%lld n=%lld: relL2 %.3g", sp_isa_name((sp_isa)isa),
+                                 prec ? "fast" : "exact", sp_wformat_name(fmts[fi]), (long long)rows,
+                                 (long long)cols, (long long)nt, e);
+                    /* alone, and in every sub-batch [t0, nt) */
+                    for (int64_t t0 = 0; t0 < nt; t0 += (nt > 8 ? 5 : 1)) {
+                        sp_matmul_prec(t0 % 2 ? NULL : pool, (sp_precision)prec, &w, x + t0 * cols,
+                                       nt - t0, y1, b);
+                        if (memcmp(y1, y + t0 * rows, (size_t)((nt - t0) * rows) * sizeof(float)))
+                            fail_msg("%s %s %s %lldx%lld: batch [%lld, %lld) differs", sp_isa_name((sp_isa)isa),
+                                     prec ? "fast" : "exact", sp_wformat_name(fmts[fi]), (long long)rows,
+                                     (long long)cols, (long long)t0, (long long)nt);
+                        sp_matmul_prec(pool, (sp_precision)prec, &w, x + t0 * cols, 1, y1, b);
+                        assert_memory_equal(y1, y + t0 * rows, (size_t)rows * sizeof(float));
+                    }
+                    free(d);
+                    free(sc);
+                    free(x);
+                    free(b);
+                    free(y);
+                    free(yr);
+                    free(y1);
+                }
+    }
+    sp_isa_set(best);
+    sp_pool_free(pool);
+}
+
 static void test_rmsnorm_vs_reference(void **state)
 {
     (void)state;
@@ -113,9 +222,13 @@ static void test_attention_vs_reference(void **state)
     } cases[] = {
         {4, 4, 16, 16, 0, 5, 0, false}, {8, 2, 12, 12, 3, 4, 0, false},
         {4, 1, 24, 8, 10, 6, 4, false}, {4, 2, 16, 16, 0, 9, 3, true},
-        {2, 2, 8, 8, 0, 1, 0, true},
+        {2, 2, 8, 8, 0, 1, 0, true}, {8, 2, 64, 64, 150, 40, 0, true}, /* threaded */
     };
+    /* every kernel level the machine has (portable, AVX2) */
+    sp_isa best = sp_isa_detected();
+    for (int isa = SP_ISA_GENERIC; isa <= (int)best && isa <= SP_ISA_AVX2; isa++)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        sp_isa_set((sp_isa)isa);
         int64_t H = cases[c].heads, KV = cases[c].kv, qk = cases[c].qk, vd = cases[c].v;
         int64_t ctx = cases[c].pos0 + cases[c].n;
         float *q = malloc((size_t)(cases[c].n * H * qk) * 4);
@@ -140,7 +253,7 @@ static void test_attention_vs_reference(void **state)
         sp_attention_ref(&a);
         double e = rel_l2(o, orf, (size_t)(cases[c].n * H * vd));
         if (e > 1e-5)
-            fail_msg("attention case %zu: relL2 %.3g", c, e);
+            fail_msg("attention case %zu (%s): relL2 %.3g", c, sp_isa_name((sp_isa)isa), e);
         free(q);
         free(k);
         free(v);
@@ -148,6 +261,7 @@ static void test_attention_vs_reference(void **state)
         free(orf);
         free(scr);
     }
+    sp_isa_set(best);
     sp_pool_free(pool);
 }
 
@@ -213,7 +327,7 @@ static void test_rope_known_values(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_matmul_vs_reference), cmocka_unit_test(test_rmsnorm_vs_reference),
+        cmocka_unit_test(test_matmul_vs_reference), cmocka_unit_test(test_matmul_every_isa), cmocka_unit_test(test_rmsnorm_vs_reference),
         cmocka_unit_test(test_attention_vs_reference), cmocka_unit_test(test_dtype_decoders),
         cmocka_unit_test(test_rope_known_values),
     };

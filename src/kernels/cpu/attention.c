@@ -1,60 +1,23 @@
-/* attention.c: causal attention over the KV cache (see attention.h). */
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/simd.h"
+/* attention.c: causal attention over the KV cache (see attention.h): the portable inner
+ * loop, the AVX2 one (attention_avx2.c) when cpuid allows, the reference. */
+#include "kernels/cpu/attention_impl.h"
+#include "kernels/cpu/cpu_isa.h"
 
-#include <math.h>
-
-static void attend_one(const sp_attn_args *a, int64_t t, int64_t h, float *scores)
-{
-    int64_t pos = a->pos0 + t;
-    int64_t lo = 0;
-    if (a->window > 0 && pos - a->window + 1 > 0)
-        lo = pos - a->window + 1;
-    int64_t kvh = h / (a->n_heads / a->n_kv_heads);
-    const float *q = a->q + t * a->q_stride + h * a->qk_dim;
-    int64_t kstride = a->k_stride ? a->k_stride : a->n_kv_heads * a->qk_dim;
-    int64_t vstride = a->v_stride ? a->v_stride : a->n_kv_heads * a->v_dim;
-    float m = -INFINITY;
-    for (int64_t j = lo; j <= pos; j++) {
-        float s = sp_dot_f32(q, a->k_cache + j * kstride + kvh * a->qk_dim, a->qk_dim) *
-                  a->scale;
-        scores[j - lo] = s;
-        if (s > m)
-            m = s;
-    }
-    float sink = a->sinks ? a->sinks[h] : -INFINITY;
-    if (sink > m)
-        m = sink;
-    float denom = 0.0f;
-    for (int64_t j = lo; j <= pos; j++) {
-        float e = expf(scores[j - lo] - m);
-        scores[j - lo] = e;
-        denom += e;
-    }
-    if (a->sinks)
-        denom += expf(sink - m);
-    float inv = 1.0f / denom;
-    float *o = a->out + (t * a->n_heads + h) * a->v_dim;
-    for (int64_t d = 0; d < a->v_dim; d++)
-        o[d] = 0.0f;
-    for (int64_t j = lo; j <= pos; j++) {
-        float p = scores[j - lo] * inv;
-        const float *v = a->v_cache + j * vstride + kvh * a->v_dim;
-        int64_t d = 0;
-        sp_v8 pv = sp_v8_set1(p);
-        for (; d + 8 <= a->v_dim; d += 8)
-            sp_v8_store(o + d, sp_v8_fmadd(pv, sp_v8_load(v + d), sp_v8_load(o + d)));
-        for (; d < a->v_dim; d++)
-            o[d] += p * v[d];
-    }
-}
+#ifdef SP_HAVE_AVX2_KERNELS
+void sp_attn_rows_avx2(const sp_attn_args *a, int64_t b, int64_t e, float *scores);
+#endif
 
 static void attn_task(void *ctx, int64_t b, int64_t e, int thread)
 {
     const sp_attn_args *a = ctx;
     float *scores = a->scratch + (int64_t)thread * a->n_ctx;
-    for (int64_t i = b; i < e; i++)
-        attend_one(a, i / a->n_heads, i % a->n_heads, scores);
+#ifdef SP_HAVE_AVX2_KERNELS
+    if (sp_isa_active() >= SP_ISA_AVX2) {
+        sp_attn_rows_avx2(a, b, e, scores);
+        return;
+    }
+#endif
+    attn_rows(a, b, e, scores);
 }
 
 void sp_attention(sp_pool *pool, const sp_attn_args *a)

@@ -2,9 +2,16 @@
  *
  * x is [n_tok, W.cols] and y is [n_tok, W.rows], both contiguous fp32. Work is split
  * across threads by output rows only; each output element is one fixed-order reduction
- * (see simd.h), so y[t] is bit-identical whatever n_tok is and whatever else is in the
- * batch. sp_matmul_ref is the scalar reference (double accumulation) the fast path is
- * tested against. */
+ * (the order depends on the ISA level, the precision, the format and W.cols only), so
+ * y[t] is bit-identical whatever n_tok is and whatever else is in the batch.
+ *
+ * Two precisions (sp_precision in specula.h): EXACT multiplies fp32 activations by the
+ * exactly decoded weights with fp32 fused multiply-adds; FAST first rounds the
+ * activations to bf16 and, on CPUs with AVX512_BF16, uses vdpbf16ps (two bf16 products
+ * per fp32 lane); elsewhere FAST computes as EXACT. sp_matmul takes the precision set on
+ * the pool (sp_pool_set_precision; EXACT for a NULL pool). sp_matmul_ref and
+ * sp_matmul_ref_prec are the scalar references (double accumulation) the kernels are
+ * tested against. The kernels are chosen at run time by cpuid (cpu_isa.h). */
 #ifndef SP_KERNELS_CPU_MATMUL_H
 #define SP_KERNELS_CPU_MATMUL_H
 
@@ -14,9 +21,19 @@
 void sp_matmul(sp_pool *pool, const sp_weight *w, const float *x, int64_t n_tok, float *y,
                const float *bias);
 
+/* As sp_matmul with an explicit precision. */
+void sp_matmul_prec(sp_pool *pool, sp_precision prec, const sp_weight *w, const float *x,
+                    int64_t n_tok, float *y, const float *bias);
+
 /* Scalar reference. */
 void sp_matmul_ref(const sp_weight *w, const float *x, int64_t n_tok, float *y,
                    const float *bias);
+
+/* Reference for a precision: FAST rounds x to bf16 as the kernels do. */
+void sp_matmul_ref_prec(sp_precision prec, const sp_weight *w, const float *x, int64_t n_tok,
+                        float *y, const float *bias);
+/* Name of the row kernel sp_matmul_prec would use for w now (profiles, docs). */
+const char *sp_matmul_kernel_name(const sp_weight *w, sp_precision prec);
 
 /* Transposed product with a row range of W: y[t, c] = bias[c] + sum over i < n_in of
  * x[t * x_stride + i] * W[row0 + i, c], for c < W.cols. Serves weights stored input-major

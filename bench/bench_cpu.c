@@ -1,0 +1,248 @@
+/* bench_cpu.c: kernel-level CPU measurements for docs/BENCHMARKS.md and
+ * bench/compare-llama-cpp.sh.
+ *
+ *   bench_cpu membw [--threads N] [--mib M]     DRAM read bandwidth: N threads sum a
+ *       buffer of M MiB (default 1024) with 256-bit loads; best of 5 passes, GB/s.
+ *   bench_cpu matmul [--threads N] [--rows R] [--cols C] [--tokens T] [--precision P]
+ *       [--format bf16|mxfp4] [--isa L]
+ *       y = x W^T over enough distinct random matrices that they never sit in cache;
+ *       prints GB/s of weights read and GFLOP/s, median of 7 passes.
+ *   bench_cpu verify --model DIR [--threads N] [--precision P] [--kmax K] [--reps R]
+ *       speculative verify cost: after a 128-token prefill, the median time of one pass
+ *       over k+1 tokens (k = 0..K) at that position, as a multiple of one decode step.
+ * The default build is portable; SPECULA_ISA lowers the kernel level as for specula. */
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/matmul.h"
+#include "util/clock.h"
+#include "util/dtype.h"
+#include "util/threadpool.h"
+#include "specula.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct bw_arg {
+    const uint64_t *p;
+    size_t n;
+    uint64_t sum;
+} bw_arg;
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+__attribute__((target("avx2"))) static uint64_t sum_avx2(const uint64_t *p, size_t n)
+{
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i + 16 <= n; i += 16) {
+        s0 = _mm256_add_epi64(s0, _mm256_loadu_si256((const __m256i *)(p + i)));
+        s1 = _mm256_add_epi64(s1, _mm256_loadu_si256((const __m256i *)(p + i + 4)));
+        s2 = _mm256_add_epi64(s2, _mm256_loadu_si256((const __m256i *)(p + i + 8)));
+        s3 = _mm256_add_epi64(s3, _mm256_loadu_si256((const __m256i *)(p + i + 12)));
+    }
+    s0 = _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3));
+    uint64_t o[4];
+    _mm256_storeu_si256((__m256i *)o, s0);
+    return o[0] + o[1] + o[2] + o[3];
+}
+#endif
+
+static void *bw_worker(void *v)
+{
+    bw_arg *a = v;
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2")) {
+        a->sum = sum_avx2(a->p, a->n);
+        return NULL;
+    }
+#endif
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i + 8 <= a->n; i += 8) {
+        s0 += a->p[i] ^ a->p[i + 4];
+        s1 += a->p[i + 1] ^ a->p[i + 5];
+        s2 += a->p[i + 2] ^ a->p[i + 6];
+        s3 += a->p[i + 3] ^ a->p[i + 7];
+    }
+    a->sum = s0 + s1 + s2 + s3;
+    return NULL;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int membw(int threads, int64_t mib)
+{
+    size_t n = (size_t)mib * 1048576 / 8;
+    uint64_t *buf = malloc(n * 8);
+    if (!buf)
+        return 1;
+    for (size_t i = 0; i < n; i++)
+        buf[i] = i * 0x9e3779b97f4a7c15ull;
+    double best = 0;
+    for (int pass = 0; pass < 5; pass++) {
+        pthread_t th[64];
+        bw_arg a[64];
+        double t0 = sp_now_ms();
+        for (int t = 0; t < threads; t++) {
+            a[t] = (bw_arg){buf + n / (size_t)threads * (size_t)t, n / (size_t)threads, 0};
+            pthread_create(&th[t], NULL, bw_worker, &a[t]);
+        }
+        uint64_t s = 0;
+        for (int t = 0; t < threads; t++) {
+            pthread_join(th[t], NULL);
+            s += a[t].sum;
+        }
+        double gbs = (double)(n * 8) / ((sp_now_ms() - t0) * 1e6);
+        if (gbs > best)
+            best = gbs;
+        if (s == 42)
+            printf(" ");
+    }
+    printf("membw: %.1f GB/s (%d threads, %lld MiB, best of 5)\n", best, threads, (long long)mib);
+    free(buf);
+    return 0;
+}
+
+static int matmul(int threads, int64_t rows, int64_t cols, int64_t tokens, sp_precision prec,
+                  sp_wformat fmt)
+{
+    size_t row_bytes = fmt == SP_WF_MXFP4 ? (size_t)cols / 2 : (size_t)cols * 2;
+    size_t wbytes = row_bytes * (size_t)rows, sbytes = fmt == SP_WF_MXFP4 ? (size_t)(rows * cols / 32) : 0;
+    int n_mats = (int)(512.0 * 1048576 / (double)(wbytes + sbytes)) + 1; /* >= 512 MiB */
+    if (tokens > 16)
+        n_mats = 2;
+    sp_weight *w = calloc((size_t)n_mats, sizeof *w);
+    unsigned char **mem = calloc((size_t)n_mats, sizeof *mem);
+    for (int m = 0; m < n_mats; m++) {
+        mem[m] = malloc(wbytes + sbytes);
+        for (size_t i = 0; i < wbytes; i += 2) {
+            uint16_t h = fmt == SP_WF_MXFP4 ? (uint16_t)rand() : sp_f32_to_bf16((float)rand() / RAND_MAX - 0.5f);
+            memcpy(mem[m] + i, &h, 2);
+        }
+        for (size_t i = 0; i < sbytes; i++)
+            mem[m][wbytes + i] = (unsigned char)(120 + rand() % 4);
+        w[m] = (sp_weight){.format = fmt, .rows = rows, .cols = cols, .data = mem[m],
+                           .row_bytes = row_bytes, .global_scale = 1.0f};
+        if (sbytes) {
+            w[m].scales = mem[m] + wbytes;
+            w[m].scale_row_bytes = (size_t)cols / 32;
+        }
+    }
+    float *x = malloc((size_t)(tokens * cols) * 4), *y = malloc((size_t)(tokens * rows) * 4);
+    for (int64_t i = 0; i < tokens * cols; i++)
+        x[i] = (float)rand() / RAND_MAX - 0.5f;
+    sp_pool *pool;
+    if (sp_pool_new(threads, &pool, NULL) != SP_OK)
+        return 1;
+    double t[7];
+    int reps = tokens > 16 ? 3 : 1;
+    for (int pass = 0; pass < 7; pass++) {
+        double t0 = sp_now_ms();
+        for (int r = 0; r < reps; r++)
+            for (int m = 0; m < n_mats; m++)
+                sp_matmul_prec(pool, prec, &w[m], x, tokens, y, NULL);
+        t[pass] = (sp_now_ms() - t0) / (reps * n_mats);
+    }
+    qsort(t, 7, sizeof t[0], cmp_d);
+    double ms = t[3];
+    printf("matmul %s %lldx%lld tokens=%lld %s [%s]: %.3f ms, %.1f GB/s weights, %.1f GFLOP/s\n",
+           sp_wformat_name(fmt), (long long)rows, (long long)cols, (long long)tokens,
+           prec == SP_PRECISION_FAST ? "fast" : "exact", sp_matmul_kernel_name(&w[0], prec), ms,
+           (double)(wbytes + sbytes) / (ms * 1e6), 2.0 * (double)(rows * cols * tokens) / (ms * 1e6));
+    sp_pool_free(pool);
+    for (int m = 0; m < n_mats; m++)
+        free(mem[m]);
+    free(mem);
+    free(w);
+    free(x);
+    free(y);
+    return 0;
+}
+
+static int verify_curve(const char *dir, int threads, sp_precision prec, int kmax, int reps)
+{
+    sp_model_params mp = sp_model_default_params();
+    mp.n_threads = threads;
+    mp.precision = prec;
+    sp_model *m;
+    sp_session *s;
+    sp_error err = {0};
+    if (sp_model_open(dir, &mp, &m, &err) != SP_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    sp_session_params sp = {.n_ctx = 256};
+    if (sp_session_new(m, &sp, &s, &err) != SP_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    int32_t toks[160];
+    for (int i = 0; i < 160; i++)
+        toks[i] = (int32_t)((i * 7919 + 13) % sp_model_n_vocab(m));
+    if (sp_session_eval(s, toks, 128, NULL, &err) != SP_OK)
+        return 1;
+    double base = 0, t[64];
+    if (reps > 64)
+        reps = 64;
+    printf("verify cost, %s precision, %d threads (pass over k+1 tokens at position 128):\n",
+           prec == SP_PRECISION_FAST ? "fast" : "exact", threads);
+    for (int k = 0; k <= kmax; k++) {
+        for (int r = 0; r < reps; r++) {
+            sp_session_truncate(s, 128, NULL);
+            double t0 = sp_now_ms();
+            if (sp_session_eval(s, toks + 128, (size_t)k + 1, NULL, &err) != SP_OK)
+                return 1;
+            t[r] = sp_now_ms() - t0;
+        }
+        qsort(t, (size_t)reps, sizeof t[0], cmp_d);
+        double med = t[reps / 2];
+        if (k == 0)
+            base = med;
+        printf("k=%d: %.2f ms, %.2fx one decode step\n", k, med, med / base);
+    }
+    sp_session_free(s);
+    sp_model_close(m);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: bench_cpu membw|matmul [options]\n");
+        return 2;
+    }
+    int threads = 2;
+    int64_t mib = 1024, rows = 2048, cols = 8192, tokens = 1;
+    sp_precision prec = SP_PRECISION_EXACT;
+    sp_wformat fmt = SP_WF_BF16;
+    const char *model = NULL;
+    int kmax = 8, reps = 7;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        const char *o = argv[i], *v = argv[i + 1];
+        if (!strcmp(o, "--threads")) threads = atoi(v);
+        else if (!strcmp(o, "--mib")) mib = atoll(v);
+        else if (!strcmp(o, "--rows")) rows = atoll(v);
+        else if (!strcmp(o, "--cols")) cols = atoll(v);
+        else if (!strcmp(o, "--tokens")) tokens = atoll(v);
+        else if (!strcmp(o, "--precision")) prec = !strcmp(v, "fast") ? SP_PRECISION_FAST : SP_PRECISION_EXACT;
+        else if (!strcmp(o, "--model")) model = v;
+        else if (!strcmp(o, "--kmax")) kmax = atoi(v);
+        else if (!strcmp(o, "--reps")) reps = atoi(v);
+        else if (!strcmp(o, "--format")) fmt = !strcmp(v, "mxfp4") ? SP_WF_MXFP4 : SP_WF_BF16;
+        else {
+            fprintf(stderr, "unknown option %s\n", o);
+            return 2;
+        }
+    }
+    if (!strcmp(argv[1], "membw"))
+        return membw(threads, mib);
+    if (!strcmp(argv[1], "matmul"))
+        return matmul(threads, rows, cols, tokens, prec, fmt);
+    if (!strcmp(argv[1], "verify") && model)
+        return verify_curve(model, threads, prec, kmax, reps);
+    fprintf(stderr, "unknown mode %s\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,59 @@
+/* matmul_isa.h: the contract between matmul.c (formats, threads, input preparation)
+ * and the per-ISA row kernels (matmul_generic.c, matmul_avx2.c, matmul_avx512.c,
+ * matmul_avx512bf16.c), each compiled with its own target flags.
+ *
+ * A row kernel computes y[t, r] for every token t and rows [rb, re). It may ask
+ * matmul.c to prepare the input once per call (before the rows are split across
+ * threads):
+ *   SP_MM_PREP_NONE   x as given, [n_tok, cols] fp32
+ *   SP_MM_PREP_PAIRS  fp32, each 32-column block reordered as its 16 even columns then
+ *                     its 16 odd ones (matches weights decoded as even/odd halves)
+ *   SP_MM_PREP_BF16   x rounded to bf16 (sp_mm_round_bf16), natural order
+ * Every kernel reduces an output element in an order fixed by (ISA, precision, format,
+ * cols): tiles only group work, so y[t] never depends on n_tok or the thread count. */
+#ifndef SP_KERNELS_CPU_MATMUL_ISA_H
+#define SP_KERNELS_CPU_MATMUL_ISA_H
+
+#include "kernels/weight.h"
+#include "specula.h"
+
+#include <stdint.h>
+
+typedef struct sp_mm_job {
+    const sp_weight *w;
+    const float *x;   /* [n_tok, cols] */
+    const void *xp;   /* prepared input (see above), or NULL */
+    int64_t n_tok;
+    float *y;         /* [n_tok, rows] */
+    const float *bias;
+} sp_mm_job;
+
+typedef void (*sp_mm_rows_fn)(const sp_mm_job *j, int64_t rb, int64_t re);
+
+typedef enum sp_mm_prep { SP_MM_PREP_NONE, SP_MM_PREP_PAIRS, SP_MM_PREP_BF16 } sp_mm_prep;
+
+typedef struct sp_mm_kernel {
+    sp_mm_rows_fn fn;
+    sp_mm_prep prep;
+    const char *name; /* for profiles and docs */
+} sp_mm_kernel;
+
+sp_mm_kernel sp_mm_pick_generic(const sp_weight *w);
+sp_mm_kernel sp_mm_pick_avx2(const sp_weight *w);
+sp_mm_kernel sp_mm_pick_avx512(const sp_weight *w);
+/* Fast precision (bf16 inputs, vdpbf16ps); exact kernels for formats it lacks. */
+sp_mm_kernel sp_mm_pick_avx512bf16(const sp_weight *w);
+
+/* fp32 -> bf16 as vcvtneps2bf16 does: round to nearest even, NaN quieted; the input of
+ * every fast-precision product (kernels and the reference). */
+static inline uint16_t sp_mm_round_bf16(float f)
+{
+    uint32_t u;
+    __builtin_memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+#endif
