@@ -177,7 +177,7 @@ sp_status cli_talk_generate(cli_talk *t, const int32_t *ids, size_t n_ids, const
 int64_t cli_talk_truncate(cli_talk *t, int64_t n)
 {
     int64_t have = sp_session_n_past(t->s);
-    if (t->spec.draft_session && t->spec.params.kind == SP_DRAFT_MODEL) {
+    if (t->spec.draft_session) {
         int64_t d = sp_session_n_past(t->spec.draft_session);
         have = d < have ? d : have;
     }

@@ -169,7 +169,7 @@ int cmd_chat(int argc, char **argv)
         size_t n_ids = 0;
         if ((rc = cli_talk_render(&t, h.m, h.n, &text, &ids, &n_ids)))
             goto done;
-        if ((int64_t)n_ids + 1 >= t.n_ctx) {
+        if (n_ids == 0 || (int64_t)n_ids + 1 >= t.n_ctx) {
             fprintf(stderr, "specula: the conversation (%zu tokens) fills the context of %lld: /reset\n", n_ids,
                     (long long)t.n_ctx);
             pop_to(&h, before);
