@@ -3,9 +3,12 @@
  * memory the process holds afterwards (resident and peak, from /proc/self/status) beside
  * the checkpoint's size on disk. With --draft it also runs speculative greedy generation
  * on the same prompt in the same process and reports the speedup (the tokens are checked
- * to be identical to plain decoding's). */
+ * to be identical to plain decoding's). Without -m it measures the bundled pair as `specula
+ * run` uses it: plain vs speculative decoding of chat prompts rendered through the template
+ * (bench_default). */
 #include "cli.h"
 #include "cli_spec.h"
+#include "cli_talk.h"
 #include "commands.h"
 
 #include <dirent.h>
@@ -119,6 +122,119 @@ static int bench_spec(const char *model_dir, sp_session *s, cli_spec *spec, cons
     return rc;
 }
 
+/* The user messages of the default-pair benchmark (rendered through the chat template). */
+static const char *const default_prompts[] = {
+    "Write the function `dedent` from the `textwrap` module.",
+    "Recite Psalm 23.",
+    "What does the function `json.dumps` do?",
+};
+#define N_DEFAULT_PROMPTS (sizeof default_prompts / sizeof default_prompts[0])
+
+static void add_stats(sp_spec_stats *a, const sp_spec_stats *b)
+{
+    a->drafts += b->drafts;
+    a->drafted += b->drafted;
+    a->accepted += b->accepted;
+    for (int i = 0; i < SP_SPEC_MAX_K; i++) {
+        a->accepted_per_pos[i] += b->accepted_per_pos[i];
+        a->drafted_per_pos[i] += b->drafted_per_pos[i];
+    }
+    a->k_max = b->k_max > a->k_max ? b->k_max : a->k_max;
+    a->plain_steps += b->plain_steps;
+    a->draft_ms += b->draft_ms;
+    a->verify_ms += b->verify_ms;
+}
+
+/* `specula bench` without -m: the bundled pair, plain vs speculative decoding of gen_len tokens
+ * after each default prompt, runs times, interleaved; tokens/s over all of them. Greedy
+ * (temperature 0) output is checked to be identical. */
+static int bench_default(cli_spec *spec, int64_t gen_len, int64_t runs, double temp, int threads,
+                         const char *device, const char *precision, bool json)
+{
+    char target[4096], draft[4096];
+    if (!cli_default_pair(target, sizeof target, draft, sizeof draft))
+        return cli_failf("bench: no -m and no bundled pair (models/default) in $SPECULA_MODELS, ./models or "
+                         "the source tree");
+    cli_talk t = {0};
+    t.device = device;
+    t.precision = precision;
+    t.spec = *spec;
+    if (!t.spec.draft)
+        t.spec.draft = draft;
+    if (!strcmp(t.spec.draft, "none"))
+        return cli_failf("bench: the default pair is measured with a draft (--draft DIR|ngram|self)");
+    int32_t *ids[N_DEFAULT_PROMPTS] = {0};
+    size_t n_ids[N_DEFAULT_PROMPTS] = {0};
+    int32_t *a = malloc((size_t)gen_len * sizeof *a), *b = malloc((size_t)gen_len * sizeof *b);
+    int rc = !a || !b ? cli_failf("out of memory") : cli_talk_open_text(&t, target, true);
+    size_t longest = 0;
+    for (size_t i = 0; i < N_DEFAULT_PROMPTS && rc == CLI_OK; i++) {
+        char *text = NULL;
+        cli_msg msg = {"user", (char *)default_prompts[i]};
+        rc = cli_talk_render(&t, &msg, 1, &text, &ids[i], &n_ids[i]);
+        free(text);
+        longest = n_ids[i] > longest ? n_ids[i] : longest;
+    }
+    if (rc == CLI_OK)
+        rc = cli_talk_open_model(&t, (int64_t)longest + gen_len + 1, threads);
+    double plain_ms = 0, spec_ms = 0;
+    int64_t plain_n = 0, spec_n = 0;
+    sp_spec_stats total = {0};
+    sp_error err = {0};
+    for (int64_t r = 0; r < runs && rc == CLI_OK; r++)
+        for (size_t i = 0; i < N_DEFAULT_PROMPTS && rc == CLI_OK; i++) {
+            sp_generate_params gp = {.n_predict = gen_len, .ignore_eos = true,
+                                     .sampling = sp_sampling_default_params()};
+            gp.sampling.temperature = (float)temp;
+            gp.sampling.seed = (uint64_t)(r * 1000 + (int64_t)i);
+            sp_generate_stats st;
+            sp_spec_stats ss;
+            cli_talk_truncate(&t, 0);
+            if (sp_generate(t.s, ids[i], n_ids[i], &gp, NULL, NULL, a, &st, &err) != SP_OK) {
+                rc = cli_fail(&err);
+                break;
+            }
+            plain_ms += st.decode_ms;
+            plain_n += st.n_generated - 1;
+            cli_talk_truncate(&t, 0);
+            if (cli_talk_generate(&t, ids[i], n_ids[i], &gp, NULL, NULL, b, &st, &ss, &err) != SP_OK) {
+                rc = cli_fail(&err);
+                break;
+            }
+            spec_ms += st.decode_ms;
+            spec_n += st.n_generated - 1;
+            add_stats(&total, &ss);
+            if (temp == 0 && memcmp(a, b, (size_t)gen_len * sizeof *a))
+                rc = cli_failf("speculative greedy output differs from plain greedy output");
+        }
+    if (rc == CLI_OK) {
+        double pt = plain_n / (plain_ms / 1e3), ft = spec_n / (spec_ms / 1e3);
+        double mal = total.drafts ? 1.0 + (double)total.accepted / (double)total.drafts : 0.0;
+        if (json) {
+            printf("{\"model\": \"%s\", \"draft\": \"%s\", \"prompts\": %zu, \"runs\": %lld, \"gen_len\": %lld, "
+                   "\"temperature\": %g, \"threads\": %d, \"plain_tok_s\": %.2f, \"spec_tok_s\": %.2f, "
+                   "\"speedup\": %.3f, \"mean_acceptance_length\": %.4f, \"acceptance_rate\": %.4f, \"spec\": ",
+                   target, t.spec.draft, N_DEFAULT_PROMPTS, (long long)runs, (long long)gen_len, temp, threads, pt,
+                   ft, ft / pt, mal, total.drafted ? (double)total.accepted / (double)total.drafted : 0.0);
+            cli_spec_print_json(stdout, &total);
+            printf("}\n");
+        } else {
+            printf("%s with draft %s, %zu chat prompts x %lld runs, %lld tokens each, temperature %g:\n"
+                   "plain decode %.1f tok/s, speculative %.1f tok/s: speedup %.2fx, mean acceptance length %.2f\n",
+                   target, t.spec.draft, N_DEFAULT_PROMPTS, (long long)runs, (long long)gen_len, temp, pt, ft,
+                   ft / pt, mal);
+            cli_spec_print_summary(stdout, &total);
+        }
+    }
+    for (size_t i = 0; i < N_DEFAULT_PROMPTS; i++)
+        free(ids[i]);
+    free(a);
+    free(b);
+    cli_talk_close(&t);
+    spec->draft_session = NULL; /* closed with t */
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     const char *model_dir = NULL;
@@ -126,6 +242,7 @@ int cmd_bench(int argc, char **argv)
     const char *device = NULL;
     const char *precision_s = NULL;
     bool json = false;
+    double temp = 0;
     const char *tokens_s = NULL;
     cli_spec spec = {0};
     cli_opt opts[] = {
@@ -138,17 +255,27 @@ int cmd_bench(int argc, char **argv)
         {"--precision", NULL, CLI_STR, &precision_s, "matmul arithmetic: fast (bf16 inputs, default) or exact (fp32)", 0},
         {"--json", NULL, CLI_FLAG, &json, "print one JSON object", 0},
         {"--tokens", NULL, CLI_STR, &tokens_s, "prompt token ids (default: random, --prompt-len)", 0},
+        {"--temp", NULL, CLI_FLOAT, &temp, "temperature of the default-pair benchmark (default 0)", 0},
         CLI_SPEC_OPTS(spec),
         {0},
     };
     const char *usage = "specula bench -m DIR [--prompt-len N] [--gen-len N] [--runs R] [--tokens IDS] "
-                        "[--draft DIR|ngram|self [--draft-k K]] [--json]";
+                        "[--draft DIR|ngram|self [--draft-k K]] [--json]\n"
+                        "       specula bench [--temp T] [--gen-len N] [--runs R] [--json]   (the bundled pair, "
+                        "plain vs speculative)";
     int rc = cli_parse(argc, argv, opts, usage);
     if (rc)
         return rc < 0 ? CLI_OK : rc;
     if (!model_dir) {
-        fprintf(stderr, "specula: bench needs -m\nusage: %s\n", usage);
-        return CLI_USAGE;
+        bool runs_seen = false, gen_seen = false;
+        for (cli_opt *o = opts; o->name; o++) {
+            runs_seen |= o->dst == &runs && o->seen;
+            gen_seen |= o->dst == &gen_len && o->seen;
+        }
+        if (gen_len < 1 || runs < 1 || runs > 1000 || temp < 0)
+            return cli_failf("bench: --gen-len and --runs must be positive, --temp not negative");
+        return bench_default(&spec, gen_seen ? gen_len : 128, runs_seen ? runs : 3, temp, cli_threads(threads),
+                             device, precision_s, json);
     }
     if (prompt_len < 1 || gen_len < 1 || runs < 1 || runs > 1000)
         return cli_failf("bench: --prompt-len, --gen-len and --runs must be positive");

@@ -1,12 +1,35 @@
 /* cmd_check.c: `specula check -m DIR [--draft DIR] [--tokens IDS | -p TEXT]`: the self-tests
  * of src/diag/check.h, one line per check (pass / warn / FAIL and the reason). Exit 1 when
- * any check fails. */
+ * any check fails. Without a prompt, the generation checks use what the model's users send:
+ * a one-message conversation rendered through its chat template; a model without a
+ * template gets a fixed spread of ids. */
 #include "cli.h"
 #include "commands.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* "Hello! What is 2+2?" rendered through dir's chat template and encoded; false without one. */
+static bool chat_prompt(const char *dir, sp_tokenizer *tok, int32_t **ids, size_t *n)
+{
+    static const char ctx[] = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hello! What is 2+2?\"}], "
+                              "\"add_generation_prompt\": true}";
+    sp_chat *chat = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    bool ok = sp_chat_open(dir, &chat, NULL) == SP_OK &&
+              sp_chat_render(chat, ctx, sizeof ctx - 1, NULL, &text, &len, NULL) == SP_OK &&
+              sp_tokenizer_encode(tok, text, len, false, ids, n, NULL) == SP_OK && *n > 0;
+    if (!ok) {
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
+    free(text);
+    sp_chat_close(chat);
+    return ok;
+}
 
 int cmd_check(int argc, char **argv)
 {
@@ -68,6 +91,8 @@ int cmd_check(int argc, char **argv)
             rc = cli_failf("--tokens: cannot parse '%s'", tokens_s);
             goto done;
         }
+    } else if (tok && chat_prompt(dir, tok, &ids, &n)) {
+        /* the conversation the chat-template check renders, as the model's users send it */
     } else { /* a fixed spread of ids */
         n = 8;
         ids = malloc(n * sizeof *ids);

@@ -15,6 +15,8 @@ int cmd_trace(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 
 int cmd_template(int argc, char **argv);
 

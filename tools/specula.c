@@ -6,6 +6,8 @@
 #include <string.h>
 
 static const cli_cmd commands[] = {
+    {"run", "one reply through the chat template (default: the bundled pair, speculating)", NULL, cmd_run},
+    {"chat", "a conversation in the terminal, reusing the KV cache across turns", NULL, cmd_chat},
     {"generate", "generate tokens or text from a prompt", NULL, cmd_generate},
     {"logits", "write the logits of every input position to a file", NULL, cmd_logits},
     {"bench", "measure prefill and decode tokens/s", NULL, cmd_bench},

@@ -27,7 +27,7 @@ status() {
 }
 json() { python3 -c "import json,sys; d=json.load(open('$TMP/body')); $1"; }
 
-start_server main -m "$M" --parallel 2 --queue 2 || exit 1
+start_server main -m "$M" --parallel 2 --queue 2 --ctx 1024 || exit 1
 check "GET /health 200" status '"ok"' 200 "$URL/health"
 check "GET /v1/models lists the model" status '"id":"default"' 200 "$URL/v1/models"
 check "chat completion" status '"chat.completion"' 200 "$URL/v1/chat/completions" \
@@ -46,7 +46,9 @@ check "stop text not returned, prefix kept" python3 -c "
 import json; full=json.load(open('$TMP/full'))['choices'][0]['text']; cut=json.load(open('$TMP/body'))['choices'][0]['text']
 assert '$STOPW' not in cut and full.startswith(cut) and full[len(cut):].startswith('$STOPW'), (full, cut)"
 check "stream ends with [DONE], usage chunk" bash -c "curl -sN '$URL/v1/chat/completions' -d '{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":4,\"stream\":true,\"stream_options\":{\"include_usage\":true}}' > '$TMP/sse' && tail -n 2 '$TMP/sse' | grep -q '^data: \[DONE\]' && grep -q '\"usage\":{\"prompt_tokens\"' '$TMP/sse'"
-check "POST /tokenize" status '"count":6' 200 "$URL/tokenize" -d '{"prompt":"hello world"}'
+# as many tokens as `specula tokenize` gives for the same text
+NTOK=$(python3 -c "import json,subprocess; print(len(json.loads(subprocess.run(['$SPECULA','tokenize','-t','$M','--text','hello world'],capture_output=True,text=True).stdout)))")
+check "POST /tokenize" status "\"count\":$NTOK" 200 "$URL/tokenize" -d '{"prompt":"hello world"}'
 check "POST /detokenize" status '"prompt":"hello world"' 200 "$URL/detokenize" -d "{\"tokens\":$(python3 -c "import json;print(json.load(open('$TMP/body'))['tokens'])")}"
 
 # bad input
