@@ -11,7 +11,7 @@
 int cmd_serve(int argc, char **argv)
 {
     const char *model_dir = NULL, *draft = NULL, *host = "127.0.0.1", *api_key = NULL,
-               *device = NULL;
+               *device = NULL, *precision_s = NULL;
     int64_t port = 8080, parallel = 4, queue = 16, n_ctx = 0, threads = 0, draft_k = 4;
     int64_t grace_ms = 10000;
     uint64_t max_body = 8u << 20;
@@ -29,6 +29,7 @@ int cmd_serve(int argc, char **argv)
         {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
         {"--grace-ms", NULL, CLI_INT, &grace_ms, "SIGTERM: time running requests get (default 10000)", 0},
         CLI_DEVICE_OPT(device),
+        {"--precision", NULL, CLI_STR, &precision_s, "matmul arithmetic: fast (bf16 inputs, default) or exact (fp32)", 0},
         {0},
     };
     const char *usage = "specula serve -m DIR [--draft ngram] [--host 127.0.0.1] [--port 8080] "
@@ -52,11 +53,15 @@ int cmd_serve(int argc, char **argv)
                 "1-1024, queue >= 0, draft-k 1-%d)\n", SP_SPEC_MAX_K);
         return CLI_USAGE;
     }
+    sp_precision precision;
+    if (cli_precision(precision_s, &precision) != CLI_OK)
+        return CLI_USAGE;
     sp_server_config cfg = {
         .model_dir = model_dir, .draft = draft, .host = host, .port = (int)port,
         .n_parallel = (int)parallel, .n_queue = (int)queue, .n_ctx = n_ctx, .api_key = api_key,
         .max_body_bytes = (size_t)max_body, .n_threads = cli_threads(threads),
         .draft_k = (int)draft_k, .grace_ms = (int)grace_ms, .device = cli_device(device),
+        .precision = precision,
     };
     return sp_server_run(&cfg) == 0 ? CLI_OK : CLI_ERR;
 }

@@ -39,6 +39,7 @@ static int load(sp_server *srv, sp_error *err)
     sp_model_params mp = sp_model_default_params();
     mp.n_threads = cfg->n_threads;
     mp.device = cfg->device;
+    mp.precision = cfg->precision;
     mp.n_ctx = cfg->n_ctx; /* the check budgets one session; the pool is --parallel of them */
     if (sp_model_open(cfg->model_dir, &mp, &srv->model, err) != SP_OK)
         return 1;

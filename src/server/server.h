@@ -30,6 +30,7 @@ typedef struct sp_server_config {
     size_t max_body_bytes;
     int n_threads;
     const char *device;   /* "cpu", "cuda[:N]", "auto"/NULL (sp_model_params.device) */
+    sp_precision precision; /* the CPU kernels' arithmetic (sp_model_params.precision) */
     int draft_k;
     int grace_ms;        /* SIGTERM: how long running requests may finish */
 } sp_server_config;
