@@ -33,6 +33,18 @@ static const struct {
 
 static char scratch[256];
 
+/* Removes the scratch directory and the files open_model puts there, at exit. */
+static void remove_scratch(void)
+{
+    static const char *names[] = {"model.safetensors", "config.json", "generation_config.json"};
+    char p[512];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", scratch, names[i]);
+        unlink(p);
+    }
+    rmdir(scratch);
+}
+
 static void write_file(const char *dir, const char *name, const void *p, size_t n)
 {
     char path[512];
@@ -51,6 +63,7 @@ static void open_model(const char *fixture, const char *cfg, size_t n_cfg, const
         snprintf(scratch, sizeof scratch, "/tmp/specula-fuzz-config-XXXXXX");
         if (!mkdtemp(scratch))
             abort();
+        atexit(remove_scratch);
     }
     char link[512], target[512];
     snprintf(link, sizeof link, "%s/model.safetensors", scratch);
@@ -66,6 +79,7 @@ static void open_model(const char *fixture, const char *cfg, size_t n_cfg, const
         write_file(scratch, "generation_config.json", gen, n_gen);
     sp_model_params mp = sp_model_default_params();
     mp.n_threads = 1;
+    mp.device = "cpu"; /* the parser and loader are the target, not a GPU */
     sp_model *m = NULL;
     sp_error err = {0};
     if (sp_model_open(scratch, &mp, &m, &err) != SP_OK) {
