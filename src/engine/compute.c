@@ -132,6 +132,7 @@ void sp_compute_free(sp_compute *c)
         return;
     if (c->mem)
         c->be->ops->free(c->be, c->mem);
+    free(c->segs);
     free(c->h_tokens);
     free(c->h_rope_cs);
     free(c->h_view);

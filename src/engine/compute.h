@@ -35,6 +35,8 @@ typedef struct sp_compute {
     float *rope_cs, *logits;
     void *moe_scratch;
 
+    struct sp_seg *segs; /* [segs_cap] a pass's segments (forward.c), grown on demand */
+    int64_t segs_cap;
     int32_t *h_tokens;  /* [cap] */
     float *h_rope_cs;   /* [cap, rope dim] */
     float *h_view;      /* observer staging, h_view_floats */

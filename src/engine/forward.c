@@ -267,25 +267,35 @@ static void pack(sp_pass *P, const sp_seq_eval *seqs, int64_t n_seqs, int64_t ma
     }
 }
 
+/* Room for n segments in the pass buffers (no allocation once a pass of n was seen). */
+static sp_status reserve_segs(sp_compute *c, int64_t n, sp_error *err)
+{
+    if (n <= c->segs_cap)
+        return SP_OK;
+    sp_seg *p = realloc(c->segs, (size_t)n * sizeof *p);
+    if (!p)
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    c->segs = p;
+    c->segs_cap = n;
+    return SP_OK;
+}
+
 sp_status sp_forward(sp_model *m, const sp_seq_eval *seqs, int64_t n_seqs, int64_t max_tokens,
                      sp_error *err)
 {
     if (!m->compute)
         return sp_err(err, SP_ERR_INTERNAL, "forward pass before sp_model_reserve");
-    sp_seg *segs = malloc((size_t)(n_seqs > 0 ? n_seqs : 1) * sizeof *segs);
-    if (!segs)
-        return sp_err(err, SP_ERR_NOMEM, "out of memory");
     pthread_mutex_lock(&m->lock);
-    sp_pass P = {.m = m, .be = m->be, .c = m->compute, .w = &m->exec, .segs = segs, .err = err};
+    sp_status st = reserve_segs(m->compute, n_seqs > 0 ? n_seqs : 1, err);
+    sp_pass P = {.m = m, .be = m->be, .c = m->compute, .w = &m->exec, .segs = m->compute->segs,
+                 .err = err};
     int64_t max = max_tokens > 0 && max_tokens < P.c->cap ? max_tokens : P.c->cap;
     int64_t idx = 0, off = 0;
-    sp_status st = SP_OK;
     while (st == SP_OK && idx < n_seqs) {
         pack(&P, seqs, n_seqs, max, &idx, &off);
         if (P.n > 0)
             st = run_pass(&P);
     }
     pthread_mutex_unlock(&m->lock);
-    free(segs);
     return st;
 }
