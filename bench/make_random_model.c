@@ -1,7 +1,7 @@
 /* make_random_model.c: writes random checkpoints (config.json + model.safetensors) of
  * realistic shapes for benchmarks: BF16 weights ~ N(0, 0.02), unit-ish norms.
  *
- * usage: make_random_model OUT_DIR [--preset llama-100m|llama-1b|llama-tiny|gptoss-mxfp4]
+ * usage: make_random_model OUT_DIR [--preset llama-100m|llama-1b|llama-tiny|gptoss-mxfp4|gptoss-20b|gptoss-120b]
  *                         [--gguf FILE]
  * llama-100m: vocab 32000, hidden 768, 12 layers, 12 heads / 4 KV heads, MLP 2048,
  *   tied embeddings: 100M parameters, 200 MB.
@@ -13,7 +13,11 @@
  * gptoss-mxfp4: GptOssForCausalLM as the hub ships it (MXFP4 expert blocks + UE8M0
  *   scales, BF16 elsewhere): vocab 32000, hidden 1024, 8 layers, 16 heads / 4 KV heads of
  *   64, 32 experts of width 1024, top-4, sliding window 128 on even layers: 0.85B
- *   parameters, 0.6 GB. */
+ *   parameters, 0.6 GB.
+ * gptoss-20b, gptoss-120b: the exact dimensions of openai/gpt-oss-20b and -120b (vocab
+ *   201088, hidden 2880, expert width 2880, 64 heads / 8 KV heads of 64, top-4, window
+ *   128; 24 layers x 32 experts: 13 GB, 36 layers x 128 experts: 61 GiB), same layout.
+ *   They share the vocabulary, so one can draft for the other. */
 #include "format/safetensors_write.h"
 #include "gguf_twin.h"
 
@@ -107,7 +111,16 @@ static int write_tensors(const char *dir, sp_st_out *t, size_t k, fill_ctx *ctx,
 static void fill_u8(void *vctx, unsigned char *buf, size_t offset, size_t n)
 {
     fill_ctx *c = vctx;
-    for (size_t i = 0; i < n; i++)
+    size_t i = 0;
+    if (g_fast_fill) /* the big presets: eight bytes per hash */
+        for (; i < n && (offset + i) % 8; i++)
+            buf[i] = (unsigned char)(mix(c->seed ^ (offset + i)) >> 24);
+    if (g_fast_fill)
+        for (; i + 8 <= n; i += 8) {
+            uint64_t r = mix(c->seed ^ (offset + i) * 0x9e3779b97f4a7c15ull);
+            memcpy(buf + i, &r, 8);
+        }
+    for (; i < n; i++)
         buf[i] = (unsigned char)(mix(c->seed ^ (offset + i) * 0x9e3779b97f4a7c15ull) >> 24);
 }
 
@@ -119,9 +132,13 @@ static void fill_e8m0(void *vctx, unsigned char *buf, size_t offset, size_t n)
         buf[i] = (unsigned char)(120 + (mix(c->seed ^ (offset + i)) & 1));
 }
 
-static int write_gptoss(const char *dir)
+typedef struct gptoss_shape {
+    int64_t V, H, I, NL, NH, KV, HD, E;
+} gptoss_shape;
+
+static int write_gptoss(const char *dir, gptoss_shape g)
 {
-    const int64_t V = 32000, H = 1024, I = 1024, NL = 8, NH = 16, KV = 4, HD = 64, E = 32;
+    const int64_t V = g.V, H = g.H, I = g.I, NL = g.NL, NH = g.NH, KV = g.KV, HD = g.HD, E = g.E;
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = fopen(path, "w");
@@ -200,7 +217,7 @@ static int write_gptoss(const char *dir)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s OUT_DIR [--preset llama-100m|llama-1b|llama-tiny|gptoss-mxfp4] [--gguf FILE]\n",
+        fprintf(stderr, "usage: %s OUT_DIR [--preset llama-100m|llama-1b|llama-tiny|gptoss-mxfp4|gptoss-20b|gptoss-120b] [--gguf FILE]\n",
                 argv[0]);
         return 2;
     }
@@ -220,13 +237,22 @@ int main(int argc, char **argv)
         s = (shape){512, 128, 256, 2, 4, 2, 0};
     else if (!strcmp(preset, "llama-1b"))
         s = (shape){32000, 2048, 8192, 16, 32, 8, 1}, g_fast_fill = 1;
-    else if (strcmp(preset, "llama-100m") && strcmp(preset, "gptoss-mxfp4")) {
+    else if (strcmp(preset, "llama-100m") && strncmp(preset, "gptoss-", 7)) {
         fprintf(stderr, "unknown preset %s\n", preset);
         return 2;
     }
     mkdir(dir, 0755);
     if (!strcmp(preset, "gptoss-mxfp4"))
-        return write_gptoss(dir);
+        return write_gptoss(dir, (gptoss_shape){32000, 1024, 1024, 8, 16, 4, 64, 32});
+    g_fast_fill = !strncmp(preset, "gptoss-", 7);
+    if (!strcmp(preset, "gptoss-20b"))
+        return write_gptoss(dir, (gptoss_shape){201088, 2880, 2880, 24, 64, 8, 64, 32});
+    if (!strcmp(preset, "gptoss-120b"))
+        return write_gptoss(dir, (gptoss_shape){201088, 2880, 2880, 36, 64, 8, 64, 128});
+    if (strncmp(preset, "llama-", 6)) {
+        fprintf(stderr, "unknown preset %s\n", preset);
+        return 2;
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = fopen(path, "w");

@@ -63,18 +63,30 @@ run kernels 100 $B/tests/cuda/test_cuda_kernels
 wait $P100 $P1B 2>/dev/null
 for m in l100 l1b; do echo "make_random_model $m: $(grep -E '^rc=' "$OUT/make_$m.log" 2>/dev/null | tail -1)"; done >> "$OUT/status.txt"
 
-# 2. benchmarks, one at a time on an otherwise idle GPU
+# 2. benchmarks, one at a time on an otherwise idle GPU; decode also without recorded
+# passes (SPECULA_CUDA_GRAPHS=0) to show what CUDA graphs buy
 for m in l100 l1b; do
     [ -f "$MODELS/$m/model.safetensors" ] || { echo "bench_$m: no model" >> "$OUT/status.txt"; continue; }
     run "bench_$m" 45 $S bench -m "$MODELS/$m" --device cuda --prompt-len 128 --gen-len 128 --runs 3
+    SPECULA_CUDA_GRAPHS=0 run "bench_nograph_$m" 45 $S bench -m "$MODELS/$m" --device cuda --prompt-len 128 --gen-len 128 --runs 3
+    SPECULA_CUDA_PDL=0 run "bench_nopdl_$m" 45 $S bench -m "$MODELS/$m" --device cuda --prompt-len 128 --gen-len 128 --runs 3
     run "verify_$m" 30 $B/verify_cost -m "$MODELS/$m" --device cuda --ctx 128 --reps 15 --kmax 8
 done
+# the gpt-oss-20b shape (13 GB, written to memory) when asked: PERF_20B=1
+if [ "${PERF_20B:-0}" = 1 ] && [ "$(left)" -gt 90 ]; then
+    run make_g20b 120 $B/make_random_model "$MODELS/g20b" --preset gptoss-20b
+    run bench_g20b 90 $S bench -m "$MODELS/g20b" --device cuda --prompt-len 128 --gen-len 64 --runs 2
+    SPECULA_CUDA_PDL=0 run bench_nopdl_g20b 90 $S bench -m "$MODELS/g20b" --device cuda --prompt-len 128 --gen-len 64 --runs 2
+    run verify_g20b 60 $B/verify_cost -m "$MODELS/g20b" --device cuda --ctx 128 --reps 5 --kmax 8
+    rm -rf "$MODELS/g20b"
+fi
 
 # 3. model suites on the GPU, in parallel (correctness only; nothing is timed now); they
 # get at least 60 s even when the budget is spent
 [ "$(left)" -lt 60 ] && BUDGET=$(( BUDGET + 60 - $(left) ))
 SUITES=""
-for t in parity batch_invariance batch_sessions; do
+for t in parity batch_invariance batch_sessions spec; do
+    [ -x $B/tests/test_$t ] || continue
     SPECULA_TEST_DEVICE=cuda SPECULA_THREADS=4 run "suite_$t" 120 $B/tests/test_$t &
     SUITES="$SUITES $!"
 done
@@ -104,16 +116,19 @@ grep -E '^\| ' "$OUT/kernels.log" 2>/dev/null
 echo
 echo "## Model suites on the GPU"
 echo '```'
-for t in parity batch_invariance batch_sessions; do
+for t in parity batch_invariance batch_sessions spec; do
     echo "-- $t"; grep -E '^\[ *(PASSED|FAILED) *\]|^\[  FAILED|ERROR' "$OUT/suite_$t.log" 2>/dev/null | head -12
 done
 echo '```'
 echo
 echo "## Decode benchmarks (specula bench --device cuda --prompt-len 128 --gen-len 128 --runs 3)"
 echo '```'
-for m in l100 l1b; do
-    echo "-- $m ($(du -sb "$MODELS/$m/model.safetensors" 2>/dev/null | cut -f1) bytes)"
+for m in l100 l1b g20b; do
+    [ -f "$OUT/bench_$m.log" ] || continue
+    echo "-- $m"
     grep -v '^$' "$OUT/bench_$m.log" 2>/dev/null | tail -6
+    [ -f "$OUT/bench_nograph_$m.log" ] && { echo "-- $m, SPECULA_CUDA_GRAPHS=0"; grep -v '^$' "$OUT/bench_nograph_$m.log" | tail -3; }
+    [ -f "$OUT/bench_nopdl_$m.log" ] && { echo "-- $m, SPECULA_CUDA_PDL=0"; grep -v '^$' "$OUT/bench_nopdl_$m.log" | tail -3; }
 done
 echo '```'
 CBW=$(sed -n 's/^timing: device copy \([0-9.]*\) GB\/s.*/\1/p' "$OUT/kernels.log" 2>/dev/null | head -1)
@@ -133,7 +148,8 @@ PY
 fi
 echo
 echo "## Verify cost (eval of k+1 tokens with all logits rows / one decode step), context 128"
-for m in l100 l1b; do
+for m in l100 l1b g20b; do
+    [ -f "$OUT/verify_$m.log" ] || continue
     echo
     echo "-- $m"
     echo

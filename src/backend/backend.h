@@ -7,8 +7,13 @@
  *
  *   memory   alloc / free / upload / download, and `view` (read an op output on the host)
  *   ops      embed, matmul (every weight format), matmul_t, rmsnorm, rope, add, swiglu,
- *            gptoss_glu, copy2d, scale, attention (KV cache incl. sinks, sliding window, MLA
- *            latent rows), moe_route, moe_ffn (the expert sum)
+ *            gptoss_glu, copy2d, kv_store, scale, attention (KV cache incl. sinks, sliding
+ *            window, MLA latent rows), moe_route, moe_ffn (the expert sum); fused forms a
+ *            backend may run as one kernel (matmul_multi, matmul_swiglu, add_rmsnorm), each
+ *            bit-identical to the unfused ops it stands for
+ *   record   optional: record a pass's ops once and replay them (CUDA graphs). Everything
+ *            that changes between passes of one shape (tokens, positions, RoPE tables) is
+ *            read from backend memory by the ops, never baked into their arguments
  *   errors   ops return nothing: a backend records the first failure (a failed kernel
  *            launch, with the op's name) and `finish` returns it after waiting for the
  *            queued work. A forward pass calls finish before it reads results.
@@ -60,6 +65,15 @@ size_t sp_moe_scratch_bytes(int64_t n_tok, int64_t top_k, int64_t n_experts, int
 
 typedef struct sp_backend sp_backend;
 
+/* Up to this many products of one input in one matmul_multi call. */
+#define SP_MULTI_MAX 4
+
+/* What identifies a recorded pass: equal keys mean the same ops with the same arguments. */
+typedef struct sp_rec_key {
+    const void *bytes;
+    size_t len;
+} sp_rec_key;
+
 typedef struct sp_backend_ops {
     const char *name; /* "cpu", "cuda" */
     void (*destroy)(sp_backend *be);
@@ -95,12 +109,34 @@ typedef struct sp_backend_ops {
                        float limit, float *out);
     void (*copy2d)(sp_backend *be, float *dst, int64_t dst_stride, const float *src,
                    int64_t src_stride, int64_t rows, int64_t width);
+    /* Row r of src goes to row pos[r] of dst (the KV cache write); pos: int32 [rows] in
+     * backend memory (the pass's positions). */
+    void (*kv_store)(sp_backend *be, float *dst, int64_t dst_stride, const int32_t *pos,
+                     const float *src, int64_t src_stride, int64_t rows, int64_t width);
     void (*scale)(sp_backend *be, float *x, int64_t n, float factor);
+    /* ys[i] = x ws[i]^T + biases[i] for i < n (n <= SP_MULTI_MAX, same cols): n matmuls. */
+    void (*matmul_multi)(sp_backend *be, int n, const sp_weight *const *ws, const float *x,
+                         int64_t n_tok, float *const *ys, const float *const *biases);
+    /* out = swiglu(x wg^T, x wu^T); up: scratch [n_tok, wu rows] a backend may use. */
+    void (*matmul_swiglu)(sp_backend *be, const sp_weight *wg, const sp_weight *wu,
+                          const float *x, int64_t n_tok, float *out, float *up);
+    /* x += res (rows x dim, contiguous), then out = rmsnorm(x) (out not aliasing x). */
+    void (*add_rmsnorm)(sp_backend *be, float *x, const float *res, const float *w,
+                        int64_t rows, int64_t dim, float eps, float *out);
     /* a->scratch is ignored: a backend keeps what it needs (see attn_scratch_bytes). */
     void (*attention)(sp_backend *be, const sp_attn_args *a);
     void (*moe_route)(sp_backend *be, const sp_route_cfg *cfg, const float *logits, int64_t n,
                       int32_t *ids, float *w);
     void (*moe_ffn)(sp_backend *be, const sp_moe_args *a);
+
+    /* Recording (NULL where a backend has none). replay: true when work recorded under
+     * key was enqueued (issue nothing). record_begin: true when the ops issued until
+     * record_end are recorded rather than run (the backend decides, e.g. on a key's second
+     * sighting). record_end: ends the recording and enqueues it once; false when the
+     * recording failed and nothing ran (issue the ops again, unrecorded). */
+    bool (*replay)(sp_backend *be, sp_rec_key key);
+    bool (*record_begin)(sp_backend *be, sp_rec_key key);
+    bool (*record_end)(sp_backend *be);
 } sp_backend_ops;
 
 struct sp_backend {

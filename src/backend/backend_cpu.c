@@ -142,6 +142,38 @@ static void cpu_copy2d(sp_backend *be, float *dst, int64_t dst_stride, const flo
         memmove(dst + r * dst_stride, src + r * src_stride, (size_t)width * sizeof(float));
 }
 
+/* Positions are read from backend memory, which on this backend is the host's. */
+static void cpu_kv_store(sp_backend *be, float *dst, int64_t dst_stride, const int32_t *pos,
+                         const float *src, int64_t src_stride, int64_t rows, int64_t width)
+{
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(dst + (int64_t)pos[r] * dst_stride, src + r * src_stride,
+               (size_t)width * sizeof(float));
+}
+
+/* The fused ops: the unfused ones in sequence (the same bits by construction). */
+static void cpu_matmul_multi(sp_backend *be, int n, const sp_weight *const *ws, const float *x,
+                             int64_t n_tok, float *const *ys, const float *const *biases)
+{
+    for (int i = 0; i < n; i++)
+        cpu_matmul(be, ws[i], x, n_tok, ys[i], biases ? biases[i] : NULL);
+}
+
+static void cpu_matmul_swiglu(sp_backend *be, const sp_weight *wg, const sp_weight *wu,
+                              const float *x, int64_t n_tok, float *out, float *up)
+{
+    cpu_matmul(be, wg, x, n_tok, out, NULL);
+    cpu_matmul(be, wu, x, n_tok, up, NULL);
+    sp_swiglu(out, up, n_tok * wg->rows, out);
+}
+
+static void cpu_add_rmsnorm(sp_backend *be, float *x, const float *res, const float *w,
+                            int64_t rows, int64_t dim, float eps, float *out)
+{
+    sp_add_inplace(x, res, rows * dim);
+    cpu_rmsnorm(be, x, dim, w, rows, dim, eps, out, dim);
+}
+
 static void cpu_scale(sp_backend *be, float *x, int64_t n, float f)
 {
     for (int64_t i = 0; i < n; i++)
@@ -203,7 +235,11 @@ static const sp_backend_ops cpu_ops = {
     .swiglu = cpu_swiglu,
     .gptoss_glu = cpu_gptoss_glu,
     .copy2d = cpu_copy2d,
+    .kv_store = cpu_kv_store,
     .scale = cpu_scale,
+    .matmul_multi = cpu_matmul_multi,
+    .matmul_swiglu = cpu_matmul_swiglu,
+    .add_rmsnorm = cpu_add_rmsnorm,
     .attention = cpu_attention,
     .moe_route = cpu_moe_route,
     .moe_ffn = sp_cpu_moe_ffn,

@@ -7,9 +7,13 @@
  *   SPECULA_CUDA_FAIL_OP=NAME     the first launch of op NAME reports a launch failure
  *   SPECULA_CUDA_PLANT_BUG=NAME   op NAME's output is scaled by (1 + 1e-3) at its 3rd call:
  *                                 a wrong kernel, for `specula diff` to find
+ * Either one turns recording off (it counts launches). Recording: a pass whose key was
+ * seen before is captured as a CUDA graph and replayed from then on (rec_cache.h);
+ * SPECULA_CUDA_GRAPHS=0 turns it off (to measure what it buys).
  * The file compiles to nothing in a CPU-only build. */
 #ifdef SPECULA_HAVE_CUDA
 #include "backend/backend_cuda.h"
+#include "backend/rec_cache.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "util/error.h"
 
@@ -33,6 +37,9 @@ typedef struct cuda_backend {
     char failed[64];  /* its op */
     const char *fail_op, *plant_op;
     int plant_calls;
+    bool graphs;           /* recording allowed */
+    sp_rec_cache rec;
+    sp_rec_slot *capturing; /* the slot being recorded, or NULL */
 } cuda_backend;
 
 static cuda_backend *cu(sp_backend *be) { return (cuda_backend *)be; }
@@ -60,6 +67,7 @@ static void cuda_destroy(sp_backend *be)
 {
     cuda_backend *c = cu(be);
     spc_stream_sync(c->stream);
+    sp_rec_clear(&c->rec);
     spc_stream_destroy(c->stream);
     free(c);
 }
@@ -194,6 +202,43 @@ static void cuda_copy2d(sp_backend *be, float *dst, int64_t dst_stride, const fl
           spc_copy2d(cu(be)->stream, dst, dst_stride, src, src_stride, rows, width));
 }
 
+static void cuda_kv_store(sp_backend *be, float *dst, int64_t dst_stride, const int32_t *pos,
+                          const float *src, int64_t src_stride, int64_t rows, int64_t width)
+{
+    check(cu(be), "kv_store",
+          spc_kv_store(cu(be)->stream, dst, dst_stride, pos, src, src_stride, rows, width));
+}
+
+static void cuda_matmul_multi(sp_backend *be, int n, const sp_weight *const *ws, const float *x,
+                              int64_t n_tok, float *const *ys, const float *const *biases)
+{
+    check(cu(be), "matmul", spc_matmul_multi(cu(be)->stream, n, ws, x, n_tok, ys, biases));
+    for (int i = 0; i < n; i++)
+        plant(cu(be), "matmul", ys[i], n_tok * ws[i]->rows);
+}
+
+static void cuda_matmul_swiglu(sp_backend *be, const sp_weight *wg, const sp_weight *wu,
+                               const float *x, int64_t n_tok, float *out, float *up)
+{
+    cuda_backend *c = cu(be);
+    if (wg->format == wu->format && wg->rows == wu->rows && wg->cols == wu->cols &&
+        wg->format != SP_WF_F32 && wg->format != SP_WF_F16 && !c->plant_op) {
+        check(c, "matmul_swiglu", spc_matmul_swiglu(c->stream, wg, wu, x, n_tok, out));
+        return;
+    }
+    cuda_matmul(be, wg, x, n_tok, out, NULL);
+    cuda_matmul(be, wu, x, n_tok, up, NULL);
+    check(c, "swiglu", spc_swiglu(c->stream, out, up, n_tok * wg->rows, out));
+}
+
+static void cuda_add_rmsnorm(sp_backend *be, float *x, const float *res, const float *w,
+                             int64_t rows, int64_t dim, float eps, float *out)
+{
+    check(cu(be), "add_rmsnorm",
+          spc_add_rmsnorm(cu(be)->stream, x, dim, res, dim, w, rows, dim, eps, out, dim));
+    plant(cu(be), "rmsnorm", out, rows * dim);
+}
+
 static void cuda_scale(sp_backend *be, float *x, int64_t n, float f)
 {
     check(cu(be), "scale", spc_scale(cu(be)->stream, x, n, f));
@@ -236,6 +281,51 @@ static void cuda_moe_ffn(sp_backend *be, const sp_moe_args *a)
     plant(cu(be), "moe_ffn", a->out, a->n_tok * a->n_embd);
 }
 
+/* ---- recording ------------------------------------------------------------------- */
+
+static bool cuda_replay(sp_backend *be, sp_rec_key key)
+{
+    cuda_backend *c = cu(be);
+    void *g = c->graphs ? sp_rec_find(&c->rec, key) : NULL;
+    if (!g)
+        return false;
+    check(c, "graph launch", spc_graph_launch(c->stream, g));
+    return true;
+}
+
+static bool cuda_record_begin(sp_backend *be, sp_rec_key key)
+{
+    cuda_backend *c = cu(be);
+    sp_rec_slot *s = c->graphs && !c->status ? sp_rec_want(&c->rec, key) : NULL;
+    if (!s || spc_capture_begin(c->stream)) {
+        if (s)
+            s->failed = true;
+        return false;
+    }
+    c->capturing = s;
+    return true;
+}
+
+static bool cuda_record_end(sp_backend *be)
+{
+    cuda_backend *c = cu(be);
+    sp_rec_slot *s = c->capturing;
+    void *g = NULL;
+    c->capturing = NULL;
+    int rc = spc_capture_end(c->stream, &g);
+    if (rc || !g || c->status) {
+        /* nothing ran: the caller issues the ops again, unrecorded, and a real launch
+         * error shows there */
+        spc_graph_free(g);
+        s->failed = true;
+        c->status = 0;
+        return false;
+    }
+    s->rec = g;
+    check(c, "graph launch", spc_graph_launch(c->stream, g));
+    return true;
+}
+
 static const sp_backend_ops cuda_ops = {
     .name = "cuda",
     .destroy = cuda_destroy,
@@ -255,10 +345,17 @@ static const sp_backend_ops cuda_ops = {
     .swiglu = cuda_swiglu,
     .gptoss_glu = cuda_gptoss_glu,
     .copy2d = cuda_copy2d,
+    .kv_store = cuda_kv_store,
     .scale = cuda_scale,
+    .matmul_multi = cuda_matmul_multi,
+    .matmul_swiglu = cuda_matmul_swiglu,
+    .add_rmsnorm = cuda_add_rmsnorm,
     .attention = cuda_attention,
     .moe_route = cuda_moe_route,
     .moe_ffn = cuda_moe_ffn,
+    .replay = cuda_replay,
+    .record_begin = cuda_record_begin,
+    .record_end = cuda_record_end,
 };
 
 int sp_cuda_backend_devices(void) { return spc_device_count(); }
@@ -292,6 +389,9 @@ sp_status sp_cuda_backend_new(int index, sp_backend **out, sp_error *err)
     c->base.total_bytes = info.total_mem;
     c->fail_op = env_or_null("SPECULA_CUDA_FAIL_OP");
     c->plant_op = env_or_null("SPECULA_CUDA_PLANT_BUG");
+    const char *gr = env_or_null("SPECULA_CUDA_GRAPHS");
+    c->graphs = !c->fail_op && !c->plant_op && !(gr && !strcmp(gr, "0"));
+    c->rec.free_rec = spc_graph_free;
     snprintf(c->base.device_name, sizeof c->base.device_name, "cuda:%d %s (sm_%d%d, %.1f GiB)",
              index, info.name, info.cc_major, info.cc_minor, info.total_mem / 1073741824.0);
     *out = &c->base;

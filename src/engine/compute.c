@@ -4,7 +4,20 @@
 #include "util/ckd.h"
 #include "util/error.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
+
+uint64_t sp_next_serial(void)
+{
+    static _Atomic uint64_t next = 1;
+    return atomic_fetch_add(&next, 1);
+}
+
+size_t sp_compute_inputs_bytes(const sp_compute *c, int64_t n, int64_t rope_dim)
+{
+    return (size_t)((const unsigned char *)c->rope_cs - (const unsigned char *)c->tokens) +
+           (size_t)(n * rope_dim) * sizeof(float);
+}
 
 /* A bump allocator in bytes over one block (base NULL: only sizing), 64-byte granules,
  * overflow-checked. */
@@ -79,6 +92,7 @@ static void lay_out(const sp_model *m, int64_t cap, sp_compute *c, plan *p)
         c->mla_u = take(p, rows(p, cap, m->mla_v), 4);
     }
     c->tokens = take(p, (size_t)cap, 4);
+    c->pos = take(p, (size_t)cap, 4);
     c->rope_cs = take(p, rows(p, cap, m->rope.dim), 4);
     c->logits = take(p, rows(p, SP_LOGIT_ROWS, m->n_vocab), 4);
     if (E > 0 && K > 0) {
@@ -111,17 +125,24 @@ sp_status sp_compute_new(sp_model *m, int64_t cap, sp_compute **out, sp_error *e
         return sp_err(err, SP_ERR_NOMEM, "out of memory");
     c->be = m->be;
     c->cap = cap;
-    c->h_tokens = malloc((size_t)cap * sizeof *c->h_tokens);
-    c->h_rope_cs = malloc((size_t)cap * (size_t)(m->rope.dim ? m->rope.dim : 1) * sizeof(float));
-    sp_status st = c->h_tokens && c->h_rope_cs ? SP_OK : sp_err(err, SP_ERR_NOMEM, "out of memory");
-    if (st == SP_OK)
-        st = m->be->ops->alloc(m->be, (size_t)bytes, &c->mem, err);
+    c->serial = sp_next_serial();
+    sp_status st = m->be->ops->alloc(m->be, (size_t)bytes, &c->mem, err);
     if (st != SP_OK) {
         sp_compute_free(c);
         return st;
     }
     plan p = {c->mem, 0, false};
     lay_out(m, cap, c, &p);
+    /* the host mirror of the inputs, laid out as in backend memory (sizes checked above) */
+    const unsigned char *t0 = (const unsigned char *)c->tokens;
+    c->h_inputs = calloc(1, sp_compute_inputs_bytes(c, cap, m->rope.dim) + 64);
+    if (!c->h_inputs) {
+        sp_compute_free(c);
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    }
+    c->h_tokens = (int32_t *)(void *)c->h_inputs;
+    c->h_pos = (int32_t *)(void *)(c->h_inputs + ((const unsigned char *)c->pos - t0));
+    c->h_rope_cs = (float *)(void *)(c->h_inputs + ((const unsigned char *)c->rope_cs - t0));
     *out = c;
     return SP_OK;
 }
@@ -133,8 +154,8 @@ void sp_compute_free(sp_compute *c)
     if (c->mem)
         c->be->ops->free(c->be, c->mem);
     free(c->segs);
-    free(c->h_tokens);
-    free(c->h_rope_cs);
+    free(c->h_inputs);
+    free(c->rec_key);
     free(c->h_view);
     free(c);
 }

@@ -11,12 +11,14 @@
  *   mla_*            MLA: q_a or kv_a rows, raw queries, per-head values and one head's
  *                    latent output and value
  *   router, moe_w    router logits [cap, E], chosen weights [cap, k]
- *   moe_ids, tokens  int32 [cap, k], [cap]
- *   rope_cs          [cap, rope dim] cos/sin of each token's position
+ *   moe_ids          int32 [cap, k]
+ *   tokens, pos      int32 [cap]: each row's token id and position   } the pass's inputs,
+ *   rope_cs          [cap, rope dim] cos/sin of each row's position  } adjacent: one upload
  *   logits           [SP_LOGIT_ROWS, n_vocab]: the LM head runs in slices of rows
  *   moe_scratch      the backend's expert-block scratch (sp_moe_scratch_bytes)
- * Host staging (malloc): tokens and cos/sin before upload, and op outputs read back for
- * observers on backends whose memory is not the host's. */
+ * Host staging (malloc): the inputs before upload (the same layout), and op outputs read
+ * back for observers on backends whose memory is not the host's. `serial` names this
+ * allocation for recorded passes (never reused by a later one). */
 #ifndef SP_ENGINE_COMPUTE_H
 #define SP_ENGINE_COMPUTE_H
 
@@ -31,14 +33,18 @@ typedef struct sp_compute {
     float *x, *xn, *q, *k, *v, *att, *o, *gate, *up, *ffn;
     float *mla_a, *mla_b, *mla_c, *mla_t, *mla_u;
     float *router, *moe_w;
-    int32_t *moe_ids, *tokens;
+    int32_t *moe_ids, *tokens, *pos;
     float *rope_cs, *logits;
     void *moe_scratch;
 
     struct sp_seg *segs; /* [segs_cap] a pass's segments (forward.c), grown on demand */
     int64_t segs_cap;
-    int32_t *h_tokens;  /* [cap] */
-    float *h_rope_cs;   /* [cap, rope dim] */
+    uint64_t serial;
+    unsigned char *h_inputs; /* host mirror of tokens .. rope_cs */
+    int32_t *h_tokens, *h_pos;
+    float *h_rope_cs;
+    unsigned char *rec_key;  /* a recorded pass's key bytes (forward.c), rec_key_cap */
+    size_t rec_key_cap;
     float *h_view;      /* observer staging, h_view_floats */
     size_t h_view_floats;
 } sp_compute;
@@ -47,6 +53,10 @@ typedef struct sp_compute {
 uint64_t sp_compute_bytes(const sp_model *m, int64_t cap, bool *overflow);
 sp_status sp_compute_new(sp_model *m, int64_t cap, sp_compute **out, sp_error *err);
 void sp_compute_free(sp_compute *c);
+/* Bytes of the inputs' upload for a pass of n rows (tokens, pos, n rows of cos/sin). */
+size_t sp_compute_inputs_bytes(const sp_compute *c, int64_t n, int64_t rope_dim);
+/* A number never returned before in this process (names allocations for recorded passes). */
+uint64_t sp_next_serial(void);
 /* Host staging of at least n floats for reading op outputs back (observers). */
 float *sp_compute_view_staging(sp_compute *c, size_t n);
 

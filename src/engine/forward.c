@@ -14,7 +14,6 @@
 #include "util/error.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 void sp_emit_rows(sp_pass *P, const sp_seg *g, int layer, sp_op op, int64_t width, float *data,
                   int64_t r0, int64_t n)
@@ -42,8 +41,8 @@ void sp_emit_rows(sp_pass *P, const sp_seg *g, int layer, sp_op op, int64_t widt
     o->cb(o->ctx, &ev);
 }
 
-/* Token ids and each row's RoPE cos/sin, computed on the host (exactly the same tables
- * on every backend) and uploaded. */
+/* Each row's token id, position and RoPE cos/sin, computed on the host (exactly the same
+ * tables on every backend) and uploaded in one copy. */
 static sp_status upload_inputs(sp_pass *P)
 {
     sp_model *m = P->m;
@@ -53,16 +52,13 @@ static sp_status upload_inputs(sp_pass *P)
         const sp_seg *g = &P->segs[i];
         for (int64_t t = 0; t < g->n; t++) {
             c->h_tokens[g->row0 + t] = g->seq->tokens[g->first + t];
+            c->h_pos[g->row0 + t] = (int32_t)(g->pos0 + t);
             if (rd)
                 sp_rope_cos_sin(&m->rope, g->pos0 + t, c->h_rope_cs + (g->row0 + t) * rd);
         }
     }
-    sp_status st = P->be->ops->upload(P->be, c->tokens, c->h_tokens,
-                                      (size_t)P->n * sizeof(int32_t), P->err);
-    if (st == SP_OK && rd)
-        st = P->be->ops->upload(P->be, c->rope_cs, c->h_rope_cs,
-                                (size_t)(P->n * rd) * sizeof(float), P->err);
-    return st;
+    return P->be->ops->upload(P->be, c->tokens, c->h_inputs,
+                              sp_compute_inputs_bytes(c, P->n, rd), P->err);
 }
 
 /* Per-head RMSNorm (Qwen3 q_norm/k_norm) and RoPE on the first rope.dim dims of each head. */
@@ -83,9 +79,10 @@ static void attention_gqa(sp_pass *P, int64_t l)
     sp_backend *be = P->be;
     sp_compute *c = P->c;
     const sp_layer *L = &P->w->layers[l];
-    be->ops->matmul(be, &L->wq, c->xn, P->n, c->q, L->bq);
-    be->ops->matmul(be, &L->wk, c->xn, P->n, c->k, L->bk);
-    be->ops->matmul(be, &L->wv, c->xn, P->n, c->v, L->bv);
+    const sp_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
+    float *ys[3] = {c->q, c->k, c->v};
+    const float *bs[3] = {L->bq, L->bk, L->bv};
+    be->ops->matmul_multi(be, 3, ws, c->xn, P->n, ys, bs);
     qk_post(P, c->q, m->n_heads, L->q_norm);
     qk_post(P, c->k, m->n_kv_heads, L->k_norm);
     sp_emit(P, (int)l, SP_OP_ATTN_Q, m->q_dim, c->q);
@@ -95,10 +92,11 @@ static void attention_gqa(sp_pass *P, int64_t l)
     for (int64_t i = 0; i < P->n_segs; i++) {
         const sp_seg *g = &P->segs[i];
         sp_kv *kv = g->seq->kv;
-        be->ops->copy2d(be, kv->k[l] + g->pos0 * m->kv_dim_k, m->kv_dim_k, c->k + g->row0 * m->kv_dim_k, m->kv_dim_k,
-                        g->n, m->kv_dim_k);
-        be->ops->copy2d(be, kv->v[l] + g->pos0 * m->kv_dim_v, m->kv_dim_v, c->v + g->row0 * m->kv_dim_v, m->kv_dim_v,
-                        g->n, m->kv_dim_v);
+        const int32_t *pos = c->pos + g->row0;
+        be->ops->kv_store(be, kv->k[l], m->kv_dim_k, pos, c->k + g->row0 * m->kv_dim_k, m->kv_dim_k,
+                          g->n, m->kv_dim_k);
+        be->ops->kv_store(be, kv->v[l], m->kv_dim_v, pos, c->v + g->row0 * m->kv_dim_v, m->kv_dim_v,
+                          g->n, m->kv_dim_v);
         sp_attn_args a = {
             .q = c->q + g->row0 * m->q_dim,
             .q_stride = m->q_dim,
@@ -110,6 +108,7 @@ static void attention_gqa(sp_pass *P, int64_t l)
             .v_dim = m->head_dim,
             .pos0 = g->pos0,
             .n_tok = g->n,
+            .q_pos = pos,
             .window = L->sliding ? m->cfg->sliding_window : 0,
             .scale = m->attn_scale,
             .sinks = L->sinks,
@@ -126,13 +125,32 @@ static void mlp_dense(sp_pass *P, const sp_layer *L)
 {
     sp_backend *be = P->be;
     sp_compute *c = P->c;
-    int64_t inter = L->w_gate.rows;
-    be->ops->matmul(be, &L->w_gate, c->xn, P->n, c->gate, NULL);
-    be->ops->matmul(be, &L->w_up, c->xn, P->n, c->up, NULL);
-    be->ops->swiglu(be, c->gate, c->up, P->n * inter, c->gate);
+    be->ops->matmul_swiglu(be, &L->w_gate, &L->w_up, c->xn, P->n, c->gate, c->up);
     be->ops->matmul(be, &L->w_down, c->gate, P->n, c->ffn, NULL);
 }
 
+/* x += res, then xn = rmsnorm(x) with norm w, in one op. Observed, the residual (layer
+ * l_res, op res_op) is offered before the norm reads it, so a perturbation of the residual
+ * reaches the norm: then the two unfused ops (the same bits). */
+static void add_norm(sp_pass *P, const float *res, int l_res, sp_op res_op, const float *w,
+                     int l_norm, sp_op norm_op)
+{
+    sp_backend *be = P->be;
+    sp_compute *c = P->c;
+    int64_t H = P->m->n_embd;
+    float eps = (float)P->m->cfg->rms_norm_eps;
+    if (!SP_TRACE_ON(P)) {
+        be->ops->add_rmsnorm(be, c->x, res, w, P->n, H, eps, c->xn);
+        return;
+    }
+    be->ops->add(be, c->x, res, P->n * H);
+    sp_emit(P, l_res, res_op, H, c->x);
+    be->ops->rmsnorm(be, c->x, H, w, P->n, H, eps, c->xn, H);
+    sp_emit(P, l_norm, norm_op, H, c->xn);
+}
+
+/* Layer l on x, with xn = its attention norm of x already computed; leaves xn = the next
+ * layer's attention norm of x (not after the last layer: the head norms its own rows). */
 static void layer_forward(sp_pass *P, int64_t l)
 {
     sp_model *m = P->m;
@@ -140,89 +158,107 @@ static void layer_forward(sp_pass *P, int64_t l)
     sp_compute *c = P->c;
     const sp_layer *L = &P->w->layers[l];
     int64_t H = m->n_embd;
-    float eps = (float)m->cfg->rms_norm_eps;
-    be->ops->rmsnorm(be, c->x, H, L->attn_norm, P->n, H, eps, c->xn, H);
-    sp_emit(P, (int)l, SP_OP_ATTN_NORM, H, c->xn);
     if (m->arch->attn == SP_ATTN_MLA)
         sp_forward_mla(P, l);
     else
         attention_gqa(P, l);
     sp_emit(P, (int)l, SP_OP_ATTN_O_PROJ, H, c->o);
-    be->ops->add(be, c->x, c->o, P->n * H);
-    sp_emit(P, (int)l, SP_OP_ATTN_RESIDUAL, H, c->x);
-    be->ops->rmsnorm(be, c->x, H, L->mlp_norm, P->n, H, eps, c->xn, H);
-    sp_emit(P, (int)l, SP_OP_MLP_NORM, H, c->xn);
+    add_norm(P, c->o, (int)l, SP_OP_ATTN_RESIDUAL, L->mlp_norm, (int)l, SP_OP_MLP_NORM);
     if (L->moe)
         sp_forward_moe(P, l);
     else
         mlp_dense(P, L);
     sp_emit(P, (int)l, SP_OP_MLP_OUT, H, c->ffn);
-    be->ops->add(be, c->x, c->ffn, P->n * H);
-    sp_emit(P, (int)l, SP_OP_MLP_RESIDUAL, H, c->x);
+    if (l + 1 < m->n_layers) {
+        add_norm(P, c->ffn, (int)l, SP_OP_MLP_RESIDUAL, P->w->layers[l + 1].attn_norm, (int)l + 1,
+                 SP_OP_ATTN_NORM);
+    } else {
+        be->ops->add(be, c->x, c->ffn, P->n * H);
+        sp_emit(P, (int)l, SP_OP_MLP_RESIDUAL, H, c->x);
+    }
 }
 
-/* Final norm and LM head for rows [r0, r0 + n) of segment g, in slices of SP_LOGIT_ROWS,
- * read back into dst [n, n_vocab]. */
-static sp_status head_rows(sp_pass *P, const sp_seg *g, int64_t r0, int64_t n, float *dst)
+/* A key naming everything the pass's ops and their arguments depend on besides the values
+ * read from backend memory: the pass buffers, and per segment its cache, rows and logits
+ * wanted. Equal keys, equal ops (what a backend needs to replay recorded work). */
+static bool pass_key(sp_pass *P, sp_rec_key *key)
+{
+    sp_compute *c = P->c;
+    size_t words = 3 + 4 * (size_t)P->n_segs;
+    if (words * 8 > c->rec_key_cap) {
+        unsigned char *k = realloc(c->rec_key, words * 8);
+        if (!k)
+            return false;
+        c->rec_key = k;
+        c->rec_key_cap = words * 8;
+    }
+    uint64_t *w = (uint64_t *)(void *)c->rec_key;
+    w[0] = c->serial;
+    w[1] = (uint64_t)P->n;
+    w[2] = (uint64_t)P->n_segs;
+    for (int64_t i = 0; i < P->n_segs; i++) {
+        const sp_seg *g = &P->segs[i];
+        int64_t r0;
+        w[3 + 4 * i] = g->seq->kv->serial;
+        w[4 + 4 * i] = (uint64_t)g->row0;
+        w[5 + 4 * i] = (uint64_t)g->n;
+        w[6 + 4 * i] = (uint64_t)sp_head_seg_rows(g, &r0);
+    }
+    *key = (sp_rec_key){c->rec_key, words * 8};
+    return true;
+}
+
+/* Embedding, layers and, when the wanted logits fit one block, the LM head: ops only. */
+static void issue_body(sp_pass *P, bool gathered)
 {
     sp_model *m = P->m;
     sp_backend *be = P->be;
     sp_compute *c = P->c;
-    int64_t H = m->n_embd, V = m->n_vocab;
-    for (int64_t s = 0; s < n; s += SP_LOGIT_ROWS) {
-        int64_t k = n - s < SP_LOGIT_ROWS ? n - s : SP_LOGIT_ROWS;
-        int64_t row = g->row0 + r0 + s;
-        be->ops->rmsnorm(be, c->x + row * H, H, P->w->final_norm, k, H,
-                         (float)m->cfg->rms_norm_eps, c->xn, H);
-        if (SP_TRACE_ON(P) && g->seq->obs)
-            sp_emit_rows(P, g, -1, SP_OP_FINAL_NORM, H, c->xn, r0 + s, k);
-        be->ops->matmul(be, &P->w->lm_head, c->xn, k, c->logits, NULL);
-        if (SP_TRACE_ON(P) && g->seq->obs)
-            sp_emit_rows(P, g, -1, SP_OP_LOGITS, V, c->logits, r0 + s, k);
-        sp_status st = be->ops->download(be, dst + s * V, c->logits, (size_t)(k * V) * sizeof(float),
-                                         P->err);
-        if (st != SP_OK)
-            return st;
+    be->ops->embed(be, &P->w->tok_embd, c->tokens, P->n, c->x);
+    sp_emit(P, -1, SP_OP_EMBED, m->n_embd, c->x);
+    if (m->n_layers > 0) {
+        be->ops->rmsnorm(be, c->x, m->n_embd, P->w->layers[0].attn_norm, P->n, m->n_embd,
+                         (float)m->cfg->rms_norm_eps, c->xn, m->n_embd);
+        sp_emit(P, 0, SP_OP_ATTN_NORM, m->n_embd, c->xn);
     }
-    return SP_OK;
+    for (int64_t l = 0; l < m->n_layers && P->st == SP_OK; l++)
+        layer_forward(P, l);
+    if (gathered && P->st == SP_OK)
+        sp_head_gathered(P);
 }
 
-/* Logits each segment's sequence asked for: every row, or its last row. */
-static sp_status head(sp_pass *P)
+/* The body, replayed or recorded where the backend can and the pass allows it (not
+ * observed: observers read outputs back mid-pass). */
+static void run_body(sp_pass *P, bool gathered)
 {
-    int64_t V = P->m->n_vocab;
-    for (int64_t i = 0; i < P->n_segs; i++) {
-        const sp_seg *g = &P->segs[i];
-        const sp_seq_eval *q = g->seq;
-        bool final = g->first + g->n == q->n;
-        sp_status st = SP_OK;
-        if (q->logits) {
-            st = head_rows(P, g, 0, g->n, q->logits + g->first * V);
-            if (st == SP_OK && final && q->last)
-                memcpy(q->last, q->logits + (q->n - 1) * V, (size_t)V * sizeof(float));
-        } else if (q->last && final) {
-            st = head_rows(P, g, g->n - 1, 1, q->last);
-        }
-        if (st != SP_OK)
-            return st;
+    sp_backend *be = P->be;
+    sp_rec_key key;
+    if (!gathered || SP_TRACE_ON(P) || !be->ops->replay || !pass_key(P, &key)) {
+        issue_body(P, gathered);
+        return;
     }
-    return SP_OK;
+    if (be->ops->replay(be, key))
+        return;
+    if (!be->ops->record_begin(be, key)) {
+        issue_body(P, gathered);
+        return;
+    }
+    issue_body(P, gathered);
+    if (!be->ops->record_end(be))
+        issue_body(P, gathered);
 }
 
 static sp_status run_pass(sp_pass *P)
 {
-    sp_model *m = P->m;
     sp_backend *be = P->be;
     sp_status st = upload_inputs(P);
     if (st != SP_OK)
         return st;
-    be->ops->embed(be, &P->w->tok_embd, P->c->tokens, P->n, P->c->x);
-    sp_emit(P, -1, SP_OP_EMBED, m->n_embd, P->c->x);
-    for (int64_t l = 0; l < m->n_layers && P->st == SP_OK; l++)
-        layer_forward(P, l);
+    bool gathered = sp_head_rows_wanted(P) <= SP_LOGIT_ROWS;
+    run_body(P, gathered);
     if (P->st != SP_OK)
         return P->st;
-    st = head(P);
+    st = gathered ? sp_head_gathered_download(P) : sp_head_sliced(P);
     if (st == SP_OK)
         st = P->st;
     sp_status fin = be->ops->finish(be, st == SP_OK ? P->err : NULL);

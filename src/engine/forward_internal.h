@@ -1,6 +1,6 @@
 /* forward_internal.h: one pass of the forward pass, shared by its blocks (forward.c: the
- * layer loop, GQA attention, dense MLP, head; forward_moe.c: expert blocks; forward_mla.c:
- * latent attention). A pass is a run of segments — consecutive tokens of one sequence —
+ * layer loop, GQA attention, dense MLP, recording; forward_head.c: final norm, LM head and
+ * logits; forward_moe.c: expert blocks; forward_mla.c: latent attention). A pass is a run of segments — consecutive tokens of one sequence —
  * stacked as the rows of the pass's activations. */
 #ifndef SP_ENGINE_FORWARD_INTERNAL_H
 #define SP_ENGINE_FORWARD_INTERNAL_H
@@ -51,6 +51,16 @@ static inline void sp_emit(sp_pass *P, int layer, sp_op op, int64_t width, float
             sp_emit_rows(P, &P->segs[i], layer, op, width, data + P->segs[i].row0 * width, 0,
                          P->segs[i].n);
 }
+
+/* forward_head.c. Logits rows segment g wants (its first in *r0): all, its last, or none. */
+int64_t sp_head_seg_rows(const sp_seg *g, int64_t *r0);
+int64_t sp_head_rows_wanted(const sp_pass *P);
+/* Rows wanted <= SP_LOGIT_ROWS: final norm + LM head into c->logits (ops only), then the
+ * read back into each sequence's host rows. */
+void sp_head_gathered(sp_pass *P);
+sp_status sp_head_gathered_download(sp_pass *P);
+/* Any number of rows: slices of SP_LOGIT_ROWS, each computed and read back. */
+sp_status sp_head_sliced(sp_pass *P);
 
 /* xn [n, H] -> c->ffn [n, H] */
 void sp_forward_moe(sp_pass *P, int64_t l);

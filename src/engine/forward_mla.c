@@ -43,7 +43,8 @@ static void latent_keys(sp_pass *P, const sp_layer *L, int64_t l)
     sp_emit(P, (int)l, SP_OP_ATTN_K, R, c->mla_a);
     for (int64_t i = 0; i < P->n_segs; i++) {
         const sp_seg *g = &P->segs[i];
-        be->ops->copy2d(be, g->seq->kv->k[l] + g->pos0 * R, R, c->mla_a + g->row0 * R, R, g->n, R);
+        be->ops->kv_store(be, g->seq->kv->k[l], R, c->pos + g->row0, c->mla_a + g->row0 * R, R,
+                          g->n, R);
     }
 }
 
@@ -106,6 +107,7 @@ void sp_forward_mla(sp_pass *P, int64_t l)
             .v_dim = m->mla_kv_lora,
             .pos0 = g->pos0,
             .n_tok = g->n,
+            .q_pos = c->pos + g->row0,
             .window = 0,
             .scale = m->attn_scale,
             .out = c->att + g->row0 * att_w,

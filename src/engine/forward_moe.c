@@ -70,10 +70,8 @@ static void shared_experts(sp_pass *P, const sp_layer *L)
 {
     sp_backend *be = P->be;
     sp_compute *c = P->c;
-    int64_t I = L->sh_gate.rows, H = P->m->n_embd;
-    be->ops->matmul(be, &L->sh_gate, c->xn, P->n, c->gate, NULL);
-    be->ops->matmul(be, &L->sh_up, c->xn, P->n, c->up, NULL);
-    be->ops->swiglu(be, c->gate, c->up, P->n * I, c->gate);
+    int64_t H = P->m->n_embd;
+    be->ops->matmul_swiglu(be, &L->sh_gate, &L->sh_up, c->xn, P->n, c->gate, c->up);
     be->ops->matmul(be, &L->sh_down, c->gate, P->n, c->o, NULL);
     be->ops->add(be, c->ffn, c->o, P->n * H);
 }

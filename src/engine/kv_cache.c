@@ -1,5 +1,6 @@
 /* kv_cache.c: allocating a sequence's KV cache on the model's backend (see kv_cache.h). */
 #include "engine/kv_cache.h"
+#include "engine/compute.h"
 #include "util/ckd.h"
 #include "util/error.h"
 
@@ -29,6 +30,7 @@ sp_status sp_kv_new(sp_model *m, int64_t n_ctx, sp_kv **out, sp_error *err)
     kv->n_ctx = n_ctx;
     kv->n_layers = m->n_layers;
     kv->be = m->be;
+    kv->serial = sp_next_serial();
     kv->k = calloc((size_t)m->n_layers, sizeof *kv->k);
     kv->v = calloc((size_t)m->n_layers, sizeof *kv->v);
     sp_status st = kv->k && kv->v ? SP_OK : sp_err(err, SP_ERR_NOMEM, "out of memory");

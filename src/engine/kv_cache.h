@@ -14,6 +14,7 @@ typedef struct sp_kv {
     float **k, **v; /* [n_layers] pointers into `mem` */
     void *mem;      /* backend memory */
     sp_backend *be;
+    uint64_t serial; /* names this cache for recorded passes (sp_next_serial) */
 } sp_kv;
 
 /* Bytes the cache of n_ctx positions takes (0 with *overflow set when it overflows). */

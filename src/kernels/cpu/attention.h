@@ -20,6 +20,9 @@ typedef struct sp_attn_args {
     int64_t k_stride, v_stride; /* floats between positions; 0 = n_kv_heads * dim */
     int64_t n_heads, n_kv_heads, qk_dim, v_dim;
     int64_t pos0, n_tok;
+    const int32_t *q_pos; /* backend memory [n_tok] holding pos0 + t, or NULL. A backend that
+                           * replays recorded work (CUDA graphs) reads positions here, where
+                           * they change from pass to pass; pos0 may then be stale. */
     int64_t window;       /* 0 = full causal */
     float scale;
     const float *sinks;   /* [n_heads] or NULL */

@@ -55,12 +55,13 @@ static __device__ __forceinline__ float block_max(float v, float *red)
 
 __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
 {
+    spc_pdl_trigger();
     __shared__ float qs[AT_MAXD];
     __shared__ float sc[AT_CHUNK];
     __shared__ float red[AT_WARPS];
     const int64_t h = blockIdx.x, t = blockIdx.y;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t pos = a.pos0 + t;
+    const int64_t pos = a.q_pos ? (int64_t)a.q_pos[t] : a.pos0 + t; /* q_pos: replayable */
     int64_t lo = 0;
     if (a.window > 0 && pos - a.window + 1 > 0)
         lo = pos - a.window + 1;

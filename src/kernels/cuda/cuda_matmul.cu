@@ -26,6 +26,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
 k_matmul(const sp_weight w, const float *__restrict__ x, int64_t n_tok, float *__restrict__ y,
          const float *__restrict__ bias, bool vec, bool xvec)
 {
+    spc_pdl_trigger();
     constexpr int R = mm_cfg<FMT>::R, U = mm_cfg<FMT>::U;
     const int64_t r0 = ((int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5)) * R;
     if (r0 >= w.rows)
@@ -61,10 +62,10 @@ static void mm_launch(cudaStream_t s, const sp_weight &w, const float *x, int64_
     dim3 grid((unsigned)((w.rows + rows_per_block - 1) / rows_per_block),
               (unsigned)((n_tok + tt - 1) / tt));
     switch (tt) {
-    case 1: k_matmul<FMT, 1><<<grid, MM_WARPS * 32, 0, s>>>(w, x, n_tok, y, bias, vec, xvec); break;
-    case 2: k_matmul<FMT, 2><<<grid, MM_WARPS * 32, 0, s>>>(w, x, n_tok, y, bias, vec, xvec); break;
-    case 4: k_matmul<FMT, 4><<<grid, MM_WARPS * 32, 0, s>>>(w, x, n_tok, y, bias, vec, xvec); break;
-    default: k_matmul<FMT, 8><<<grid, MM_WARPS * 32, 0, s>>>(w, x, n_tok, y, bias, vec, xvec); break;
+    case 1: spc_launch(k_matmul<FMT, 1>, grid, dim3(MM_WARPS * 32), s, true, w, x, n_tok, y, bias, vec, xvec); break;
+    case 2: spc_launch(k_matmul<FMT, 2>, grid, dim3(MM_WARPS * 32), s, true, w, x, n_tok, y, bias, vec, xvec); break;
+    case 4: spc_launch(k_matmul<FMT, 4>, grid, dim3(MM_WARPS * 32), s, true, w, x, n_tok, y, bias, vec, xvec); break;
+    default: spc_launch(k_matmul<FMT, 8>, grid, dim3(MM_WARPS * 32), s, true, w, x, n_tok, y, bias, vec, xvec); break;
     }
 }
 
@@ -108,6 +109,7 @@ template <int FMT, int TT>
 __global__ void __launch_bounds__(MM_WARPS * 32)
 k_matmul_multi(const mm_multi g, const float *__restrict__ x, int64_t n_tok, bool xvec)
 {
+    spc_pdl_trigger();
     constexpr int R = mm_cfg<FMT>::R, U = mm_cfg<FMT>::U;
     int i = 0;
     while (i + 1 < g.n && blockIdx.x >= g.blk0[i + 1])
@@ -146,6 +148,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
 k_matmul_swiglu(const sp_weight wg, const sp_weight wu, const float *__restrict__ x, int64_t n_tok,
                 float *__restrict__ y, bool vg, bool vu, bool xvec)
 {
+    spc_pdl_trigger();
     constexpr int R = mm_cfg<FMT>::R, U = mm_cfg<FMT>::U;
     const int64_t r0 = ((int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5)) * R;
     if (r0 >= wg.rows)
@@ -177,9 +180,9 @@ static void multi_launch(cudaStream_t s, const mm_multi &g, const float *x, int6
     const int tt = n_tok == 1 ? 1 : 8;
     dim3 grid(g.blk0[g.n], (unsigned)((n_tok + tt - 1) / tt));
     if (tt == 1)
-        k_matmul_multi<FMT, 1><<<grid, MM_WARPS * 32, 0, s>>>(g, x, n_tok, xvec);
+        spc_launch(k_matmul_multi<FMT, 1>, grid, dim3(MM_WARPS * 32), s, true, g, x, n_tok, xvec);
     else
-        k_matmul_multi<FMT, 8><<<grid, MM_WARPS * 32, 0, s>>>(g, x, n_tok, xvec);
+        spc_launch(k_matmul_multi<FMT, 8>, grid, dim3(MM_WARPS * 32), s, true, g, x, n_tok, xvec);
 }
 
 extern "C" int spc_matmul_multi(void *stream, int n, const sp_weight *const *ws, const float *x,
@@ -242,9 +245,9 @@ static void glu_launch(cudaStream_t s, const sp_weight &wg, const sp_weight &wu,
     dim3 grid((unsigned)((wg.rows + rpb - 1) / rpb), (unsigned)((n_tok + tt - 1) / tt));
     bool vg = spc_weight_vec_ok(&wg), vu = spc_weight_vec_ok(&wu);
     if (tt == 1)
-        k_matmul_swiglu<FMT, 1><<<grid, MM_WARPS * 32, 0, s>>>(wg, wu, x, n_tok, y, vg, vu, xvec);
+        spc_launch(k_matmul_swiglu<FMT, 1>, grid, dim3(MM_WARPS * 32), s, true, wg, wu, x, n_tok, y, vg, vu, xvec);
     else
-        k_matmul_swiglu<FMT, 8><<<grid, MM_WARPS * 32, 0, s>>>(wg, wu, x, n_tok, y, vg, vu, xvec);
+        spc_launch(k_matmul_swiglu<FMT, 8>, grid, dim3(MM_WARPS * 32), s, true, wg, wu, x, n_tok, y, vg, vu, xvec);
 }
 
 extern "C" int spc_swiglu(void *stream, const float *g, const float *u, int64_t n, float *out);
@@ -278,6 +281,7 @@ k_matmul_t(const sp_weight w, int64_t row0, int64_t n_in, const float *__restric
            int64_t x_stride, int64_t n_tok, float *__restrict__ y, int64_t y_stride,
            const float *__restrict__ bias)
 {
+    spc_pdl_trigger();
     int64_t c = (int64_t)blockIdx.x * MT_THREADS + threadIdx.x;
     if (c >= w.cols)
         return;
@@ -324,6 +328,7 @@ extern "C" int spc_matmul_t(void *stream, const sp_weight *w, int64_t row0, int6
 __global__ void k_weight_rows(const sp_weight w, const int32_t *__restrict__ ids, int64_t n,
                               float *__restrict__ out)
 {
+    spc_pdl_trigger();
     for (int64_t i = blockIdx.y; i < n; i += gridDim.y) {
         int64_t r = ids[i];
         bool ok = r >= 0 && r < w.rows; /* an id out of range gives a NaN row, no fault */

@@ -79,6 +79,7 @@ __global__ void __launch_bounds__(RT_THREADS)
 k_moe_route(const rt_cfg c, const float *__restrict__ logits, int64_t n_tok, int32_t *ids_out,
             float *w_out)
 {
+    spc_pdl_trigger();
     __shared__ float s[RT_MAX_E], choice[RT_MAX_E];
     __shared__ bool taken[RT_MAX_E];
     __shared__ int32_t ids[RT_MAX_K];
@@ -186,6 +187,7 @@ k_moe_rows(const spc_expert *__restrict__ experts, int64_t n_experts,
            const int32_t *__restrict__ ids, int stage, bool gptoss, const float *x, int64_t x_div,
            int64_t x_stride, int64_t n_out, float *y)
 {
+    spc_pdl_trigger();
     const int64_t p = blockIdx.y;
     const int64_t r = (int64_t)blockIdx.x * MR_WARPS + (threadIdx.x >> 5);
     if (r >= n_out)
@@ -227,6 +229,7 @@ k_moe_cols(const spc_expert *__restrict__ experts, int64_t n_experts,
            const int32_t *__restrict__ ids, int stage, bool gptoss, const float *x, int64_t x_div,
            int64_t x_stride, int64_t n_in, int64_t n_out, float *y)
 {
+    spc_pdl_trigger();
     const int64_t p = blockIdx.y;
     const int64_t c = (int64_t)blockIdx.x * MC_THREADS + threadIdx.x;
     if (c >= n_out)
@@ -257,6 +260,7 @@ k_moe_cols(const spc_expert *__restrict__ experts, int64_t n_experts,
 
 __global__ void k_moe_swiglu(const float *g, const float *u, int64_t n, float *out)
 {
+    spc_pdl_trigger();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         float x = g[i];
@@ -267,6 +271,7 @@ __global__ void k_moe_swiglu(const float *g, const float *u, int64_t n, float *o
 __global__ void k_moe_glu(const float *gu, int64_t n_rows, int64_t I, float alpha, float limit,
                           float *h)
 {
+    spc_pdl_trigger();
     for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n_rows * I;
          k += (int64_t)gridDim.x * blockDim.x) {
         int64_t t = k / I, i = k % I;
@@ -283,6 +288,7 @@ __global__ void k_moe_combine(const int32_t *__restrict__ ids, const float *__re
                               const float *__restrict__ ys, int64_t n_tok, int64_t k, int64_t H,
                               float *out)
 {
+    spc_pdl_trigger();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_tok * H;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t t = i / H, h = i % H;

@@ -1,6 +1,8 @@
 /* cuda_ops.cu: devices, memory, and the per-row / element-wise kernels (see cuda_ops.h). */
 #include "kernels/cuda/decode.cuh"
 
+#include <stdlib.h>
+
 #include <math.h>
 #include <string.h>
 
@@ -23,6 +25,8 @@ extern "C" int spc_device_count(void)
     return n;
 }
 
+int spc_pdl_enabled = 0;
+
 extern "C" int spc_device_open(int index, spc_device_info *info, void **stream)
 {
     int n = spc_device_count();
@@ -40,6 +44,8 @@ extern "C" int spc_device_open(int index, spc_device_info *info, void **stream)
         info->cc_major = p.major;
         info->cc_minor = p.minor;
         info->sm_count = p.multiProcessorCount;
+        const char *env = getenv("SPECULA_CUDA_PDL");
+        spc_pdl_enabled = p.major >= 9 && !(env && !strcmp(env, "0"));
         if ((e = cudaMemGetInfo(&info->free_mem, &info->total_mem)) != cudaSuccess)
             return (int)e;
     }
@@ -131,6 +137,7 @@ __global__ void __launch_bounds__(RN_THREADS)
 k_rmsnorm(const float *x, int64_t xs, const float *__restrict__ w, int64_t dim, float eps,
           float *out, int64_t os)
 {
+    spc_pdl_trigger();
     __shared__ float part[RN_THREADS / 32];
     __shared__ float inv_s;
     const float *xr = x + (int64_t)blockIdx.x * xs;
@@ -171,6 +178,7 @@ __global__ void __launch_bounds__(RN_THREADS)
 k_add_rmsnorm(float *x, int64_t xs, const float *__restrict__ r, int64_t rs,
               const float *__restrict__ w, int64_t dim, float eps, float *out, int64_t os)
 {
+    spc_pdl_trigger();
     __shared__ float part[RN_THREADS / 32];
     __shared__ float inv_s;
     float *xr = x + (int64_t)blockIdx.x * xs;
@@ -235,11 +243,13 @@ extern "C" int spc_rmsnorm(void *stream, const float *x, int64_t x_stride, const
 
 __global__ void k_add(float *y, const float *x, int64_t n)
 {
+    spc_pdl_trigger();
     GRID_STRIDE(i, n) y[i] = __fadd_rn(y[i], x[i]);
 }
 
 __global__ void k_scale(float *x, int64_t n, float f)
 {
+    spc_pdl_trigger();
     GRID_STRIDE(i, n) x[i] = __fmul_rn(x[i], f);
 }
 
@@ -250,12 +260,14 @@ static __device__ __forceinline__ float spc_silu(float x)
 
 __global__ void k_swiglu(const float *g, const float *u, int64_t n, float *out)
 {
+    spc_pdl_trigger();
     GRID_STRIDE(i, n) out[i] = __fmul_rn(spc_silu(g[i]), u[i]);
 }
 
 __global__ void k_gptoss_glu(const float *gu, int64_t n_tok, int64_t I, float alpha, float limit,
                              float *h)
 {
+    spc_pdl_trigger();
     GRID_STRIDE(k, n_tok * I)
     {
         int64_t t = k / I, i = k % I;
@@ -316,6 +328,64 @@ extern "C" int spc_copy2d(void *stream, float *dst, int64_t dst_stride, const fl
                                   cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
 }
 
+__global__ void k_kv_store(float *dst, int64_t dst_stride, const int32_t *pos, const float *src,
+                           int64_t src_stride, int64_t width)
+{
+    spc_pdl_trigger();
+    const int64_t r = blockIdx.x;
+    float *d = dst + (int64_t)pos[r] * dst_stride;
+    const float *s = src + r * src_stride;
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x)
+        d[i] = s[i];
+}
+
+extern "C" int spc_kv_store(void *stream, float *dst, int64_t dst_stride, const int32_t *pos,
+                            const float *src, int64_t src_stride, int64_t rows, int64_t width)
+{
+    if (rows < 0 || width < 0 || rows > 2147483647 || dst_stride < width)
+        return (int)cudaErrorInvalidValue;
+    if (!rows || !width)
+        return 0;
+    k_kv_store<<<(unsigned)rows, 256, 0, (cudaStream_t)stream>>>(dst, dst_stride, pos, src,
+                                                                 src_stride, width);
+    return spc_launch_status();
+}
+
+/* ---- recorded work ----------------------------------------------------------------- */
+
+extern "C" int spc_capture_begin(void *stream)
+{
+    return (int)cudaStreamBeginCapture((cudaStream_t)stream, cudaStreamCaptureModeThreadLocal);
+}
+
+extern "C" int spc_capture_end(void *stream, void **exec)
+{
+    *exec = NULL;
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture((cudaStream_t)stream, &g);
+    if (e == cudaSuccess) {
+        cudaGraphExec_t x = NULL;
+        e = cudaGraphInstantiate(&x, g, 0);
+        if (e == cudaSuccess)
+            *exec = (void *)x;
+    }
+    if (g)
+        cudaGraphDestroy(g);
+    (void)cudaGetLastError(); /* a failed capture leaves no sticky error behind */
+    return (int)e;
+}
+
+extern "C" int spc_graph_launch(void *stream, void *exec)
+{
+    return (int)cudaGraphLaunch((cudaGraphExec_t)exec, (cudaStream_t)stream);
+}
+
+extern "C" void spc_graph_free(void *exec)
+{
+    if (exec)
+        cudaGraphExecDestroy((cudaGraphExec_t)exec);
+}
+
 /* ---- RoPE -------------------------------------------------------------------------- */
 
 #define ROPE_THREADS 128
@@ -325,6 +395,7 @@ __global__ void __launch_bounds__(ROPE_THREADS)
 k_rope(float *x, int64_t n_heads, int64_t tok_stride, int64_t head_stride, int64_t d,
        const float *__restrict__ cos_sin, int interleaved)
 {
+    spc_pdl_trigger();
     __shared__ float buf[ROPE_MAX];
     int64_t t = blockIdx.y, h = blockIdx.x;
     float *v = x + t * tok_stride + h * head_stride;
@@ -371,6 +442,7 @@ static __device__ __forceinline__ void am_take(float v, int64_t i, float &bv, in
 __global__ void __launch_bounds__(AM_THREADS)
 k_argmax(const float *logits, int64_t n, int64_t stride, int32_t *ids)
 {
+    spc_pdl_trigger();
     __shared__ float sv[AM_THREADS / 32];
     __shared__ int64_t si[AM_THREADS / 32];
     const float *l = logits + (int64_t)blockIdx.x * stride;

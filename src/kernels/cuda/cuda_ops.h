@@ -129,6 +129,12 @@ int spc_gptoss_glu(void *stream, const float *gu, int64_t n_tok, int64_t I, floa
 int spc_copy2d(void *stream, float *dst, int64_t dst_stride, const float *src,
                int64_t src_stride, int64_t rows, int64_t width);
 
+/* dst[pos[r] * dst_stride + i] = src[r * src_stride + i] for r < rows, i < width: the KV
+ * cache write with the positions read on the device (pos: int32 [rows]), so a recorded
+ * launch stays right when the positions change. */
+int spc_kv_store(void *stream, float *dst, int64_t dst_stride, const int32_t *pos,
+                 const float *src, int64_t src_stride, int64_t rows, int64_t width);
+
 /* RoPE in place on the first rot_dim elements of every head vector
  * x + t * tok_stride + h * head_stride (t < n_tok, h < n_heads). cos_sin [n_tok, rot_dim]:
  * rot_dim/2 cos then rot_dim/2 sin per token (sp_rope_cos_sin). interleaved = 0: NeoX
@@ -195,6 +201,15 @@ int spc_moe_ffn(void *stream, const spc_moe_args *a);
  * wins), for r < rows. */
 int spc_logits_argmax(void *stream, const float *logits, int64_t rows, int64_t n_vocab,
                       int64_t stride, int32_t *ids);
+
+/* ---- recorded work (CUDA graphs) ---------------------------------------------------- */
+
+/* Starts recording the stream's work (thread-local capture: nothing runs until launched). */
+int spc_capture_begin(void *stream);
+/* Ends the recording and instantiates it into *exec (NULL on failure). */
+int spc_capture_end(void *stream, void **exec);
+int spc_graph_launch(void *stream, void *exec);
+void spc_graph_free(void *exec); /* NULL ok */
 
 /* ---- testing error paths ----------------------------------------------------------- */
 

@@ -17,6 +17,48 @@
 
 #define SPC_FULL_MASK 0xffffffffu
 
+/* ---- programmatic dependent launch (Hopper) ------------------------------------------
+ * A matmul launched with spc_launch(..., pdl = true) may start while the kernel before it
+ * in the stream is still running: it issues its first weight loads (weights never depend
+ * on earlier kernels), then waits (spc_pdl_wait: the previous grid complete and its
+ * writes visible) before it reads an activation or writes anything. Every kernel lets its
+ * dependents launch as soon as it has started (spc_pdl_trigger). The arithmetic is
+ * unchanged: only when loads are issued. Off below sm_90 or with SPECULA_CUDA_PDL=0. */
+static __device__ __forceinline__ void spc_pdl_trigger(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+static __device__ __forceinline__ void spc_pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+extern int spc_pdl_enabled; /* cuda_ops.cu: the device is sm_90+ and PDL is not turned off */
+
+/* Launches kernel k; with pdl (and PDL enabled) as a programmatic dependent of the
+ * stream's previous kernel. Errors reach cudaGetLastError as for <<<>>>. */
+template <typename... P, typename... A>
+static inline void spc_launch(void (*k)(P...), dim3 grid, dim3 block, cudaStream_t s, bool pdl,
+                              A... args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl && spc_pdl_enabled ? 1 : 0;
+    (void)cudaLaunchKernelEx(&cfg, k, args...);
+}
+
 static __device__ __forceinline__ float spc_bits_f(uint32_t u) { return __uint_as_float(u); }
 
 static __device__ __forceinline__ float spc_bf16(uint32_t h) { return __uint_as_float(h << 16); }
@@ -442,6 +484,7 @@ static __device__ __forceinline__ void spc_warp_rows(const sp_weight &w, int64_t
     float s0[U][R], s1[U][R];
     /* rounds of up to U chunks per row (the last round of a lane may hold fewer): all
      * their loads are issued before the first is used */
+    bool waited = false;
     for (; j < nfull; j += 32 * U) {
         const int64_t left = (nfull - j + 31) / 32;
         const int nu = left < U ? (int)left : U;
@@ -454,8 +497,14 @@ static __device__ __forceinline__ void spc_warp_rows(const sp_weight &w, int64_t
                     spc_chunk_scales<FMT>(w, rix[rr], j + 32 * u, s0[u][rr], s1[u][rr]);
                 }
             }
+        if (!waited) { /* the first weights are on their way: now x may be read */
+            spc_pdl_wait();
+            waited = true;
+        }
         spc_consume<FMT, TT, R, U>(raw, s0, s1, j, nu, x, x_stride, nt, xvec, acc);
     }
+    if (!waited)
+        spc_pdl_wait();
     /* the partial last chunk belongs to lane nfull % 32, after its full chunks */
     if (lane == (int)(nfull & 31) && nfull * CH < cols) {
         for (int64_t c = nfull * CH; c < cols; c++) {
@@ -510,6 +559,7 @@ static __device__ __forceinline__ void spc_col_t(const sp_weight &w, int64_t row
 }
 
 static inline int spc_status(cudaError_t e) { return (int)e; }
+
 
 /* Checks the last launch. */
 static inline int spc_launch_status(void)

@@ -1,0 +1,154 @@
+/* forward_head.c: the end of a pass — final norm, LM head, and the logits' way back to the
+ * host.
+ *
+ * A segment wants every row's logits (seq->logits), its last row's (seq->last, on the
+ * segment that ends the sequence's tokens), or none. When the rows wanted by all segments
+ * fit the logits block (SP_LOGIT_ROWS), they are normed into consecutive rows of xn and go
+ * through the LM head in one matmul, all as ops (recordable), then come back in one
+ * download. Otherwise (a prefill asking for every row) the head runs in slices of the block,
+ * each read back before the next. Both give a row the same bits: every op is row-local. */
+#include "engine/forward_internal.h"
+#include "util/error.h"
+
+#include <string.h>
+
+int64_t sp_head_seg_rows(const sp_seg *g, int64_t *r0)
+{
+    const sp_seq_eval *q = g->seq;
+    *r0 = 0;
+    if (q->logits)
+        return g->n;
+    if (q->last && g->first + g->n == q->n) {
+        *r0 = g->n - 1;
+        return 1;
+    }
+    return 0;
+}
+
+int64_t sp_head_rows_wanted(const sp_pass *P)
+{
+    int64_t n = 0, r0;
+    for (int64_t i = 0; i < P->n_segs; i++)
+        n += sp_head_seg_rows(&P->segs[i], &r0);
+    return n;
+}
+
+/* Final norm of rows [r0, r0 + k) of segment g into xn rows [at, at + k). */
+static void final_norm(sp_pass *P, const sp_seg *g, int64_t r0, int64_t k, int64_t at)
+{
+    sp_model *m = P->m;
+    int64_t H = m->n_embd;
+    float *out = P->c->xn + at * H;
+    P->be->ops->rmsnorm(P->be, P->c->x + (g->row0 + r0) * H, H, P->w->final_norm, k, H,
+                        (float)m->cfg->rms_norm_eps, out, H);
+    if (SP_TRACE_ON(P) && g->seq->obs)
+        sp_emit_rows(P, g, -1, SP_OP_FINAL_NORM, H, out, r0, k);
+}
+
+void sp_head_gathered(sp_pass *P)
+{
+    int64_t at = 0, r0, V = P->m->n_vocab;
+    for (int64_t i = 0; i < P->n_segs; i++) {
+        int64_t k = sp_head_seg_rows(&P->segs[i], &r0);
+        if (k > 0)
+            final_norm(P, &P->segs[i], r0, k, at);
+        at += k;
+    }
+    if (at == 0)
+        return;
+    P->be->ops->matmul(P->be, &P->w->lm_head, P->c->xn, at, P->c->logits, NULL);
+    if (!SP_TRACE_ON(P))
+        return;
+    at = 0;
+    for (int64_t i = 0; i < P->n_segs; i++) {
+        const sp_seg *g = &P->segs[i];
+        int64_t k = sp_head_seg_rows(g, &r0);
+        if (k > 0 && g->seq->obs)
+            sp_emit_rows(P, g, -1, SP_OP_LOGITS, V, P->c->logits + at * V, r0, k);
+        at += k;
+    }
+}
+
+/* Where segment g's logits rows go on the host, and the sequence's last row afterwards. */
+static float *seg_dst(const sp_seg *g, int64_t V)
+{
+    return g->seq->logits ? g->seq->logits + g->first * V : g->seq->last;
+}
+
+static void copy_last(const sp_seg *g, int64_t V)
+{
+    const sp_seq_eval *q = g->seq;
+    if (q->logits && q->last && g->first + g->n == q->n)
+        memcpy(q->last, q->logits + (q->n - 1) * V, (size_t)V * sizeof(float));
+}
+
+sp_status sp_head_gathered_download(sp_pass *P)
+{
+    sp_backend *be = P->be;
+    int64_t V = P->m->n_vocab, total = sp_head_rows_wanted(P), at = 0, r0;
+    /* one read back for several segments where each read is a round trip */
+    const float *src = P->c->logits;
+    bool staged = !be->host_memory && P->n_segs > 1 && total > 0;
+    if (staged) {
+        float *h = sp_compute_view_staging(P->c, (size_t)(total * V));
+        if (!h)
+            return sp_err(P->err, SP_ERR_NOMEM, "out of memory reading logits back");
+        sp_status st = be->ops->download(be, h, P->c->logits, (size_t)(total * V) * sizeof(float),
+                                         P->err);
+        if (st != SP_OK)
+            return st;
+        src = h;
+    }
+    for (int64_t i = 0; i < P->n_segs; i++) {
+        const sp_seg *g = &P->segs[i];
+        int64_t k = sp_head_seg_rows(g, &r0);
+        if (k == 0)
+            continue;
+        size_t bytes = (size_t)(k * V) * sizeof(float);
+        if (staged) {
+            memcpy(seg_dst(g, V), src + at * V, bytes);
+        } else {
+            sp_status st = be->ops->download(be, seg_dst(g, V), src + at * V, bytes, P->err);
+            if (st != SP_OK)
+                return st;
+        }
+        copy_last(g, V);
+        at += k;
+    }
+    return SP_OK;
+}
+
+/* Rows [r0, r0 + n) of segment g in slices of SP_LOGIT_ROWS, each read back into dst. */
+static sp_status sliced_rows(sp_pass *P, const sp_seg *g, int64_t r0, int64_t n, float *dst)
+{
+    sp_backend *be = P->be;
+    int64_t V = P->m->n_vocab;
+    for (int64_t s = 0; s < n; s += SP_LOGIT_ROWS) {
+        int64_t k = n - s < SP_LOGIT_ROWS ? n - s : SP_LOGIT_ROWS;
+        final_norm(P, g, r0 + s, k, 0);
+        be->ops->matmul(be, &P->w->lm_head, P->c->xn, k, P->c->logits, NULL);
+        if (SP_TRACE_ON(P) && g->seq->obs)
+            sp_emit_rows(P, g, -1, SP_OP_LOGITS, V, P->c->logits, r0 + s, k);
+        sp_status st = be->ops->download(be, dst + s * V, P->c->logits,
+                                         (size_t)(k * V) * sizeof(float), P->err);
+        if (st != SP_OK)
+            return st;
+    }
+    return SP_OK;
+}
+
+sp_status sp_head_sliced(sp_pass *P)
+{
+    int64_t V = P->m->n_vocab, r0;
+    for (int64_t i = 0; i < P->n_segs; i++) {
+        const sp_seg *g = &P->segs[i];
+        int64_t k = sp_head_seg_rows(g, &r0);
+        if (k == 0)
+            continue;
+        sp_status st = sliced_rows(P, g, r0, k, seg_dst(g, V));
+        if (st != SP_OK)
+            return st;
+        copy_last(g, V);
+    }
+    return SP_OK;
+}
