@@ -27,14 +27,13 @@ mkdir -p $M
 step make_120b 200 $B/make_random_model $M/g120b --preset gptoss-120b
 step make_20b 60 $B/make_random_model $M/g20b --preset gptoss-20b
 du -sb $M/g120b/model.safetensors $M/g20b/model.safetensors
-step inspect_120b 60 $S inspect -m $M/g120b --device cuda
 P=$(seq -s, 100 40 2620)   # 64 prompt ids
-step bench_120b 150 $S bench -m $M/g120b --device cuda --prompt-len 128 --gen-len 32 --runs 1
-step bench_20b 60 $S bench -m $M/g20b --device cuda --prompt-len 128 --gen-len 32 --runs 1
 step plain 150 sh -c "$S generate -m $M/g120b --device cuda --tokens $P -n 32 > $OUT/plain.txt"
 step spec 200 sh -c "$S generate -m $M/g120b --draft $M/g20b --device cuda --tokens $P -n 32 > $OUT/spec.txt"
 if cmp -s $OUT/plain.txt $OUT/spec.txt && [ -s $OUT/plain.txt ]; then echo "spec == plain: yes"; else echo "spec == plain: NO"; fi
-step check_pair 300 $S check -m $M/g120b --draft $M/g20b --device cuda --tokens $P
+step check_pair 240 $S check -m $M/g120b --draft $M/g20b --device cuda --tokens $P
+step bench_120b 150 $S bench -m $M/g120b --device cuda --prompt-len 128 --gen-len 32 --runs 1
+step bench_20b 60 $S bench -m $M/g20b --device cuda --prompt-len 128 --gen-len 32 --runs 1
 step verify_120b 120 $B/verify_cost -m $M/g120b --device cuda --ctx 128 --reps 3 --kmax 4
 nvidia-smi --query-gpu=memory.used --format=csv
 } > "$OUT/pair.log" 2>&1
