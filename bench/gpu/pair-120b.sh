@@ -18,8 +18,8 @@ B=.devbuild/build-cuda
 export LD_LIBRARY_PATH=$PWD/.devbuild/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 S=$B/specula
 M=/dev/shm/specula-pair
-step() { local name=$1 lim=$2; shift 2; echo "== $name: $*"; local t0; t0=$(date +%s.%N);
-         timeout "$lim" "$@"; local rc=$?; echo "== $name rc=$rc ($(echo "$(date +%s.%N) - $t0" | bc) s)"; }
+step() { local name=$1 lim=$2; shift 2; echo "== $name: $*"; local t0; t0=$(date +%s);
+         timeout "$lim" "$@"; local rc=$?; echo "== $name rc=$rc ($(( $(date +%s) - t0 )) s)"; }
 {
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv
 df -h /dev/shm; free -g | head -2
