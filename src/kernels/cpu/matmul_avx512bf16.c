@@ -2,19 +2,41 @@
  * (see CMakeLists.txt); called only when cpuid reports it (cpu_isa.c).
  *
  * The input arrives rounded to bf16 in natural order (SP_MM_PREP_BF16). Each vdpbf16ps
- * adds to fp32 lane l the products of columns 2l and 2l+1 of a 32-column block, so lane
- * l accumulates the pairs (2l, 2l+1) block after block in the instruction's fixed
- * order, and the 16 lanes are added in a fixed tree: the order depends on cols only,
- * never on the batch. BF16 weights are used as stored; MXFP4 codes become bf16 through
- * the block's scaled 16-entry table (code value times 2^e is exact in bf16) and a
- * vpermw. Other formats use the exact kernels. */
+ * adds to fp32 lane l the products of columns 2l and 2l+1 of a 32-column step, so lane
+ * l accumulates the pairs (2l, 2l+1) step after step in the instruction's fixed order.
+ *
+ * Reduction order: the columns are cut into blocks of KC (the last one shorter); within
+ * a block the 16 lanes accumulate as above and are then added in a fixed tree (hsum16);
+ * the block sums are added to the output in ascending block order, the bias last. It
+ * depends on cols only, never on the batch, the tile or the thread count. Blocking the
+ * columns is what lets prefill stream each weight panel from DRAM once per 128 tokens
+ * while the inputs of a block stay in L2 and the tile's weights in L1.
+ *
+ * BF16 weights are used as stored; MXFP4 codes become bf16 through the block's scaled
+ * 16-entry table (code value times 2^e is exact in bf16) and a vpermw: in registers when
+ * decoding one token, into a small per-call buffer of KC columns per row (reused by every
+ * token of the block) when there are several. Both give the same bf16 values, so the
+ * two paths agree bit for bit. Other formats use the exact kernels.
+ *
+ * Every tile shape is its own non-inlined function: inlined into one loop nest, GCC
+ * re-loaded the inputs for every row of a tile (28 loads per 24 vdpbf16ps instead of 10). */
 #include "kernels/cpu/matmul_isa.h"
 #include "util/dtype.h"
 
 #include <immintrin.h>
+#include <stdbool.h>
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
+#define NOINLINE static __attribute__((noinline))
+
+enum {
+    KC = 1024, /* columns per reduction block (a multiple of 32) */
+    TB = 128,  /* tokens per cache block: KC bf16 inputs of TB tokens are 256 KiB */
+    TR = 4,    /* rows x tokens of the prefill tile (24 of the 32 zmm accumulate) */
+    TT = 6,
+    DR = 8,    /* rows of the one-token (decode) tile: independent DRAM streams */
+};
 
 INLINE float hsum16(__m512 v)
 {
@@ -25,121 +47,201 @@ INLINE float hsum16(__m512 v)
     return _mm_cvtss_f32(b);
 }
 
-/* Tokens per cache block: bf16 inputs within ~256 KiB. */
-static int64_t token_block(int64_t cols)
+/* Adds the block sums of an R x T tile to y (the first block stores, the last adds the
+ * bias). */
+INLINE void store_tile(const int R, const int T, __m512 acc[DR][TT], const sp_mm_job *j, int64_t r0,
+                       int64_t t0, bool first, bool last)
 {
-    int64_t tb = (131072 / cols) / 6 * 6;
-    return tb < 6 ? 6 : tb > 96 ? 96 : tb;
+    const int64_t rows = j->w->rows;
+    for (int t = 0; t < T; t++)
+        for (int r = 0; r < R; r++) {
+            float *y = j->y + (t0 + t) * rows + r0 + r;
+            float s = hsum16(acc[r][t]);
+            if (!first)
+                s = *y + s;
+            if (last && j->bias)
+                s += j->bias[r0 + r];
+            *y = s;
+        }
 }
 
-INLINE void bf16_tile(const int R, const int T, const sp_mm_job *j, int64_t r0, int64_t t0)
+/* ---- BF16 rows (as stored, or MXFP4 decoded into a buffer) ------------------------- */
+
+/* acc[r][t] over columns [0, len) of the R rows at w (ws bytes apart) and the T bf16
+ * input rows at x (xs elements apart). */
+INLINE void dot_tile(const int R, const int T, const unsigned char *w, size_t ws, const uint16_t *x,
+                     int64_t xs, int64_t len, __m512 acc[DR][TT])
 {
-    const int64_t n = j->w->cols;
-    const uint16_t *xb = j->xp;
-    const unsigned char *rows[8];
-    const uint16_t *xs[6];
-    __m512 acc[8][6];
-    for (int r = 0; r < R; r++) {
-        rows[r] = sp_weight_row(j->w, r0 + r);
+    for (int r = 0; r < R; r++)
         for (int t = 0; t < T; t++)
             acc[r][t] = _mm512_setzero_ps();
-    }
-    for (int t = 0; t < T; t++)
-        xs[t] = xb + (t0 + t) * n;
-    for (int64_t k = 0; k < n; k += 32) {
-        __m512bh xv[6];
+    for (int64_t k = 0; k < len; k += 32) {
+        __m512bh xv[TT];
         for (int t = 0; t < T; t++)
-            xv[t] = (__m512bh)_mm512_loadu_si512((const void *)(xs[t] + k));
+            xv[t] = (__m512bh)_mm512_loadu_si512((const void *)(x + t * xs + k));
         for (int r = 0; r < R; r++) {
-            __m512bh wv = (__m512bh)_mm512_loadu_si512((const void *)(rows[r] + 2 * k));
+            __m512bh wv = (__m512bh)_mm512_loadu_si512((const void *)(w + r * ws + 2 * k));
             for (int t = 0; t < T; t++)
                 acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, xv[t]);
         }
     }
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < T; t++)
-            j->y[(t0 + t) * j->w->rows + r0 + r] =
-                hsum16(acc[r][t]) + (j->bias ? j->bias[r0 + r] : 0.0f);
 }
+
+/* One R x T tile over columns [k0, k1): w points at column k0 of row r0. */
+#define DOT_FN(R, T)                                                                             \
+    NOINLINE void dot_##R##x##T(const sp_mm_job *j, const unsigned char *w, size_t ws, int64_t r0, \
+                                int64_t t0, int64_t k0, int64_t k1)                            \
+    {                                                                                          \
+        __m512 acc[DR][TT];                                                                    \
+        const int64_t n = j->w->cols;                                                          \
+        dot_tile(R, T, w, ws, (const uint16_t *)j->xp + t0 * n + k0, n, k1 - k0, acc);         \
+        store_tile(R, T, acc, j, r0, t0, k0 == 0, k1 == n);                                    \
+    }
+DOT_FN(8, 1)
+DOT_FN(4, 6)
+DOT_FN(4, 5)
+DOT_FN(4, 4)
+DOT_FN(4, 3)
+DOT_FN(4, 2)
+DOT_FN(4, 1)
+DOT_FN(1, 1)
+
+typedef void (*dot_fn)(const sp_mm_job *, const unsigned char *, size_t, int64_t, int64_t, int64_t,
+                       int64_t);
+static const dot_fn dot_4xT[TT + 1] = {NULL, dot_4x1, dot_4x2, dot_4x3, dot_4x4, dot_4x5, dot_4x6};
+
+/* Tokens [tb, te) x rows [r, r + TR) over columns [k0, k1), in tiles of TT tokens. */
+static void dot_rows4(const sp_mm_job *j, const unsigned char *w, size_t ws, int64_t r, int64_t tb,
+                      int64_t te, int64_t k0, int64_t k1)
+{
+    int64_t t = tb;
+    for (; t + TT <= te; t += TT)
+        dot_4x6(j, w, ws, r, t, k0, k1);
+    if (t < te)
+        dot_4xT[te - t](j, w, ws, r, t, k0, k1);
+}
+
+static void rows_bf16_dp(const sp_mm_job *j, int64_t rb, int64_t re)
+{
+    const sp_weight *w = j->w;
+    const int64_t n = w->cols, n_tok = j->n_tok;
+    const size_t ws = w->row_bytes;
+    if (n_tok == 1) {
+        int64_t r = rb;
+        for (; r + DR <= re; r += DR)
+            for (int64_t k = 0; k < n; k += KC)
+                dot_8x1(j, sp_weight_row(w, r) + 2 * k, ws, r, 0, k, k + KC < n ? k + KC : n);
+        for (; r < re; r++)
+            for (int64_t k = 0; k < n; k += KC)
+                dot_1x1(j, sp_weight_row(w, r) + 2 * k, ws, r, 0, k, k + KC < n ? k + KC : n);
+        return;
+    }
+    for (int64_t tb = 0; tb < n_tok; tb += TB) {
+        int64_t te = tb + TB < n_tok ? tb + TB : n_tok;
+        for (int64_t k = 0; k < n; k += KC) {
+            int64_t ke = k + KC < n ? k + KC : n;
+            int64_t r = rb;
+            for (; r + TR <= re; r += TR)
+                dot_rows4(j, sp_weight_row(w, r) + 2 * k, ws, r, tb, te, k, ke);
+            for (; r < re; r++)
+                for (int64_t t = tb; t < te; t++)
+                    dot_1x1(j, sp_weight_row(w, r) + 2 * k, ws, r, t, k, ke);
+        }
+    }
+}
+
+/* ---- MXFP4 ----------------------------------------------------------------------------- */
 
 static const float e2m1_signed[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
                                       -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
-INLINE void mxfp4_tile(const int R, const int T, const sp_mm_job *j, int64_t r0, int64_t t0)
+/* Columns [k, k + 32) of an MXFP4 row as 32 bf16: codes through the block's scaled table. */
+INLINE __m512i mxfp4_decode32(const unsigned char *row, const unsigned char *sc, int64_t k)
 {
-    const sp_weight *w = j->w;
-    const int64_t n = w->cols;
-    const uint16_t *xb = j->xp;
-    const unsigned char *rows[8], *sc[8];
-    const uint16_t *xs[6];
-    __m512 acc[8][6];
     const __m512 lut = _mm512_loadu_ps(e2m1_signed);
-    const __m512i m15 = _mm512_set1_epi32(15);
-    for (int r = 0; r < R; r++) {
-        rows[r] = sp_weight_row(w, r0 + r);
-        sc[r] = w->scales + (size_t)(r0 + r) * w->scale_row_bytes;
-        for (int t = 0; t < T; t++)
-            acc[r][t] = _mm512_setzero_ps();
-    }
-    for (int t = 0; t < T; t++)
-        xs[t] = xb + (t0 + t) * n;
-    for (int64_t k = 0; k < n; k += 32) {
-        __m512bh xv[6];
-        for (int t = 0; t < T; t++)
-            xv[t] = (__m512bh)_mm512_loadu_si512((const void *)(xs[t] + k));
-        for (int r = 0; r < R; r++) {
-            __m512 lut_s = _mm512_mul_ps(lut, _mm512_set1_ps(sp_e8m0_to_f32(sc[r][k / 32])));
-            __m512i lut_h = _mm512_castsi256_si512((__m256i)_mm512_cvtneps_pbh(lut_s));
-            /* dword i = byte i: low nibble -> word 2i, high nibble -> word 2i+1 */
-            __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(rows[r] + k / 2)));
-            __m512i idx = _mm512_or_si512(_mm512_and_si512(b, m15),
-                                          _mm512_slli_epi32(_mm512_srli_epi32(b, 4), 16));
-            __m512bh wv = (__m512bh)_mm512_permutexvar_epi16(idx, lut_h);
-            for (int t = 0; t < T; t++)
-                acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, xv[t]);
-        }
-    }
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < T; t++)
-            j->y[(t0 + t) * w->rows + r0 + r] =
-                hsum16(acc[r][t]) + (j->bias ? j->bias[r0 + r] : 0.0f);
+    __m512 lut_s = _mm512_mul_ps(lut, _mm512_set1_ps(sp_e8m0_to_f32(sc[k / 32])));
+    __m512i lut_h = _mm512_castsi256_si512((__m256i)_mm512_cvtneps_pbh(lut_s));
+    /* dword i = byte i: low nibble -> word 2i, high nibble -> word 2i+1 */
+    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(row + k / 2)));
+    __m512i idx = _mm512_or_si512(_mm512_and_si512(b, _mm512_set1_epi32(15)),
+                                  _mm512_slli_epi32(_mm512_srli_epi32(b, 4), 16));
+    return _mm512_permutexvar_epi16(idx, lut_h);
 }
 
-#define ROWS_LOOP(name, tile, RD)                                                              \
-    static void name(const sp_mm_job *j, int64_t rb, int64_t re)                               \
-    {                                                                                          \
-        const int64_t n_tok = j->n_tok, tb_n = token_block(j->w->cols);                        \
-        if (n_tok == 1) {                                                                      \
-            int64_t r = rb;                                                                    \
-            for (; r + RD <= re; r += RD)                                                      \
-                tile(RD, 1, j, r, 0);                                                          \
-            for (; r < re; r++)                                                                \
-                tile(1, 1, j, r, 0);                                                           \
-            return;                                                                            \
-        }                                                                                      \
-        for (int64_t tb = 0; tb < n_tok; tb += tb_n) {                                         \
-            int64_t te = tb + tb_n < n_tok ? tb + tb_n : n_tok;                                \
-            int64_t r = rb;                                                                    \
-            for (; r + 4 <= re; r += 4) {                                                      \
-                int64_t t = tb;                                                                \
-                for (; t + 6 <= te; t += 6)                                                    \
-                    tile(4, 6, j, r, t);                                                       \
-                switch (te - t) {                                                              \
-                case 5: tile(4, 5, j, r, t); break;                                            \
-                case 4: tile(4, 4, j, r, t); break;                                            \
-                case 3: tile(4, 3, j, r, t); break;                                            \
-                case 2: tile(4, 2, j, r, t); break;                                            \
-                case 1: tile(4, 1, j, r, t); break;                                            \
-                }                                                                              \
-            }                                                                                  \
-            for (; r < re; r++)                                                                \
-                for (int64_t t = tb; t < te; t++)                                              \
-                    tile(1, 1, j, r, t);                                                       \
-        }                                                                                      \
+/* One token, R rows, columns [k0, k1), decoding in registers. */
+INLINE void mxfp4_tile1(const int R, const sp_mm_job *j, int64_t r0, int64_t k0, int64_t k1)
+{
+    const sp_weight *w = j->w;
+    const uint16_t *x = j->xp;
+    __m512 acc[DR][TT];
+    for (int r = 0; r < R; r++)
+        acc[r][0] = _mm512_setzero_ps();
+    for (int64_t k = k0; k < k1; k += 32) {
+        __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(x + k));
+        for (int r = 0; r < R; r++) {
+            __m512i wv = mxfp4_decode32(sp_weight_row(w, r0 + r),
+                                        w->scales + (size_t)(r0 + r) * w->scale_row_bytes, k);
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)wv, xv);
+        }
     }
+    store_tile(R, 1, acc, j, r0, 0, k0 == 0, k1 == w->cols);
+}
 
-ROWS_LOOP(rows_bf16_dp, bf16_tile, 8)
-ROWS_LOOP(rows_mxfp4_dp, mxfp4_tile, 4)
+NOINLINE void mxfp4_4x1(const sp_mm_job *j, int64_t r0, int64_t k0, int64_t k1)
+{
+    mxfp4_tile1(4, j, r0, k0, k1);
+}
+
+NOINLINE void mxfp4_1x1(const sp_mm_job *j, int64_t r0, int64_t k0, int64_t k1)
+{
+    mxfp4_tile1(1, j, r0, k0, k1);
+}
+
+/* Decodes columns [k0, k1) of rows [r0, r0 + R) into buf (rows 2 * KC bytes apart). */
+static void mxfp4_decode_rows(const sp_weight *w, int64_t r0, int R, int64_t k0, int64_t k1,
+                              unsigned char *buf)
+{
+    for (int r = 0; r < R; r++) {
+        const unsigned char *row = sp_weight_row(w, r0 + r);
+        const unsigned char *sc = w->scales + (size_t)(r0 + r) * w->scale_row_bytes;
+        for (int64_t k = k0; k < k1; k += 32)
+            _mm512_storeu_si512((void *)(buf + (size_t)r * 2 * KC + 2 * (k - k0)),
+                                mxfp4_decode32(row, sc, k));
+    }
+}
+
+static void rows_mxfp4_dp(const sp_mm_job *j, int64_t rb, int64_t re)
+{
+    const sp_weight *w = j->w;
+    const int64_t n = w->cols, n_tok = j->n_tok;
+    if (n_tok == 1) {
+        int64_t r = rb;
+        for (; r + 4 <= re; r += 4)
+            for (int64_t k = 0; k < n; k += KC)
+                mxfp4_4x1(j, r, k, k + KC < n ? k + KC : n);
+        for (; r < re; r++)
+            for (int64_t k = 0; k < n; k += KC)
+                mxfp4_1x1(j, r, k, k + KC < n ? k + KC : n);
+        return;
+    }
+    _Alignas(64) unsigned char buf[TR * 2 * KC]; /* TR rows x KC bf16: 8 KiB */
+    for (int64_t tb = 0; tb < n_tok; tb += TB) {
+        int64_t te = tb + TB < n_tok ? tb + TB : n_tok;
+        for (int64_t k = 0; k < n; k += KC) {
+            int64_t ke = k + KC < n ? k + KC : n;
+            int64_t r = rb;
+            for (; r + TR <= re; r += TR) {
+                mxfp4_decode_rows(w, r, TR, k, ke, buf);
+                dot_rows4(j, buf, 2 * KC, r, tb, te, k, ke);
+            }
+            for (; r < re; r++) {
+                mxfp4_decode_rows(w, r, 1, k, ke, buf);
+                for (int64_t t = tb; t < te; t++)
+                    dot_1x1(j, buf, 2 * KC, r, t, k, ke);
+            }
+        }
+    }
+}
 
 sp_mm_kernel sp_mm_pick_avx512bf16(const sp_weight *w)
 {
