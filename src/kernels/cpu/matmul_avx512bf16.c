@@ -168,33 +168,71 @@ INLINE __m512i mxfp4_decode32(const unsigned char *row, const unsigned char *sc,
     return _mm512_permutexvar_epi16(idx, lut_h);
 }
 
-/* One token, R rows, columns [k0, k1), decoding in registers. */
-INLINE void mxfp4_tile1(const int R, const sp_mm_job *j, int64_t r0, int64_t k0, int64_t k1)
+/* R rows x T tokens over columns [k0, k1), decoding in registers (one token, or too few
+ * to repay a decoded buffer). */
+INLINE void mxfp4_tile(const int R, const int T, const sp_mm_job *j, int64_t r0, int64_t t0,
+                       int64_t k0, int64_t k1)
 {
     const sp_weight *w = j->w;
-    const uint16_t *x = j->xp;
+    const int64_t n = w->cols;
+    const uint16_t *x = (const uint16_t *)j->xp + t0 * n;
     __m512 acc[DR][TT];
     for (int r = 0; r < R; r++)
-        acc[r][0] = _mm512_setzero_ps();
+        for (int t = 0; t < T; t++)
+            acc[r][t] = _mm512_setzero_ps();
     for (int64_t k = k0; k < k1; k += 32) {
-        __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(x + k));
+        __m512bh xv[TT];
+        for (int t = 0; t < T; t++)
+            xv[t] = (__m512bh)_mm512_loadu_si512((const void *)(x + t * n + k));
         for (int r = 0; r < R; r++) {
-            __m512i wv = mxfp4_decode32(sp_weight_row(w, r0 + r),
-                                        w->scales + (size_t)(r0 + r) * w->scale_row_bytes, k);
-            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)wv, xv);
+            __m512bh wv = (__m512bh)mxfp4_decode32(sp_weight_row(w, r0 + r),
+                                                   w->scales + (size_t)(r0 + r) * w->scale_row_bytes, k);
+            for (int t = 0; t < T; t++)
+                acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, xv[t]);
         }
     }
-    store_tile(R, 1, acc, j, r0, 0, k0 == 0, k1 == w->cols);
+    store_tile(R, T, acc, j, r0, t0, k0 == 0, k1 == n);
 }
 
-NOINLINE void mxfp4_4x1(const sp_mm_job *j, int64_t r0, int64_t k0, int64_t k1)
-{
-    mxfp4_tile1(4, j, r0, k0, k1);
-}
+#define MXFP4_FN(R, T)                                                                           \
+    NOINLINE void mxfp4_##R##x##T(const sp_mm_job *j, int64_t r0, int64_t t0, int64_t k0,        \
+                                  int64_t k1)                                                  \
+    {                                                                                          \
+        mxfp4_tile(R, T, j, r0, t0, k0, k1);                                                   \
+    }
+MXFP4_FN(4, 1)
+MXFP4_FN(4, 2)
+MXFP4_FN(4, 3)
+MXFP4_FN(4, 4)
+MXFP4_FN(4, 5)
+MXFP4_FN(4, 6)
+MXFP4_FN(1, 1)
 
-NOINLINE void mxfp4_1x1(const sp_mm_job *j, int64_t r0, int64_t k0, int64_t k1)
+typedef void (*mxfp4_fn)(const sp_mm_job *, int64_t, int64_t, int64_t, int64_t);
+static const mxfp4_fn mxfp4_4xT[TT + 1] = {NULL,      mxfp4_4x1, mxfp4_4x2, mxfp4_4x3,
+                                           mxfp4_4x4, mxfp4_4x5, mxfp4_4x6};
+
+/* Fewer tokens than this decode in registers; more share a decoded buffer. */
+#define MXFP4_BUFFER_TOKENS 12
+
+/* Rows [rb, re) x tokens [0, n_tok) decoding in registers, column block by block. */
+static void mxfp4_rows_direct(const sp_mm_job *j, int64_t rb, int64_t re)
 {
-    mxfp4_tile1(1, j, r0, k0, k1);
+    const int64_t n = j->w->cols, n_tok = j->n_tok;
+    for (int64_t k = 0; k < n; k += KC) {
+        int64_t ke = k + KC < n ? k + KC : n;
+        int64_t r = rb;
+        for (; r + 4 <= re; r += 4) {
+            int64_t t = 0;
+            for (; t + TT <= n_tok; t += TT)
+                mxfp4_4x6(j, r, t, k, ke);
+            if (t < n_tok)
+                mxfp4_4xT[n_tok - t](j, r, t, k, ke);
+        }
+        for (; r < re; r++)
+            for (int64_t t = 0; t < n_tok; t++)
+                mxfp4_1x1(j, r, t, k, ke);
+    }
 }
 
 /* Decodes columns [k0, k1) of rows [r0, r0 + R) into buf (rows 2 * KC bytes apart). */
@@ -214,14 +252,8 @@ static void rows_mxfp4_dp(const sp_mm_job *j, int64_t rb, int64_t re)
 {
     const sp_weight *w = j->w;
     const int64_t n = w->cols, n_tok = j->n_tok;
-    if (n_tok == 1) {
-        int64_t r = rb;
-        for (; r + 4 <= re; r += 4)
-            for (int64_t k = 0; k < n; k += KC)
-                mxfp4_4x1(j, r, k, k + KC < n ? k + KC : n);
-        for (; r < re; r++)
-            for (int64_t k = 0; k < n; k += KC)
-                mxfp4_1x1(j, r, k, k + KC < n ? k + KC : n);
+    if (n_tok < MXFP4_BUFFER_TOKENS) {
+        mxfp4_rows_direct(j, rb, re);
         return;
     }
     _Alignas(64) unsigned char buf[TR * 2 * KC]; /* TR rows x KC bf16: 8 KiB */
