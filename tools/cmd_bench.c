@@ -1,5 +1,6 @@
 /* cmd_bench.c: `specula bench -m DIR [--json]` measures prefill and decode tokens/s:
- * several runs of (prefill a random prompt, greedily decode), median of each; and the
+ * several runs of (prefill a random prompt, greedily decode), median of each, after an
+ * untimed warm-up run (a prefill and two decode steps, as llama-bench warms up); and the
  * memory the process holds afterwards (resident and peak, from /proc/self/status) beside
  * the checkpoint's size on disk. With --draft it also runs speculative greedy generation
  * on the same prompt in the same process and reports the speedup (the tokens are checked
@@ -343,7 +344,9 @@ int cmd_bench(int argc, char **argv)
             rc = bench_spec(model_dir, s, &spec, prompt, prompt_len, gen_len, runs, json);
         goto done;
     }
-    for (int64_t r = 0; r < runs; r++) {
+    /* r = -1 is an untimed warm-up (as llama-bench's): it pages the memory-mapped weights
+     * in and sizes the buffers, which a first pass would otherwise count as prefill time */
+    for (int64_t r = -1; r < runs; r++) {
         sp_session_truncate(s, 0, NULL);
         double t0 = cli_now_ms();
         if (sp_session_eval(s, prompt, (size_t)prompt_len, NULL, &err) != SP_OK) {
@@ -351,7 +354,7 @@ int cmd_bench(int argc, char **argv)
             goto done;
         }
         double t1 = cli_now_ms();
-        for (int64_t g = 0; g < gen_len; g++) {
+        for (int64_t g = 0; g < (r < 0 && gen_len > 2 ? 2 : gen_len); g++) {
             int32_t tok = sp_sampler_next(greedy, sp_session_last_logits(s));
             if (sp_session_eval(s, &tok, 1, NULL, &err) != SP_OK) {
                 rc = cli_fail(&err);
@@ -359,6 +362,8 @@ int cmd_bench(int argc, char **argv)
             }
         }
         double t2 = cli_now_ms();
+        if (r < 0)
+            continue;
         pf[r] = (double)prompt_len / ((t1 - t0) / 1e3);
         dc[r] = (double)gen_len / ((t2 - t1) / 1e3);
     }
