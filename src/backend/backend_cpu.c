@@ -31,6 +31,63 @@ static void fail(cpu_backend *c, sp_status st, const char *msg)
     }
 }
 
+/* ---- element-wise and per-row ops across the pool -------------------------------------
+ * Prefill runs them over hundreds of rows; a row's (an element's) result never depends on
+ * the range it is computed in, so splitting them changes no bit. Small calls (decode)
+ * stay on the calling thread: waking the workers would cost more than the op. */
+
+#define PAR_MIN_ELEMS (1 << 15)
+
+typedef struct par_op {
+    int kind;
+    const float *a, *b, *w, *cs;
+    float *out;
+    int64_t dim, x_stride, out_stride, n_heads, tok_stride, head_stride, rot_dim, inter;
+    float eps, alpha, limit;
+    bool interleaved;
+    const sp_weight *table;
+    const int32_t *ids;
+} par_op;
+
+enum { PAR_RMSNORM, PAR_ADD, PAR_SWIGLU, PAR_GLU, PAR_ROPE, PAR_EMBED };
+
+static void gptoss_glu_rows(const float *gu, int64_t n, int64_t I, float alpha, float limit,
+                            float *out);
+static void rope_rows(const par_op *o, int64_t t0, int64_t t1);
+
+static void par_task(void *ctx, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    const par_op *o = ctx;
+    switch (o->kind) {
+    case PAR_RMSNORM:
+        if (o->x_stride == o->dim && o->out_stride == o->dim)
+            sp_rmsnorm(o->a + b * o->dim, o->w, e - b, o->dim, o->eps, o->out + b * o->dim);
+        else
+            for (int64_t r = b; r < e; r++)
+                sp_rmsnorm(o->a + r * o->x_stride, o->w, 1, o->dim, o->eps, o->out + r * o->out_stride);
+        break;
+    case PAR_ADD: sp_add_inplace(o->out + b, o->a + b, e - b); break;
+    case PAR_SWIGLU: sp_swiglu(o->a + b, o->b + b, e - b, o->out + b); break;
+    case PAR_GLU:
+        gptoss_glu_rows(o->a + b * 2 * o->inter, e - b, o->inter, o->alpha, o->limit,
+                        o->out + b * o->inter);
+        break;
+    case PAR_ROPE: rope_rows(o, b, e); break;
+    case PAR_EMBED:
+        for (int64_t t = b; t < e; t++)
+            sp_weight_row_f32(o->table, o->ids[t], o->out + t * o->table->cols);
+        break;
+    }
+}
+
+/* Runs o over [0, n) items of item_elems elements each, on the pool when large. */
+static void par_run(sp_backend *be, par_op *o, int64_t n, int64_t item_elems)
+{
+    sp_pool *pool = n * item_elems >= PAR_MIN_ELEMS ? cpu(be)->pool : NULL;
+    sp_pool_run(pool, n, item_elems >= 64 ? 1 : 64, par_task, o);
+}
+
 static void cpu_destroy(sp_backend *be)
 {
     cpu_backend *c = cpu(be);
@@ -73,8 +130,8 @@ static uint64_t cpu_free_bytes(sp_backend *be) { return 0; /* the caller reads /
 static void cpu_embed(sp_backend *be, const sp_weight *table, const int32_t *ids, int64_t n,
                       float *out)
 {
-    for (int64_t t = 0; t < n; t++)
-        sp_weight_row_f32(table, ids[t], out + t * table->cols);
+    par_op o = {.kind = PAR_EMBED, .table = table, .ids = ids, .out = out};
+    par_run(be, &o, n, table->cols);
 }
 
 static void cpu_matmul(sp_backend *be, const sp_weight *w, const float *x, int64_t n, float *y,
@@ -93,37 +150,54 @@ static void cpu_matmul_t(sp_backend *be, const sp_weight *w, int64_t row0, int64
 static void cpu_rmsnorm(sp_backend *be, const float *x, int64_t x_stride, const float *w,
                         int64_t rows, int64_t dim, float eps, float *out, int64_t out_stride)
 {
-    if (x_stride == dim && out_stride == dim) {
-        sp_rmsnorm(x, w, rows, dim, eps, out);
-        return;
-    }
-    for (int64_t r = 0; r < rows; r++)
-        sp_rmsnorm(x + r * x_stride, w, 1, dim, eps, out + r * out_stride);
+    par_op o = {.kind = PAR_RMSNORM, .a = x, .w = w, .out = out, .dim = dim, .x_stride = x_stride,
+                .out_stride = out_stride, .eps = eps};
+    par_run(be, &o, rows, dim);
+}
+
+/* Tokens [t0, t1) of a rope call (x is par_op.out, the tables par_op.cs). */
+static void rope_rows(const par_op *o, int64_t t0, int64_t t1)
+{
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t h = 0; h < o->n_heads; h++) {
+            float *v = o->out + t * o->tok_stride + h * o->head_stride;
+            if (o->interleaved)
+                sp_rope_interleaved(v, o->rot_dim, o->cs + t * o->rot_dim);
+            else
+                sp_rope_neox(v, o->rot_dim, o->cs + t * o->rot_dim);
+        }
 }
 
 static void cpu_rope(sp_backend *be, float *x, int64_t n, int64_t n_heads, int64_t tok_stride,
                      int64_t head_stride, int64_t rot_dim, const float *cs, bool interleaved)
 {
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t h = 0; h < n_heads; h++) {
-            float *v = x + t * tok_stride + h * head_stride;
-            if (interleaved)
-                sp_rope_interleaved(v, rot_dim, cs + t * rot_dim);
-            else
-                sp_rope_neox(v, rot_dim, cs + t * rot_dim);
-        }
+    par_op o = {.kind = PAR_ROPE, .out = x, .n_heads = n_heads, .tok_stride = tok_stride,
+                .head_stride = head_stride, .rot_dim = rot_dim, .cs = cs, .interleaved = interleaved};
+    par_run(be, &o, n, n_heads * rot_dim);
 }
 
-static void cpu_add(sp_backend *be, float *y, const float *x, int64_t n) { sp_add_inplace(y, x, n); }
+static void cpu_add(sp_backend *be, float *y, const float *x, int64_t n)
+{
+    par_op o = {.kind = PAR_ADD, .a = x, .out = y};
+    par_run(be, &o, n, 1);
+}
 
 static void cpu_swiglu(sp_backend *be, const float *g, const float *u, int64_t n, float *out)
 {
-    sp_swiglu(g, u, n, out);
+    par_op o = {.kind = PAR_SWIGLU, .a = g, .b = u, .out = out};
+    par_run(be, &o, n, 1);
 }
 
 /* gpt-oss activation over interleaved (gate, up) pairs: gu [n, 2I] -> out [n, I]. */
 static void cpu_gptoss_glu(sp_backend *be, const float *gu, int64_t n, int64_t I, float alpha,
                            float limit, float *out)
+{
+    par_op o = {.kind = PAR_GLU, .a = gu, .out = out, .inter = I, .alpha = alpha, .limit = limit};
+    par_run(be, &o, n, I);
+}
+
+static void gptoss_glu_rows(const float *gu, int64_t n, int64_t I, float alpha, float limit,
+                            float *out)
 {
     for (int64_t t = 0; t < n; t++)
         for (int64_t i = 0; i < I; i++) {

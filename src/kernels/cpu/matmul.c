@@ -110,17 +110,18 @@ const char *sp_matmul_kernel_name(const sp_weight *w, sp_precision prec)
     return pick_kernel(w, prec).name;
 }
 
-/* Writes x in the layout kernel k reads (matmul_isa.h) into buf. */
-static void prepare_input(sp_mm_prep prep, const float *x, int64_t n_tok, int64_t cols, void *buf)
+/* Writes tokens [t0, t1) of x in the layout kernel k reads (matmul_isa.h) into buf. */
+static void prepare_input(sp_mm_prep prep, const float *x, int64_t t0, int64_t t1, int64_t cols,
+                          void *buf)
 {
     if (prep == SP_MM_PREP_BF16) {
         uint16_t *o = buf;
-        for (int64_t i = 0; i < n_tok * cols; i++)
+        for (int64_t i = t0 * cols; i < t1 * cols; i++)
             o[i] = sp_mm_round_bf16(x[i]);
         return;
     }
     float *o = buf; /* SP_MM_PREP_PAIRS: cols is a multiple of 32 */
-    for (int64_t t = 0; t < n_tok; t++)
+    for (int64_t t = t0; t < t1; t++)
         for (int64_t k = 0; k < cols; k += 32) {
             const float *xs = x + t * cols + k;
             float *os = o + t * cols + k;
@@ -129,6 +130,20 @@ static void prepare_input(sp_mm_prep prep, const float *x, int64_t n_tok, int64_
                 os[16 + i] = xs[2 * i + 1];
             }
         }
+}
+
+typedef struct prep_job {
+    sp_mm_prep prep;
+    const float *x;
+    int64_t cols;
+    void *buf;
+} prep_job;
+
+static void prep_task(void *ctx, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    const prep_job *p = ctx;
+    prepare_input(p->prep, p->x, b, e, p->cols, p->buf);
 }
 
 static void matmul_task(void *ctx, int64_t b, int64_t e, int thread)
@@ -159,7 +174,9 @@ void sp_matmul_prec(sp_pool *pool, sp_precision prec, const sp_weight *w, const 
             k = sp_mm_pick_generic(w);
 #endif
         } else {
-            prepare_input(k.prep, x, n_tok, w->cols, buf);
+            /* a prefill's inputs are worth preparing on every thread */
+            prep_job pj = {k.prep, x, w->cols, buf};
+            sp_pool_run(n_tok * w->cols < (1 << 15) ? NULL : pool, n_tok, 1, prep_task, &pj);
             j.xp = buf;
         }
     }
