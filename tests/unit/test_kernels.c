@@ -226,10 +226,12 @@ static void test_attention_vs_reference(void **state)
         {4, 4, 16, 16, 0, 5, 0, false}, {8, 2, 12, 12, 3, 4, 0, false},
         {4, 1, 24, 8, 10, 6, 4, false}, {4, 2, 16, 16, 0, 9, 3, true},
         {2, 2, 8, 8, 0, 1, 0, true}, {8, 2, 64, 64, 150, 40, 0, true}, /* threaded */
+        {4, 2, 64, 64, 0, 40, 0, false}, {4, 4, 128, 128, 20, 30, 0, true},
+        {2, 1, 32, 48, 5, 20, 7, false}, {2, 1, 64, 64, 3, 50, 33, true},
     };
-    /* every kernel level the machine has (portable, AVX2) */
+    /* every kernel level the machine has (portable, AVX2, AVX-512) */
     sp_isa best = sp_isa_detected();
-    for (int isa = SP_ISA_GENERIC; isa <= (int)best && isa <= SP_ISA_AVX2; isa++)
+    for (int isa = SP_ISA_GENERIC; isa <= (int)best && isa <= SP_ISA_AVX512; isa++)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         sp_isa_set((sp_isa)isa);
         int64_t H = cases[c].heads, KV = cases[c].kv, qk = cases[c].qk, vd = cases[c].v;
@@ -257,6 +259,18 @@ static void test_attention_vs_reference(void **state)
         double e = rel_l2(o, orf, (size_t)(cases[c].n * H * vd));
         if (e > 1e-5)
             fail_msg("attention case %zu (%s): relL2 %.3g", c, sp_isa_name((sp_isa)isa), e);
+        /* each query alone gives the bits it got in the batch */
+        for (int64_t t = 0; t < cases[c].n; t++) {
+            sp_attn_args one = a;
+            one.q = q + t * H * qk;
+            one.pos0 = cases[c].pos0 + t;
+            one.n_tok = 1;
+            one.out = orf;
+            sp_attention(t % 2 ? pool : NULL, &one);
+            if (memcmp(orf, o + t * H * vd, (size_t)(H * vd) * sizeof(float)))
+                fail_msg("attention case %zu (%s): query %lld alone differs", c,
+                         sp_isa_name((sp_isa)isa), (long long)t);
+        }
         free(q);
         free(k);
         free(v);

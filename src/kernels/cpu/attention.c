@@ -1,16 +1,29 @@
 /* attention.c: causal attention over the KV cache (see attention.h): the portable inner
- * loop, the AVX2 one (attention_avx2.c) when cpuid allows, the reference. */
+ * loop, the AVX2 one (attention_avx2.c) or the AVX-512 one (attention_avx512.c, heads of
+ * up to 128 dims) when cpuid allows, the reference. */
 #include "kernels/cpu/attention_impl.h"
 #include "kernels/cpu/cpu_isa.h"
 
+#include <stdbool.h>
+
 #ifdef SP_HAVE_AVX2_KERNELS
 void sp_attn_rows_avx2(const sp_attn_args *a, int64_t b, int64_t e, float *scores);
+#endif
+#ifdef SP_HAVE_AVX512_KERNELS
+bool sp_attn_avx512_fits(const sp_attn_args *a);
+void sp_attn_rows_avx512(const sp_attn_args *a, int64_t b, int64_t e, float *scores);
 #endif
 
 static void attn_task(void *ctx, int64_t b, int64_t e, int thread)
 {
     const sp_attn_args *a = ctx;
     float *scores = a->scratch + (int64_t)thread * a->n_ctx;
+#ifdef SP_HAVE_AVX512_KERNELS
+    if (sp_isa_active() >= SP_ISA_AVX512 && sp_attn_avx512_fits(a)) {
+        sp_attn_rows_avx512(a, b, e, scores);
+        return;
+    }
+#endif
 #ifdef SP_HAVE_AVX2_KERNELS
     if (sp_isa_active() >= SP_ISA_AVX2) {
         sp_attn_rows_avx2(a, b, e, scores);
