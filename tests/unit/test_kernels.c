@@ -6,6 +6,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_isa.h"
 #include "kernels/cpu/ops.h"
 #include "model/rope.h"
 #include "util/dtype.h"
@@ -192,6 +193,41 @@ static void test_matmul_every_isa(void **state)
     sp_pool_free(pool);
 }
 
+/* A kernel's vectorized input preparation gives sp_mm_round_bf16's bits: ties to even,
+ * NaN quieted, infinities, signed zeros, denormals, random bit patterns. */
+static void test_bf16_input_rounding(void **state)
+{
+    (void)state;
+    sp_weight w = {.format = SP_WF_BF16, .rows = 1, .cols = 32};
+    if (!strstr(sp_matmul_kernel_name(&w, SP_PRECISION_FAST), "dot"))
+        skip(); /* no bf16 dot-product kernels here: the scalar rounding is the reference */
+    enum { N = 4096 + 7 };
+    static float x[N];
+    static uint16_t got[N];
+    const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x3f808001u, 0x7f800000u,
+                                0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffbfffffu, 0x80000000u,
+                                0x00000000u, 0x00000001u, 0x807fffffu, 0x7f7fffffu, 0x7f7f8000u};
+    uint64_t st = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < N; i++) {
+        uint32_t u;
+        if (i < (int)(sizeof special / sizeof special[0]))
+            u = special[i];
+        else {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            u = (uint32_t)(st >> 32);
+        }
+        memcpy(&x[i], &u, 4);
+    }
+    sp_matmul_round_input(&w, x, N, got);
+    for (int i = 0; i < N; i++)
+        if (got[i] != sp_mm_round_bf16(x[i])) {
+            uint32_t u;
+            memcpy(&u, &x[i], 4);
+            fail_msg("value %d (bits %08x): %04x, reference %04x", i, (unsigned)u, got[i],
+                     sp_mm_round_bf16(x[i]));
+        }
+}
+
 static void test_rmsnorm_vs_reference(void **state)
 {
     (void)state;
@@ -344,7 +380,8 @@ static void test_rope_known_values(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_matmul_vs_reference), cmocka_unit_test(test_matmul_every_isa), cmocka_unit_test(test_rmsnorm_vs_reference),
+        cmocka_unit_test(test_matmul_vs_reference), cmocka_unit_test(test_matmul_every_isa),
+        cmocka_unit_test(test_bf16_input_rounding), cmocka_unit_test(test_rmsnorm_vs_reference),
         cmocka_unit_test(test_attention_vs_reference), cmocka_unit_test(test_dtype_decoders),
         cmocka_unit_test(test_rope_known_values),
     };

@@ -105,6 +105,17 @@ static sp_mm_kernel pick_kernel(const sp_weight *w, sp_precision prec)
     }
 }
 
+void sp_matmul_round_input(const sp_weight *w, const float *x, int64_t n, uint16_t *out)
+{
+    sp_mm_kernel k = pick_kernel(w, SP_PRECISION_FAST);
+    if (k.prep == SP_MM_PREP_BF16 && k.prep_fn) {
+        k.prep_fn(x, n, out);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        out[i] = sp_mm_round_bf16(x[i]);
+}
+
 const char *sp_matmul_kernel_name(const sp_weight *w, sp_precision prec)
 {
     return pick_kernel(w, prec).name;
@@ -133,7 +144,7 @@ static void prepare_input(sp_mm_prep prep, const float *x, int64_t t0, int64_t t
 }
 
 typedef struct prep_job {
-    sp_mm_prep prep;
+    const sp_mm_kernel *k;
     const float *x;
     int64_t cols;
     void *buf;
@@ -143,7 +154,12 @@ static void prep_task(void *ctx, int64_t b, int64_t e, int thread)
 {
     (void)thread;
     const prep_job *p = ctx;
-    prepare_input(p->prep, p->x, b, e, p->cols, p->buf);
+    if (p->k->prep_fn) {
+        size_t esz = p->k->prep == SP_MM_PREP_BF16 ? 2 : 4;
+        p->k->prep_fn(p->x + b * p->cols, (e - b) * p->cols, (char *)p->buf + (size_t)(b * p->cols) * esz);
+        return;
+    }
+    prepare_input(p->k->prep, p->x, b, e, p->cols, p->buf);
 }
 
 static void matmul_task(void *ctx, int64_t b, int64_t e, int thread)
@@ -175,7 +191,7 @@ void sp_matmul_prec(sp_pool *pool, sp_precision prec, const sp_weight *w, const 
 #endif
         } else {
             /* a prefill's inputs are worth preparing on every thread */
-            prep_job pj = {k.prep, x, w->cols, buf};
+            prep_job pj = {&k, x, w->cols, buf};
             sp_pool_run(n_tok * w->cols < (1 << 15) ? NULL : pool, n_tok, 1, prep_task, &pj);
             j.xp = buf;
         }

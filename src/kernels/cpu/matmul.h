@@ -32,6 +32,10 @@ void sp_matmul_ref(const sp_weight *w, const float *x, int64_t n_tok, float *y,
 /* Reference for a precision: FAST rounds x to bf16 as the kernels do. */
 void sp_matmul_ref_prec(sp_precision prec, const sp_weight *w, const float *x, int64_t n_tok,
                         float *y, const float *bias);
+/* The fast precision's input rounding as the kernel sp_matmul_prec would use for w now
+ * does it (vectorized where its level has a vector version): n values to bf16 bits. For
+ * tests: it must equal sp_mm_round_bf16 (matmul_isa.h) bit for bit. */
+void sp_matmul_round_input(const sp_weight *w, const float *x, int64_t n, uint16_t *out);
 /* Name of the row kernel sp_matmul_prec would use for w now (profiles, docs). */
 const char *sp_matmul_kernel_name(const sp_weight *w, sp_precision prec);
 

@@ -168,9 +168,9 @@ sp_mm_kernel sp_mm_pick_avx512(const sp_weight *w)
 {
     if (w->cols % 32 == 0) {
         if (w->format == SP_WF_BF16)
-            return (sp_mm_kernel){rows_bf16_pairs, SP_MM_PREP_PAIRS, "avx512 bf16 pairs"};
+            return (sp_mm_kernel){rows_bf16_pairs, SP_MM_PREP_PAIRS, "avx512 bf16 pairs", NULL};
         if (w->format == SP_WF_MXFP4)
-            return (sp_mm_kernel){rows_mxfp4_pairs, SP_MM_PREP_PAIRS, "avx512 mxfp4 pairs"};
+            return (sp_mm_kernel){rows_mxfp4_pairs, SP_MM_PREP_PAIRS, "avx512 mxfp4 pairs", NULL};
     }
     return sp_mm_pick_avx2(w);
 }

@@ -275,13 +275,35 @@ static void rows_mxfp4_dp(const sp_mm_job *j, int64_t rb, int64_t re)
     }
 }
 
+/* ---- input ------------------------------------------------------------------------------ */
+
+/* sp_mm_round_bf16 on 16 lanes: round to nearest even, NaN quieted (not vcvtneps2bf16,
+ * which would flush denormal inputs to zero where the reference keeps them). */
+static void prep_bf16(const float *x, int64_t n, void *out)
+{
+    uint16_t *o = out;
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i u = _mm512_loadu_si512((const void *)(x + i));
+        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
+        __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(half, odd)), 16);
+        r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+        _mm256_storeu_si256((__m256i *)(void *)(o + i), _mm512_cvtepi32_epi16(r));
+    }
+    for (; i < n; i++)
+        o[i] = sp_mm_round_bf16(x[i]);
+}
+
 sp_mm_kernel sp_mm_pick_avx512bf16(const sp_weight *w)
 {
     if (w->cols % 32 == 0) {
         if (w->format == SP_WF_BF16)
-            return (sp_mm_kernel){rows_bf16_dp, SP_MM_PREP_BF16, "avx512bf16 bf16 dot"};
+            return (sp_mm_kernel){rows_bf16_dp, SP_MM_PREP_BF16, "avx512bf16 bf16 dot", prep_bf16};
         if (w->format == SP_WF_MXFP4)
-            return (sp_mm_kernel){rows_mxfp4_dp, SP_MM_PREP_BF16, "avx512bf16 mxfp4 dot"};
+            return (sp_mm_kernel){rows_mxfp4_dp, SP_MM_PREP_BF16, "avx512bf16 mxfp4 dot", prep_bf16};
     }
     return sp_mm_pick_avx512(w);
 }

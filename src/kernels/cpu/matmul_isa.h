@@ -36,6 +36,9 @@ typedef struct sp_mm_kernel {
     sp_mm_rows_fn fn;
     sp_mm_prep prep;
     const char *name; /* for profiles and docs */
+    /* prepares n consecutive input values as `prep` says, vectorized (NULL: matmul.c's
+     * portable loop; both give the same bits) */
+    void (*prep_fn)(const float *x, int64_t n, void *out);
 } sp_mm_kernel;
 
 sp_mm_kernel sp_mm_pick_generic(const sp_weight *w);

@@ -262,7 +262,7 @@ ROWS_FN(rows_nvfp4, SP_WF_NVFP4, true)
 
 static sp_mm_kernel pick_tiles(const sp_weight *w, const char *isa)
 {
-    sp_mm_kernel k = {rows_quant, SP_MM_PREP_NONE, isa};
+    sp_mm_kernel k = {rows_quant, SP_MM_PREP_NONE, isa, NULL};
     switch (w->format) {
     case SP_WF_F32: k.fn = rows_f32; break;
     case SP_WF_BF16: k.fn = rows_bf16; break;
