@@ -133,9 +133,9 @@ INLINE void mxfp4_tile(const int R, const int T, const sp_mm_job *j, int64_t r0,
         if (n_tok == 1) {                                                                      \
             int64_t r = rb;                                                                    \
             for (; r + RD <= re; r += RD)                                                      \
-                tile(RD, 1, j, r, 0);                                                          \
+                tile##_##RD##x1(j, r, 0);                                                      \
             for (; r < re; r++)                                                                \
-                tile(1, 1, j, r, 0);                                                           \
+                tile##_1x1(j, r, 0);                                                           \
             return;                                                                            \
         }                                                                                      \
         for (int64_t tb = 0; tb < n_tok; tb += tb_n) {                                         \
@@ -144,22 +144,41 @@ INLINE void mxfp4_tile(const int R, const int T, const sp_mm_job *j, int64_t r0,
             for (; r + 4 <= re; r += 4) {                                                      \
                 int64_t t = tb;                                                                \
                 for (; t + 4 <= te; t += 4)                                                    \
-                    tile(4, 4, j, r, t);                                                       \
+                    tile##_4x4(j, r, t);                                                       \
                 switch (te - t) {                                                              \
-                case 3: tile(4, 3, j, r, t); break;                                            \
-                case 2: tile(4, 2, j, r, t); break;                                            \
-                case 1: tile(4, 1, j, r, t); break;                                            \
+                case 3: tile##_4x3(j, r, t); break;                                            \
+                case 2: tile##_4x2(j, r, t); break;                                            \
+                case 1: tile##_4x1(j, r, t); break;                                            \
                 }                                                                              \
             }                                                                                  \
             for (; r < re; r++) {                                                              \
                 int64_t t = tb;                                                                \
                 for (; t + 4 <= te; t += 4)                                                    \
-                    tile(1, 4, j, r, t);                                                       \
+                    tile##_1x4(j, r, t);                                                       \
                 for (; t < te; t++)                                                            \
-                    tile(1, 1, j, r, t);                                                       \
+                    tile##_1x1(j, r, t);                                                       \
             }                                                                                  \
         }                                                                                      \
     }
+
+/* Every tile shape is its own non-inlined function: inlined into one loop nest, GCC
+ * re-loaded the inputs for every row of a tile instead of keeping them in registers. */
+#define TILE_FN(tile, R, T)                                                                    \
+    static __attribute__((noinline)) void tile##_##R##x##T(const sp_mm_job *j, int64_t r0,     \
+                                                            int64_t t0)                        \
+    {                                                                                          \
+        tile(R, T, j, r0, t0);                                                                 \
+    }
+#define TILE_FNS(tile)                                                                         \
+    TILE_FN(tile, 4, 4)                                                                        \
+    TILE_FN(tile, 4, 3)                                                                        \
+    TILE_FN(tile, 4, 2)                                                                        \
+    TILE_FN(tile, 4, 1)                                                                        \
+    TILE_FN(tile, 1, 4)                                                                        \
+    TILE_FN(tile, 1, 1)
+TILE_FNS(bf16_tile)
+TILE_FN(bf16_tile, 8, 1)
+TILE_FNS(mxfp4_tile)
 
 ROWS_LOOP(rows_bf16_pairs, bf16_tile, 8)
 ROWS_LOOP(rows_mxfp4_pairs, mxfp4_tile, 4)
