@@ -228,6 +228,32 @@ static void test_bf16_input_rounding(void **state)
         }
 }
 
+/* MXFP4 in the fast kernels: every code times every scale whose products are normal
+ * numbers (2^-126 .. 6 * 2^125) comes out exact (one-hot inputs pick single weights). */
+static void test_mxfp4_fast_scales(void **state)
+{
+    (void)state;
+    unsigned char codes[16], sc[1];
+    for (int i = 0; i < 16; i++)
+        codes[i] = (unsigned char)((2 * i) % 16 | ((2 * i + 1) % 16) << 4);
+    sp_weight w = {.format = SP_WF_MXFP4, .rows = 1, .cols = 32, .data = codes, .row_bytes = 16,
+                   .scales = sc, .scale_row_bytes = 1, .global_scale = 1.0f};
+    float x[32 * 32] = {0}, y[32];
+    for (int t = 0; t < 32; t++)
+        x[t * 32 + t] = 1.0f;
+    for (int s = 2; s <= 252; s++) {
+        sc[0] = (unsigned char)s;
+        for (int n = 1; n <= 32; n += 31) /* one token (registers) and 32 (decoded buffer) */
+            for (int t0 = 0; t0 + n <= 32; t0 += n) {
+                sp_matmul_prec(NULL, SP_PRECISION_FAST, &w, x + t0 * 32, n, y, NULL);
+                for (int t = 0; t < n; t++)
+                    if (y[t] != sp_weight_at(&w, 0, t0 + t))
+                        fail_msg("scale %d column %d: %g, reference %g", s, t0 + t, y[t],
+                                 sp_weight_at(&w, 0, t0 + t));
+            }
+    }
+}
+
 static void test_rmsnorm_vs_reference(void **state)
 {
     (void)state;
@@ -381,7 +407,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_vs_reference), cmocka_unit_test(test_matmul_every_isa),
-        cmocka_unit_test(test_bf16_input_rounding), cmocka_unit_test(test_rmsnorm_vs_reference),
+        cmocka_unit_test(test_bf16_input_rounding), cmocka_unit_test(test_mxfp4_fast_scales),
+        cmocka_unit_test(test_rmsnorm_vs_reference),
         cmocka_unit_test(test_attention_vs_reference), cmocka_unit_test(test_dtype_decoders),
         cmocka_unit_test(test_rope_known_values),
     };

@@ -155,12 +155,28 @@ static void rows_bf16_dp(const sp_mm_job *j, int64_t rb, int64_t re)
 static const float e2m1_signed[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
                                       -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
-/* Columns [k, k + 32) of an MXFP4 row as 32 bf16: codes through the block's scaled table. */
+/* The E2M1 codes as bf16 bits (0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives). */
+static const uint16_t e2m1_bf16[16] = {0x0000, 0x3f00, 0x3f80, 0x3fc0, 0x4000, 0x4040, 0x4080, 0x40c0,
+                                       0x8000, 0xbf00, 0xbf80, 0xbfc0, 0xc000, 0xc040, 0xc080, 0xc0c0};
+
+/* The 16 codes of a block with scale byte s as bf16: code value times 2^(s - 127). For
+ * 2 <= s <= 252 every nonzero product is a normal bf16 and is formed exactly by adding
+ * s - 127 to the exponent field; other scales (denormal, infinite or NaN products) go
+ * through fp32 as the reference decoder does, then round to bf16. Same bits either way. */
+INLINE __m512i mxfp4_block_table(uint8_t s)
+{
+    const __m512i base = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)e2m1_bf16));
+    if (s >= 2 && s <= 252)
+        return _mm512_mask_add_epi16(base, (__mmask32)0xfefe, base,
+                                     _mm512_set1_epi16((short)((s - 127) * 128)));
+    __m512 lut_s = _mm512_mul_ps(_mm512_loadu_ps(e2m1_signed), _mm512_set1_ps(sp_e8m0_to_f32(s)));
+    return _mm512_castsi256_si512((__m256i)_mm512_cvtneps_pbh(lut_s));
+}
+
+/* Columns [k, k + 32) of an MXFP4 row as 32 bf16: codes through the block's table. */
 INLINE __m512i mxfp4_decode32(const unsigned char *row, const unsigned char *sc, int64_t k)
 {
-    const __m512 lut = _mm512_loadu_ps(e2m1_signed);
-    __m512 lut_s = _mm512_mul_ps(lut, _mm512_set1_ps(sp_e8m0_to_f32(sc[k / 32])));
-    __m512i lut_h = _mm512_castsi256_si512((__m256i)_mm512_cvtneps_pbh(lut_s));
+    __m512i lut_h = mxfp4_block_table(sc[k / 32]);
     /* dword i = byte i: low nibble -> word 2i, high nibble -> word 2i+1 */
     __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(row + k / 2)));
     __m512i idx = _mm512_or_si512(_mm512_and_si512(b, _mm512_set1_epi32(15)),
