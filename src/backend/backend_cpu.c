@@ -238,13 +238,13 @@ static void cpu_matmul_swiglu(sp_backend *be, const sp_weight *wg, const sp_weig
 {
     cpu_matmul(be, wg, x, n_tok, out, NULL);
     cpu_matmul(be, wu, x, n_tok, up, NULL);
-    sp_swiglu(out, up, n_tok * wg->rows, out);
+    cpu_swiglu(be, out, up, n_tok * wg->rows, out);
 }
 
 static void cpu_add_rmsnorm(sp_backend *be, float *x, const float *res, const float *w,
                             int64_t rows, int64_t dim, float eps, float *out)
 {
-    sp_add_inplace(x, res, rows * dim);
+    cpu_add(be, x, res, rows * dim);
     cpu_rmsnorm(be, x, dim, w, rows, dim, eps, out, dim);
 }
 
