@@ -7,6 +7,9 @@
  *       [--format bf16|mxfp4] [--isa L]
  *       y = x W^T over enough distinct random matrices that they never sit in cache;
  *       prints GB/s of weights read and GFLOP/s, median of 7 passes.
+ *   bench_cpu cputime --model DIR [--tokens P] [--precision P] [--reps R]
+ *       one thread's CPU time per prefill of P tokens (default 128) and per decode step,
+ *       median after an untimed pass: comparable while other work shares the cores.
  *   bench_cpu verify --model DIR [--threads N] [--precision P] [--kmax K] [--reps R]
  *       speculative verify cost: after a 128-token prefill, the median time of one pass
  *       over k+1 tokens (k = 0..K) at that position, as a multiple of one decode step.
@@ -22,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct bw_arg {
     const uint64_t *p;
@@ -208,10 +212,72 @@ static int verify_curve(const char *dir, int threads, sp_precision prec, int kma
     return 0;
 }
 
+static double cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* One thread's CPU time per prefill of `tokens` tokens and per decode step after it: on
+ * a machine shared with other work, what the engine costs regardless of what else runs
+ * on the cores (wall-clock and multi-thread numbers need a quiet machine). */
+static int cpu_time(const char *dir, sp_precision prec, int64_t tokens, int reps)
+{
+    enum { GEN = 8 };
+    sp_model_params mp = sp_model_default_params();
+    mp.n_threads = 1;
+    mp.precision = prec;
+    mp.device = "cpu";
+    mp.n_ctx = tokens + GEN;
+    sp_model *m;
+    sp_session *s;
+    sp_error err = {0};
+    if (sp_model_open(dir, &mp, &m, &err) != SP_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    sp_session_params sp = {.n_ctx = tokens + GEN, .n_batch = tokens};
+    int32_t *toks = malloc((size_t)(tokens + GEN) * sizeof *toks);
+    if (!toks || sp_session_new(m, &sp, &s, &err) != SP_OK) {
+        fprintf(stderr, "%s\n", toks ? err.msg : "out of memory");
+        return 1;
+    }
+    for (int64_t i = 0; i < tokens + GEN; i++)
+        toks[i] = (int32_t)((i * 7919 + 13) % sp_model_n_vocab(m));
+    double pf[64], dc[64];
+    if (reps > 64)
+        reps = 64;
+    for (int r = -1; r < reps; r++) { /* r = -1: untimed warm-up */
+        sp_session_truncate(s, 0, NULL);
+        double t0 = cpu_ms();
+        if (sp_session_eval(s, toks, (size_t)tokens, NULL, &err) != SP_OK)
+            return 1;
+        double t1 = cpu_ms();
+        for (int g = 0; g < GEN; g++)
+            if (sp_session_eval(s, toks + tokens + g, 1, NULL, &err) != SP_OK)
+                return 1;
+        if (r >= 0) {
+            pf[r] = t1 - t0;
+            dc[r] = (cpu_ms() - t1) / GEN;
+        }
+    }
+    qsort(pf, (size_t)reps, sizeof pf[0], cmp_d);
+    qsort(dc, (size_t)reps, sizeof dc[0], cmp_d);
+    printf("%s, one thread, %s precision: prefill %lld tokens %.1f ms CPU (%.1f tok/s per core), "
+           "decode %.2f ms CPU per token (median of %d)\n",
+           dir, prec == SP_PRECISION_FAST ? "fast" : "exact", (long long)tokens, pf[reps / 2],
+           (double)tokens / pf[reps / 2] * 1e3, dc[reps / 2], reps);
+    free(toks);
+    sp_session_free(s);
+    sp_model_close(m);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_cpu membw|matmul [options]\n");
+        fprintf(stderr, "usage: bench_cpu membw|matmul|verify|cputime [options]\n");
         return 2;
     }
     int threads = 2;
@@ -243,6 +309,8 @@ int main(int argc, char **argv)
         return matmul(threads, rows, cols, tokens, prec, fmt);
     if (!strcmp(argv[1], "verify") && model)
         return verify_curve(model, threads, prec, kmax, reps);
+    if (!strcmp(argv[1], "cputime") && model)
+        return cpu_time(model, prec, tokens > 1 ? tokens : 128, reps);
     fprintf(stderr, "unknown mode %s\n", argv[1]);
     return 2;
 }
