@@ -98,6 +98,8 @@ INLINE void dot_tile(const int R, const int T, const unsigned char *w, size_t ws
         store_tile(R, T, acc, j, r0, t0, k0 == 0, k1 == n);                                    \
     }
 DOT_FN(8, 1)
+DOT_FN(8, 2)
+DOT_FN(8, 3)
 DOT_FN(4, 6)
 DOT_FN(4, 5)
 DOT_FN(4, 4)
@@ -121,31 +123,57 @@ static void dot_rows4(const sp_mm_job *j, const unsigned char *w, size_t ws, int
         dot_4xT[te - t](j, w, ws, r, t, k0, k1);
 }
 
+/* Loop order of a token block: when its inputs fit in L2 (always for a verify batch or
+ * a short prompt), each row group reads its weights from start to end, so the DRAM
+ * streams stay long; otherwise column blocks go outermost so that one block's inputs
+ * stay in L2 while every row passes over them. Only the order of the work changes, not
+ * the order of any reduction. */
+static bool rows_outer(int64_t n_tok, int64_t cols)
+{
+    return n_tok * cols * 2 <= 256 * 1024;
+}
+
+/* Rows [r, min(r + TR, re)) x tokens [tb, te) over column block k. */
+static void bf16_block(const sp_mm_job *j, int64_t r, int64_t re, int64_t tb, int64_t te, int64_t k)
+{
+    const sp_weight *w = j->w;
+    const int64_t n = w->cols, ke = k + KC < n ? k + KC : n;
+    if (r + TR <= re) {
+        dot_rows4(j, sp_weight_row(w, r) + 2 * k, w->row_bytes, r, tb, te, k, ke);
+        return;
+    }
+    for (; r < re; r++)
+        for (int64_t t = tb; t < te; t++)
+            dot_1x1(j, sp_weight_row(w, r) + 2 * k, w->row_bytes, r, t, k, ke);
+}
+
 static void rows_bf16_dp(const sp_mm_job *j, int64_t rb, int64_t re)
 {
     const sp_weight *w = j->w;
     const int64_t n = w->cols, n_tok = j->n_tok;
     const size_t ws = w->row_bytes;
-    if (n_tok == 1) {
+    if (n_tok <= 3) { /* decode and the smallest verify batches: 8 weight streams */
+        static const dot_fn dot_8xT[4] = {NULL, dot_8x1, dot_8x2, dot_8x3};
         int64_t r = rb;
         for (; r + DR <= re; r += DR)
             for (int64_t k = 0; k < n; k += KC)
-                dot_8x1(j, sp_weight_row(w, r) + 2 * k, ws, r, 0, k, k + KC < n ? k + KC : n);
+                dot_8xT[n_tok](j, sp_weight_row(w, r) + 2 * k, ws, r, 0, k, k + KC < n ? k + KC : n);
         for (; r < re; r++)
             for (int64_t k = 0; k < n; k += KC)
-                dot_1x1(j, sp_weight_row(w, r) + 2 * k, ws, r, 0, k, k + KC < n ? k + KC : n);
+                for (int64_t t = 0; t < n_tok; t++)
+                    dot_1x1(j, sp_weight_row(w, r) + 2 * k, ws, r, t, k, k + KC < n ? k + KC : n);
         return;
     }
     for (int64_t tb = 0; tb < n_tok; tb += TB) {
         int64_t te = tb + TB < n_tok ? tb + TB : n_tok;
-        for (int64_t k = 0; k < n; k += KC) {
-            int64_t ke = k + KC < n ? k + KC : n;
-            int64_t r = rb;
-            for (; r + TR <= re; r += TR)
-                dot_rows4(j, sp_weight_row(w, r) + 2 * k, ws, r, tb, te, k, ke);
-            for (; r < re; r++)
-                for (int64_t t = tb; t < te; t++)
-                    dot_1x1(j, sp_weight_row(w, r) + 2 * k, ws, r, t, k, ke);
+        if (rows_outer(te - tb, n)) {
+            for (int64_t r = rb; r < re; r += TR)
+                for (int64_t k = 0; k < n; k += KC)
+                    bf16_block(j, r, re, tb, te, k);
+        } else {
+            for (int64_t k = 0; k < n; k += KC)
+                for (int64_t r = rb; r < re; r += TR)
+                    bf16_block(j, r, re, tb, te, k);
         }
     }
 }
@@ -264,6 +292,24 @@ static void mxfp4_decode_rows(const sp_weight *w, int64_t r0, int R, int64_t k0,
     }
 }
 
+/* As bf16_block, decoding the block's rows to bf16 first (once for all its tokens). */
+static void mxfp4_block(const sp_mm_job *j, int64_t r, int64_t re, int64_t tb, int64_t te, int64_t k)
+{
+    _Alignas(64) unsigned char buf[TR * 2 * KC]; /* TR rows x KC bf16: 8 KiB */
+    const sp_weight *w = j->w;
+    const int64_t n = w->cols, ke = k + KC < n ? k + KC : n;
+    if (r + TR <= re) {
+        mxfp4_decode_rows(w, r, TR, k, ke, buf);
+        dot_rows4(j, buf, 2 * KC, r, tb, te, k, ke);
+        return;
+    }
+    for (; r < re; r++) {
+        mxfp4_decode_rows(w, r, 1, k, ke, buf);
+        for (int64_t t = tb; t < te; t++)
+            dot_1x1(j, buf, 2 * KC, r, t, k, ke);
+    }
+}
+
 static void rows_mxfp4_dp(const sp_mm_job *j, int64_t rb, int64_t re)
 {
     const sp_weight *w = j->w;
@@ -272,21 +318,16 @@ static void rows_mxfp4_dp(const sp_mm_job *j, int64_t rb, int64_t re)
         mxfp4_rows_direct(j, rb, re);
         return;
     }
-    _Alignas(64) unsigned char buf[TR * 2 * KC]; /* TR rows x KC bf16: 8 KiB */
     for (int64_t tb = 0; tb < n_tok; tb += TB) {
         int64_t te = tb + TB < n_tok ? tb + TB : n_tok;
-        for (int64_t k = 0; k < n; k += KC) {
-            int64_t ke = k + KC < n ? k + KC : n;
-            int64_t r = rb;
-            for (; r + TR <= re; r += TR) {
-                mxfp4_decode_rows(w, r, TR, k, ke, buf);
-                dot_rows4(j, buf, 2 * KC, r, tb, te, k, ke);
-            }
-            for (; r < re; r++) {
-                mxfp4_decode_rows(w, r, 1, k, ke, buf);
-                for (int64_t t = tb; t < te; t++)
-                    dot_1x1(j, buf, 2 * KC, r, t, k, ke);
-            }
+        if (rows_outer(te - tb, n)) {
+            for (int64_t r = rb; r < re; r += TR)
+                for (int64_t k = 0; k < n; k += KC)
+                    mxfp4_block(j, r, re, tb, te, k);
+        } else {
+            for (int64_t k = 0; k < n; k += KC)
+                for (int64_t r = rb; r < re; r += TR)
+                    mxfp4_block(j, r, re, tb, te, k);
         }
     }
 }
