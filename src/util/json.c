@@ -2,6 +2,7 @@
 #include "util/json.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/utf8.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -11,6 +12,12 @@
 sp_status sp_json_parse(const char *text, size_t len, const char *what, cJSON **out,
                         sp_error *err)
 {
+    /* JSON text is UTF-8 (RFC 8259) and tokenizers (Rust strings) reject anything else;
+     * cJSON copies string bytes as they are, so without this a token, a special token or a
+     * template could carry invalid UTF-8 into text the library promises is valid */
+    size_t bad;
+    if (!sp_utf8_valid(text, len, &bad))
+        return sp_err(err, SP_ERR_FORMAT, "%s: not valid UTF-8 (byte %zu)", what, bad);
     const char *end = NULL;
     cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, false);
     if (!j) {

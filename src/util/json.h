@@ -9,7 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Parses `len` bytes of text; `what` names the source in messages. */
+/* Parses `len` bytes of text, which must be valid UTF-8; `what` names the source in
+ * messages. */
 sp_status sp_json_parse(const char *text, size_t len, const char *what, cJSON **out,
                         sp_error *err);
 sp_status sp_json_parse_file(const char *path, size_t max_bytes, cJSON **out, sp_error *err);

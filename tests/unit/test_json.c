@@ -1,6 +1,7 @@
 /* test_json.c: the JSON helpers under hostile input: the duplicate-key check of objects
  * is O(n log n) (it was quadratic: 40k keys took 2.5 s) and still finds the first key
- * that repeats; the pull scanner's errors name the line, column and byte. */
+ * that repeats; the pull scanner's errors name the line, column and byte; JSON text that
+ * is not UTF-8 is an error. */
 #include "test_util.h"
 #include "util/json.h"
 #include "util/json_scan.h"
@@ -75,11 +76,33 @@ static void test_scan_positions(void **state)
     free(buf);
 }
 
+/* JSON text must be UTF-8: cJSON copied invalid bytes of strings into the values, so an
+ * added token of a tokenizer.json could make the "complete UTF-8" detokenizer emit
+ * invalid UTF-8 (fuzz_tokenizer found it). The error names the file and the byte. */
+static void test_parse_rejects_invalid_utf8(void **state)
+{
+    (void)state;
+    sp_error err = {0};
+    cJSON *j = NULL;
+    const char *ok = "{\"content\": \"[UN\xc2\xb1]\"}";
+    assert_int_equal(sp_json_parse(ok, strlen(ok), "t.json", &j, &err), SP_OK);
+    cJSON_Delete(j);
+    const char *bad[] = {"{\"content\": \"[UN\xb1]\"}", "{\"a\": 1}\xff", "{\"a\": \"\xed\xa0\x80\"}",
+                         "{\"a\": \"\xc0\xaf\"}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        j = NULL;
+        assert_int_equal(sp_json_parse(bad[i], strlen(bad[i]), "t.json", &j, &err), SP_ERR_FORMAT);
+        assert_null(j);
+        assert_non_null(strstr(err.msg, "t.json: not valid UTF-8 (byte "));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_duplicate_keys),
         cmocka_unit_test(test_scan_positions),
+        cmocka_unit_test(test_parse_rejects_invalid_utf8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -149,6 +149,9 @@ static void test_malformed_files(void **state)
     sp_tokenizer *t;
     sp_error err = {0};
     assert_int_equal(sp_tokenizer_open("/nonexistent/tokenizer.json", &t, &err), SP_ERR_IO);
+    /* an added token that is not UTF-8 would reach decoded text (fuzz_tokenizer) */
+    expect_load_error(tiny_json(NULL, NULL, "{\"id\":0,\"content\":\"[UN\xb1]\",\"special\":true}"),
+                      SP_ERR_FORMAT, "tokenizer.json: not valid UTF-8 (byte ");
 }
 
 static void test_hostile_regex_is_bounded(void **state)
