@@ -4,6 +4,7 @@
 #include "fuzz.h"
 #include "specula.h"
 #include "text/tok/tokenizer.h"
+#include "util/utf8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -20,16 +21,21 @@ static void decode_all(sp_tokenizer *t, const int32_t *ids, size_t n)
     sp_detokenizer *d;
     if (sp_detokenizer_new(t, false, &d, &err) != SP_OK)
         return;
-    /* The streaming detokenizer re-decodes its window on every push and the window only
-     * slides once the text is complete UTF-8, so a long run of bytes that never completes
-     * is quadratic (as in tokenizers' DecodeStream; see docs/RELIABILITY.md): only the
-     * first 256 ids are streamed. */
-    for (size_t i = 0; i < n && i < 256; i++) {
+    /* every id is streamed: a push decodes a window of bounded length whatever the ids
+     * (a run of bytes that never completes made it grow, quadratically), and the pieces
+     * are complete UTF-8 */
+    for (size_t i = 0; i < n; i++) {
         const char *piece;
         size_t len;
         if (sp_detokenizer_push(d, ids[i], &piece, &len, &err) != SP_OK)
             break;
+        if (sp_detokenizer_window(d) > 32 || !sp_utf8_valid(piece, len, NULL))
+            abort();
     }
+    const char *rest;
+    size_t rl;
+    if (sp_detokenizer_flush(d, &rest, &rl, &err) == SP_OK && !sp_utf8_valid(rest, rl, NULL))
+        abort();
     sp_detokenizer_free(d);
 }
 

@@ -346,7 +346,10 @@ SP_API sp_status sp_tokenizer_encode_prompt(sp_tokenizer *t, const char *text, s
                                      int32_t **ids, size_t *n_ids, sp_error *err);
 
 /* Streaming detokenizer: turns tokens into text as they are generated, emitting only
- * complete UTF-8 (a character split across byte-fallback tokens waits for its end). */
+ * complete UTF-8 (a character split across byte-fallback tokens waits for its end). A push
+ * decodes a window of at most about 20 recent tokens: after 16 tokens that complete
+ * nothing, the bytes held back come out as U+FFFD, as a full decode renders bytes that
+ * never form a character. */
 typedef struct sp_detokenizer sp_detokenizer;
 SP_API sp_status sp_detokenizer_new(sp_tokenizer *t, bool skip_special, sp_detokenizer **out,
                              sp_error *err);

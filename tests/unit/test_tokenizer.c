@@ -175,6 +175,41 @@ static void test_hostile_regex_is_bounded(void **state)
     sp_regex_free(re);
 }
 
+/* A byte-level BPE tokenizer whose vocabulary is the 256 byte-level characters, no merges:
+ * id b is byte b. */
+static const char *byte_level_json(void)
+{
+    static char vocab[65536];
+    extern const uint32_t sp_byte_level_char[256];
+    size_t o = 0;
+    o += (size_t)snprintf(vocab + o, sizeof vocab - o, "{\"model\":{\"type\":\"BPE\",\"merges\":[],\"vocab\":{");
+    for (int b = 0; b < 256; b++)
+        o += (size_t)snprintf(vocab + o, sizeof vocab - o, "%s\"\\u%04x\":%d", b ? "," : "",
+                              sp_byte_level_char[b], b);
+    snprintf(vocab + o, sizeof vocab - o,
+             "}},\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false},"
+             "\"decoder\":{\"type\":\"ByteLevel\"}}");
+    return vocab;
+}
+
+/* A SentencePiece-style BPE with byte fallback and Llama's decoder chain: id b is the
+ * byte token <0xBB>. */
+static const char *byte_fallback_json(void)
+{
+    static char vocab[65536];
+    size_t o = 0;
+    o += (size_t)snprintf(vocab + o, sizeof vocab - o,
+                          "{\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,\"merges\":[],\"vocab\":{");
+    for (int b = 0; b < 256; b++)
+        o += (size_t)snprintf(vocab + o, sizeof vocab - o, "%s\"<0x%02X>\":%d", b ? "," : "", b, b);
+    snprintf(vocab + o, sizeof vocab - o,
+             ",\"\\u2581\":256,\"a\":257}},\"decoder\":{\"type\":\"Sequence\",\"decoders\":["
+             "{\"type\":\"Replace\",\"pattern\":{\"String\":\"\\u2581\"},\"content\":\" \"},"
+             "{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},"
+             "{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]}}");
+    return vocab;
+}
+
 static void test_streaming_detokenizer(void **state)
 {
     (void)state;
@@ -185,18 +220,7 @@ static void test_streaming_detokenizer(void **state)
     const char *text = "h\xc3\xa9llo \xf0\x9f\x98\x80!";
     int32_t *ids;
     size_t n;
-    /* use a vocabulary holding all 256 byte-level characters */
-    char vocab[65536];
-    size_t o = 0;
-    extern const uint32_t sp_byte_level_char[256];
-    o += (size_t)snprintf(vocab + o, sizeof vocab - o, "{\"model\":{\"type\":\"BPE\",\"merges\":[],\"vocab\":{");
-    for (int b = 0; b < 256; b++)
-        o += (size_t)snprintf(vocab + o, sizeof vocab - o, "%s\"\\u%04x\":%d", b ? "," : "",
-                              sp_byte_level_char[b], b);
-    snprintf(vocab + o, sizeof vocab - o,
-             "}},\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":false},"
-             "\"decoder\":{\"type\":\"ByteLevel\"}}");
-    if (open_text(vocab, &t, &err) != SP_OK)
+    if (open_text(byte_level_json(), &t, &err) != SP_OK)
         fail_msg("%s", err.msg);
     assert_int_equal(sp_tokenizer_encode(t, text, strlen(text), false, &ids, &n, &err), SP_OK);
     assert_int_equal(n, strlen(text));
@@ -234,6 +258,99 @@ static void test_streaming_detokenizer(void **state)
     sp_detokenizer_free(d);
     free(ids);
     sp_tokenizer_close(t);
+}
+
+/* Streams ids through a detokenizer, checking after every push that its window (the ids
+ * a push decodes again) stays within a constant, and returns everything it emitted
+ * (malloc'd, NUL-terminated). A window that grows with the input made decoding quadratic. */
+static char *stream_bounded(sp_tokenizer *t, const int32_t *ids, size_t n, size_t *out_len)
+{
+    sp_error err = {0};
+    sp_detokenizer *d;
+    assert_int_equal(sp_detokenizer_new(t, false, &d, &err), SP_OK);
+    size_t cap = 4 * n + 16, ol = 0;
+    char *out = malloc(cap);
+    assert_non_null(out);
+    for (size_t i = 0; i <= n; i++) {
+        const char *piece;
+        size_t pl;
+        if (i < n)
+            assert_int_equal(sp_detokenizer_push(d, ids[i], &piece, &pl, &err), SP_OK);
+        else
+            assert_int_equal(sp_detokenizer_flush(d, &piece, &pl, &err), SP_OK);
+        assert_true(sp_detokenizer_window(d) <= 32);
+        assert_true(sp_utf8_valid(piece, pl, NULL));
+        assert_true(ol + pl < cap);
+        memcpy(out + ol, piece, pl);
+        ol += pl;
+    }
+    out[ol] = '\0';
+    *out_len = ol;
+    sp_detokenizer_free(d);
+    return out;
+}
+
+static bool all_replacement(const char *s, size_t len, size_t count)
+{
+    if (len != 3 * count)
+        return false;
+    for (size_t i = 0; i < count; i++)
+        if (memcmp(s + 3 * i, "\xef\xbf\xbd", 3) != 0)
+            return false;
+    return true;
+}
+
+/* Bytes that never form a character. The detokenizer waited for them to complete while
+ * re-decoding a window that grew with every id (3,500 ids took 12 s under ASan): now at
+ * most a few ids wait, then they come out as a full decode renders them, U+FFFD. */
+static void test_detokenizer_window_bounded(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    int32_t *ids = malloc(N * sizeof *ids);
+    assert_non_null(ids);
+    sp_tokenizer *t;
+    sp_error err = {0};
+    size_t ol;
+    /* byte-level: id b is byte b; 0xff is never valid UTF-8, 0xf0 always waits for more */
+    if (open_text(byte_level_json(), &t, &err) != SP_OK)
+        fail_msg("%s", err.msg);
+    for (int32_t lead = 0xf0; lead <= 0xff; lead += 0x0f) {
+        for (size_t i = 0; i < N; i++)
+            ids[i] = lead;
+        char *out = stream_bounded(t, ids, N, &ol);
+        char *full;
+        size_t fl;
+        assert_int_equal(sp_tokenizer_decode(t, ids, N, false, &full, &fl, &err), SP_OK);
+        assert_true(all_replacement(full, fl, N));
+        assert_int_equal(ol, fl);
+        assert_memory_equal(out, full, fl);
+        free(full);
+        free(out);
+    }
+    /* random bytes: whatever they decode to, the window stays bounded */
+    uint32_t x = 12345;
+    for (size_t i = 0; i < N; i++) {
+        x = x * 1103515245u + 12345u;
+        ids[i] = (int32_t)((x >> 16) & 0xff);
+    }
+    free(stream_bounded(t, ids, N, &ol));
+    sp_tokenizer_close(t);
+    /* byte fallback: "é" as two byte tokens, then invalid bytes. A full decode turns the
+     * whole byte run into U+FFFD (so the later bytes rewrite the "é" already emitted);
+     * text once emitted stays, and the rest comes out as U+FFFD, byte by byte. */
+    if (open_text(byte_fallback_json(), &t, &err) != SP_OK)
+        fail_msg("%s", err.msg);
+    ids[0] = 0xc3;
+    ids[1] = 0xa9;
+    for (size_t i = 2; i < N; i++)
+        ids[i] = 0xff;
+    char *out = stream_bounded(t, ids, N, &ol);
+    assert_true(ol >= 2 && memcmp(out, "\xc3\xa9", 2) == 0);
+    assert_true(all_replacement(out + 2, ol - 2, N - 2));
+    free(out);
+    sp_tokenizer_close(t);
+    free(ids);
 }
 
 /* Replaces `field`'s value (the JSON text from `old`) in the tiny tokenizer. */
@@ -304,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_malformed_files),
         cmocka_unit_test(test_hostile_regex_is_bounded),
         cmocka_unit_test(test_streaming_detokenizer),
+        cmocka_unit_test(test_detokenizer_window_bounded),
         cmocka_unit_test(test_error_paths_free),
         cmocka_unit_test(test_empty_vocabulary),
     };

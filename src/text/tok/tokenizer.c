@@ -412,12 +412,29 @@ sp_status sp_tokenizer_decode(sp_tokenizer *t, const int32_t *ids, size_t n_ids,
 /* ---- streaming ----------------------------------------------------------------------------- */
 
 /* Keeps a window of recent ids; text for a new id is decode(window + id) minus
- * decode(window), emitted once it does not end in an incomplete character (U+FFFD), as
- * tokenizers' DecodeStream. The window slides so each step costs O(window). */
+ * decode(window), emitted once it does not end in an incomplete character (U+FFFD) and
+ * still begins with the text already emitted, as tokenizers' DecodeStream. After each
+ * emission the window slides to the last DETOK_CONTEXT ids, the context that decoders
+ * such as Metaspace and Strip need to render the next token as in a full decode.
+ *
+ * Every push decodes the whole window, so the window must stay short. DecodeStream lets
+ * it grow while the text stays incomplete, which makes a run of bytes that never forms a
+ * character (or a token that rewrites text already emitted, such as a byte that turns a
+ * byte-fallback run invalid) quadratic: 3,500 such ids took 12 s. Here at most
+ * DETOK_MAX_PENDING ids wait; then the bytes are judged never to complete and the text is
+ * emitted as a full decode renders it, with U+FFFD (see force_emit). So a push decodes at
+ * most DETOK_CONTEXT + DETOK_MAX_PENDING ids. */
+enum {
+    DETOK_CONTEXT = 4,
+    /* a character is at most 4 bytes, so at most 4 tokens; the rest is slack for tokens
+     * that decode to nothing (skipped special tokens) between its bytes */
+    DETOK_MAX_PENDING = 16,
+};
+
 struct sp_detokenizer {
     sp_tokenizer *t;
     bool skip_special;
-    sp_tok_ids ids;   /* window: ids[start..] */
+    sp_tok_ids ids;   /* window: ids[start..n) (ids before start are dropped now and then) */
     size_t start;     /* first id of the window */
     size_t read;      /* ids before `read` are reflected in emitted text */
     char *prefix;     /* decode(ids[start..read]) */
@@ -447,6 +464,95 @@ void sp_detokenizer_free(sp_detokenizer *d)
     free(d);
 }
 
+size_t sp_detokenizer_window(const sp_detokenizer *d)
+{
+    return d->ids.n - d->start;
+}
+
+static sp_status decode_range(sp_detokenizer *d, size_t from, size_t to, char **s, size_t *n,
+                              sp_error *err)
+{
+    return sp_tokenizer_decode(d->t, d->ids.v + from, to - from, d->skip_special, s, n, err);
+}
+
+/* Makes s[0..n) the emitted piece (copied; s stays the caller's). */
+static sp_status set_out(sp_detokenizer *d, const char *s, size_t n, const char **text,
+                         size_t *len, sp_error *err)
+{
+    free(d->out);
+    d->out = malloc(n + 1);
+    if (!d->out)
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    memcpy(d->out, s, n);
+    d->out[n] = '\0';
+    *text = d->out;
+    *len = n;
+    return SP_OK;
+}
+
+/* Whether `full` (the decoded window) extends the text already emitted for it. */
+static bool extends_prefix(const sp_detokenizer *d, const char *full, size_t fl)
+{
+    return fl >= d->prefix_len && (!d->prefix_len || memcmp(full, d->prefix, d->prefix_len) == 0);
+}
+
+/* All ids are now emitted: the window keeps the last DETOK_CONTEXT of them as context and
+ * `prefix` becomes their text (`full` is decode(ids[start..n)) and is consumed). Drops
+ * the ids before the window once they are as many as the ids kept, so memory stays
+ * bounded too. */
+static sp_status slide(sp_detokenizer *d, char *full, size_t fl, sp_error *err)
+{
+    d->read = d->ids.n;
+    if (d->read - d->start > DETOK_CONTEXT + 2) {
+        d->start = d->read - DETOK_CONTEXT;
+        free(full);
+        full = NULL;
+        sp_status st = decode_range(d, d->start, d->read, &full, &fl, err);
+        if (st != SP_OK) {
+            free(d->prefix);
+            d->prefix = NULL;
+            d->prefix_len = 0;
+            return st;
+        }
+    }
+    free(d->prefix);
+    d->prefix = full;
+    d->prefix_len = fl;
+    if (d->start >= 64 && d->start >= d->ids.n - d->start) {
+        memmove(d->ids.v, d->ids.v + d->start, (d->ids.n - d->start) * sizeof *d->ids.v);
+        d->ids.n -= d->start;
+        d->read -= d->start;
+        d->start = 0;
+    }
+    return SP_OK;
+}
+
+/* Emits the ids not yet emitted whether or not their text is complete: decode(window)
+ * minus the text already emitted when it extends it; when a later id rewrote that text
+ * (which cannot be taken back), the pending ids decoded on their own. Either way an
+ * incomplete character comes out as U+FFFD, as a full decode renders it. */
+static sp_status force_emit(sp_detokenizer *d, char *full, size_t fl, const char **text,
+                            size_t *len, sp_error *err)
+{
+    sp_status st;
+    if (extends_prefix(d, full, fl)) {
+        st = set_out(d, full + d->prefix_len, fl - d->prefix_len, text, len, err);
+    } else {
+        char *own;
+        size_t ol;
+        st = decode_range(d, d->read, d->ids.n, &own, &ol, err);
+        if (st == SP_OK) {
+            st = set_out(d, own, ol, text, len, err);
+            free(own);
+        }
+    }
+    if (st != SP_OK) {
+        free(full);
+        return st;
+    }
+    return slide(d, full, fl, err);
+}
+
 sp_status sp_detokenizer_push(sp_detokenizer *d, int32_t id, const char **text, size_t *len,
                               sp_error *err)
 {
@@ -456,42 +562,24 @@ sp_status sp_detokenizer_push(sp_detokenizer *d, int32_t id, const char **text, 
         return sp_err(err, SP_ERR_NOMEM, "out of memory");
     char *full;
     size_t fl;
-    sp_status st = sp_tokenizer_decode(d->t, d->ids.v + d->start, d->ids.n - d->start,
-                                       d->skip_special, &full, &fl, err);
+    sp_status st = decode_range(d, d->start, d->ids.n, &full, &fl, err);
     if (st != SP_OK) {
         d->ids.n--;
         return st;
     }
     bool incomplete = fl >= 3 && memcmp(full + fl - 3, "\xef\xbf\xbd", 3) == 0;
-    if (incomplete || fl < d->prefix_len ||
-        (d->prefix_len && memcmp(full, d->prefix, d->prefix_len) != 0)) {
+    if (incomplete || !extends_prefix(d, full, fl)) {
+        if (d->ids.n - d->read >= DETOK_MAX_PENDING)
+            return force_emit(d, full, fl, text, len, err);
         free(full);
         return SP_OK; /* wait for more bytes */
     }
-    free(d->out);
-    d->out = malloc(fl - d->prefix_len + 1);
-    if (!d->out) {
+    st = set_out(d, full + d->prefix_len, fl - d->prefix_len, text, len, err);
+    if (st != SP_OK) {
         free(full);
-        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+        return st;
     }
-    memcpy(d->out, full + d->prefix_len, fl - d->prefix_len);
-    d->out[fl - d->prefix_len] = '\0';
-    *text = d->out;
-    *len = fl - d->prefix_len;
-    /* slide: the new window starts at the last complete token */
-    d->read = d->ids.n;
-    if (d->read - d->start > 6) {
-        d->start = d->read - 4;
-        free(full);
-        st = sp_tokenizer_decode(d->t, d->ids.v + d->start, d->read - d->start, d->skip_special,
-                                 &full, &fl, err);
-        if (st != SP_OK)
-            return st;
-    }
-    free(d->prefix);
-    d->prefix = full;
-    d->prefix_len = fl;
-    return SP_OK;
+    return slide(d, full, fl, err);
 }
 
 sp_status sp_detokenizer_flush(sp_detokenizer *d, const char **text, size_t *len,
@@ -503,24 +591,8 @@ sp_status sp_detokenizer_flush(sp_detokenizer *d, const char **text, size_t *len
         return SP_OK;
     char *full;
     size_t fl;
-    sp_status st = sp_tokenizer_decode(d->t, d->ids.v + d->start, d->ids.n - d->start,
-                                       d->skip_special, &full, &fl, err);
+    sp_status st = decode_range(d, d->start, d->ids.n, &full, &fl, err);
     if (st != SP_OK)
         return st;
-    size_t skip = d->prefix_len && fl >= d->prefix_len && !memcmp(full, d->prefix, d->prefix_len)
-                      ? d->prefix_len
-                      : 0;
-    free(d->out);
-    d->out = malloc(fl - skip + 1);
-    if (!d->out) {
-        free(full);
-        return sp_err(err, SP_ERR_NOMEM, "out of memory");
-    }
-    memcpy(d->out, full + skip, fl - skip);
-    d->out[fl - skip] = '\0';
-    *text = d->out;
-    *len = fl - skip;
-    d->read = d->ids.n;
-    free(full);
-    return SP_OK;
+    return force_emit(d, full, fl, text, len, err);
 }

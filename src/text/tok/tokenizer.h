@@ -39,4 +39,8 @@ const char *sp_tokenizer_chat_template(const sp_tokenizer *t, const char *name);
 /* Directory the tokenizer was loaded from. */
 const char *sp_tokenizer_dir(const sp_tokenizer *t);
 
+/* How many ids the streaming detokenizer's next push decodes again (its window; at most
+ * a small constant, whatever the ids: tests check this bound). */
+size_t sp_detokenizer_window(const sp_detokenizer *d);
+
 #endif
