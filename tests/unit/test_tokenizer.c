@@ -353,6 +353,43 @@ static void test_detokenizer_window_bounded(void **state)
     free(ids);
 }
 
+/* WordPiece's cleanup is a chain of str::replace calls: each one pass that does not rescan
+ * its own output. A rescan from the start after every hit was quadratic in a token's
+ * length and also rewrote "x  '  y" (whose " ' " becomes "'" between two spaces) twice. */
+static void test_wordpiece_cleanup_single_pass(void **state)
+{
+    (void)state;
+    enum { N = 200000 };
+    size_t cap = 2 * N + 256;
+    char *json = malloc(cap);
+    assert_non_null(json);
+    size_t o = (size_t)snprintf(json, cap, "{\"model\":{\"type\":\"WordPiece\",\"unk_token\":\"[UNK]\","
+                                "\"vocab\":{\"[UNK]\":0,\"x  '  y\":1,\"");
+    for (size_t i = 0; i < N / 2; i++)
+        o += (size_t)snprintf(json + o, cap - o, " .");
+    snprintf(json + o, cap - o, "\":2}},\"decoder\":{\"type\":\"WordPiece\",\"prefix\":\"##\","
+             "\"cleanup\":true}}");
+    sp_tokenizer *t;
+    sp_error err = {0};
+    if (sp_tokenizer_from_text(json, strlen(json), NULL, 0, &t, &err) != SP_OK)
+        fail_msg("%s", err.msg);
+    free(json);
+    int32_t ids[] = {1, 2};
+    char *text;
+    size_t len;
+    assert_int_equal(sp_tokenizer_decode(t, ids, 1, false, &text, &len, &err), SP_OK);
+    assert_string_equal(text, "x ' y");
+    free(text);
+    /* token 2 gets a space before it: "  . . ." (N/2 " ." pairs) becomes " " + "." * N/2 */
+    assert_int_equal(sp_tokenizer_decode(t, ids, 2, false, &text, &len, &err), SP_OK);
+    assert_int_equal(len, 6 + N / 2);
+    assert_memory_equal(text, "x ' y ", 6);
+    for (size_t i = 6; i < len; i++)
+        assert_int_equal(text[i], '.');
+    free(text);
+    sp_tokenizer_close(t);
+}
+
 /* Replaces `field`'s value (the JSON text from `old`) in the tiny tokenizer. */
 static const char *with_component(const char *old, const char *repl)
 {
@@ -422,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_hostile_regex_is_bounded),
         cmocka_unit_test(test_streaming_detokenizer),
         cmocka_unit_test(test_detokenizer_window_bounded),
+        cmocka_unit_test(test_wordpiece_cleanup_single_pass),
         cmocka_unit_test(test_error_paths_free),
         cmocka_unit_test(test_empty_vocabulary),
     };

@@ -295,6 +295,37 @@ static sp_status metaspace(const sp_decoder *d, sp_strlist *l, sp_error *err)
     return SP_OK;
 }
 
+/* s[0..*n) with every occurrence of `from` replaced by `to` (no longer than `from`), in
+ * place, in one left-to-right pass that does not rescan what it wrote: Rust's
+ * str::replace, so linear (a rescan from the start after each hit was quadratic and could
+ * match across a replacement). */
+static void replace_shrinking(char *s, size_t *n, const char *from, const char *to)
+{
+    size_t fl = strlen(from), tl = strlen(to), o = 0, k = 0;
+    while (k < *n) {
+        if (k + fl <= *n && memcmp(s + k, from, fl) == 0) {
+            memcpy(s + o, to, tl);
+            o += tl;
+            k += fl;
+        } else {
+            s[o++] = s[k++];
+        }
+    }
+    s[o] = '\0';
+    *n = o;
+}
+
+/* tokenizers' wordpiece::cleanup: these replacements, in this order. */
+static void wordpiece_cleanup(char *s, size_t *n)
+{
+    static const char *const pairs[][2] = {{" .", "."}, {" ?", "?"}, {" !", "!"},
+                                           {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
+                                           {" 'm", "'m"}, {" do not", " don't"},
+                                           {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++)
+        replace_shrinking(s, n, pairs[p][0], pairs[p][1]);
+}
+
 static sp_status wordpiece(const sp_decoder *d, sp_strlist *l, sp_error *err)
 {
     for (size_t i = 0; i < l->n; i++) {
@@ -309,21 +340,8 @@ static sp_status wordpiece(const sp_decoder *d, sp_strlist *l, sp_error *err)
         memcpy(s + o, l->s[i] + from, l->len[i] - from);
         o += l->len[i] - from;
         s[o] = '\0';
-        if (d->cleanup) {
-            static const char *const pairs[][2] = {{" .", "."}, {" ?", "?"}, {" !", "!"},
-                                                   {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
-                                                   {" 'm", "'m"}, {" do not", " don't"},
-                                                   {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
-            for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
-                size_t fl = strlen(pairs[p][0]), tl = strlen(pairs[p][1]);
-                char *hit;
-                while ((hit = strstr(s, pairs[p][0]))) {
-                    memmove(hit + tl, hit + fl, strlen(hit + fl) + 1);
-                    memcpy(hit, pairs[p][1], tl);
-                }
-            }
-            o = strlen(s);
-        }
+        if (d->cleanup)
+            wordpiece_cleanup(s, &o);
         set_item(l, i, s, o);
     }
     return SP_OK;
