@@ -226,7 +226,10 @@ static void grab_hidden(void *vctx, const sp_trace_event *ev)
 {
     last_hidden *h = vctx;
     const float *row = ev->data + (ev->n_tok - 1) * ev->width;
-    if (ev->op == SP_OP_MLP_RESIDUAL && ev->layer == h->layer)
+    /* the rows model.norm reads: the last layer's output, or (DeepSeek-V4, whose residual
+     * is several streams) the streams collapsed by hc_head, which comes after it */
+    if (((ev->op == SP_OP_MLP_RESIDUAL && ev->layer == h->layer) || ev->op == SP_OP_HC_HEAD) &&
+        ev->width == h->width)
         memcpy(h->x, row, (size_t)ev->width * sizeof(float));
     if (ev->op == SP_OP_LOGITS)
         memcpy(h->logits, row, (size_t)ev->width * sizeof(float));

@@ -350,5 +350,6 @@ float *sp_dsv4_head(sp_pass *P)
     be->ops->hc_weights(be, c->v4.hc_mix, N, m->hc_head_base, m->hc_head_scale, P->n, N, 0,
                         (float)m->cfg->dsv4.hc_eps, c->v4.hc_pre, NULL, NULL);
     be->ops->hc_collapse(be, c->x, c->v4.hc_pre, P->n, N, H, c->v4.head);
+    sp_emit(P, -1, SP_OP_HC_HEAD, H, c->v4.head);
     return c->v4.head;
 }
