@@ -15,6 +15,7 @@
  *   3. batch invariance: token by token, chunked prefill and one prefill give
  *      bit-identical logits, and so does re-evaluating after a rollback (truncate). */
 #include "test_util.h"
+#include "format/hf_config.h"
 #include "model/model.h"
 
 #include <math.h>
@@ -238,8 +239,53 @@ static void test_batch_invariance(void **state)
     }
 }
 
+/* The hub's original config spelling folds into the same fields as transformers' form. */
+static void test_config_spellings(void **state)
+{
+    (void)state;
+    const char *hub =
+        "{\"architectures\": [\"DeepseekV4ForCausalLM\"], \"model_type\": \"deepseek_v4\","
+        " \"vocab_size\": 1000, \"hidden_size\": 256, \"num_hidden_layers\": 5,"
+        " \"num_attention_heads\": 8, \"num_key_value_heads\": 1, \"head_dim\": 512,"
+        " \"q_lora_rank\": 64, \"qk_rope_head_dim\": 64, \"n_routed_experts\": 16,"
+        " \"num_experts_per_tok\": 4, \"moe_intermediate_size\": 32, \"o_groups\": 4,"
+        " \"compress_ratios\": [128, 128, 4, 0, 4], \"num_hash_layers\": 2,"
+        " \"rope_theta\": 10000, \"compress_rope_theta\": 160000,"
+        " \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 16, \"original_max_position_embeddings\": 65536}}";
+    sp_hf_config *c;
+    sp_error err = {0};
+    if (sp_hf_config_parse(hub, strlen(hub), NULL, 0, "hub/config.json", &c, &err) != SP_OK)
+        fail_msg("%s", err.msg);
+    const sp_dsv4_config *d = &c->dsv4;
+    const int64_t rates[] = {128, 128, 4, 0, 4};
+    for (int l = 0; l < 5; l++) {
+        assert_int_equal(d->compress_rate[l], rates[l]);
+        assert_int_equal(d->indexer[l], rates[l] == 4);
+        assert_int_equal(d->hash_moe[l], l < 2);
+        assert_true(c->layer_sliding[l]);
+    }
+    assert_int_equal(c->rope.type, SP_ROPE_DEFAULT);
+    assert_true(fabs(c->rope.theta - 10000) < 1e-9 && fabs(c->rope.partial_rotary_factor - 0.125) < 1e-12);
+    assert_int_equal(d->rope_compress.type, SP_ROPE_YARN);
+    assert_true(fabs(d->rope_compress.theta - 160000) < 1e-9);
+    assert_true(d->rope_compress.has_attention_factor && d->rope_compress.attention_factor == 1.0);
+    assert_int_equal(d->scoring, SP_SCORE_SQRTSOFTPLUS);
+    assert_true(fabs(c->swiglu_limit - 10.0) < 1e-12);
+    sp_hf_config_free(c);
+
+    /* softmax scoring is not a V4 router transformers has: refused, naming the field */
+    char bad[2048];
+    snprintf(bad, sizeof bad, "%.*s, \"scoring_func\": \"softmax\"}", (int)strlen(hub) - 1, hub);
+    assert_int_equal(sp_hf_config_parse(bad, strlen(bad), NULL, 0, "hub/config.json", &c, &err),
+                     SP_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "scoring_func"));
+    snprintf(bad, sizeof bad, "%.*s, \"o_groups\": 3}", (int)strlen(hub) - 1, hub);
+    assert_int_not_equal(sp_hf_config_parse(bad, strlen(bad), NULL, 0, "hub/config.json", &c, &err), SP_OK);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_parity), cmocka_unit_test(test_batch_invariance)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_config_spellings), cmocka_unit_test(test_parity),
+                                       cmocka_unit_test(test_batch_invariance)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
