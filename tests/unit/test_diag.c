@@ -357,6 +357,58 @@ static void test_chat_template_check(void **state)
 /* A bug planted in a GPU kernel (the CUDA backend's attention output scaled by 1.001 at its
  * third launch: layer 0 of the second 5-token pass) is found by diff at that op and
  * position. Runs when SPECULA_TEST_DEVICE names a GPU; skipped on the CPU. */
+/* The per-layer |X| a trace writer reports equals what its lines say (l2 / sqrt(width) of
+ * each layer's mlp_residual at the last position; DeepSeek-V4: all hc streams), and the
+ * final norm's output is back near unit scale. */
+static void test_trace_residual_magnitudes(void **state)
+{
+    (void)state;
+    sp_model *m = open_fixture("dsv4_sqrtsoftplus_bf16");
+    sp_error err = {0};
+    sp_session *s;
+    sp_session_params sp = {.n_ctx = 64};
+    assert_int_equal(sp_session_new(m, &sp, &s, &err), SP_OK);
+    char path[] = "/tmp/specula_resid_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    sp_trace_writer *w;
+    assert_int_equal(sp_trace_writer_new(f, "target", &w, &err), SP_OK);
+    sp_trace_writer_attach(w, s);
+    int32_t toks[21];
+    for (int i = 0; i < 21; i++)
+        toks[i] = (i * 37 + 5) % 128;
+    assert_int_equal(sp_session_eval(s, toks, 21, NULL, &err), SP_OK);
+    fclose(f);
+    double rms[8], fin = -1;
+    size_t n = sp_trace_writer_residuals(w, rms, 8, &fin);
+    assert_int_equal(n, m->n_layers);
+    sp_trace *t;
+    assert_int_equal(sp_trace_open(path, &t, &err), SP_OK);
+    double width = (double)(m->cfg->dsv4.hc_mult * m->n_embd);
+    int seen = 0;
+    for (size_t i = 0; i < sp_trace_n_records(t); i++) {
+        sp_trace_record r;
+        assert_true(sp_trace_get(t, i, &r));
+        if (r.position != 20)
+            continue;
+        if (!strcmp(r.op, "mlp_residual")) {
+            assert_true(fabs(rms[r.layer] - r.l2 / sqrt(width)) <= 1e-6 * rms[r.layer]);
+            seen++;
+        } else if (!strcmp(r.op, "final_norm")) {
+            assert_true(fabs(fin - r.l2 / sqrt((double)m->n_embd)) <= 1e-6 * fin);
+            seen++;
+        }
+    }
+    assert_int_equal(seen, m->n_layers + 1);
+    assert_true(fin > 0.5 && fin < 2.0); /* norm weights are 1 +- 0.1 */
+    sp_trace_close(t);
+    remove(path);
+    sp_trace_writer_free(w);
+    sp_session_free(s);
+    sp_model_close(m);
+}
+
 static void test_diff_finds_planted_gpu_bug(void **state)
 {
     (void)state;
@@ -402,6 +454,7 @@ int main(void)
         cmocka_unit_test(test_checks_pass_on_healthy_models),
         cmocka_unit_test(test_checks_catch_planted_faults),
         cmocka_unit_test(test_chat_template_check),
+        cmocka_unit_test(test_trace_residual_magnitudes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
