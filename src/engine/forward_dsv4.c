@@ -16,7 +16,8 @@
  *
  * The KV cache (kv_cache.h) holds per position the kv row in k[l] and a side row in v[l]:
  *   [ compressor kv (cw) | compressor gate (cw) | entry (hd) | indexer kv (2 ihd) |
- *     indexer gate (2 ihd) | indexer entry (ihd) ]          cw = 2 hd
+ *     indexer gate (2 ihd) | indexer entry (ihd) ]
+ * cw = 2 hd, the CSA width (an HCA layer uses the first hd of each)
  * where entry slots of row w hold compressed entry w. An entry is a pure function of the
  * raw rows of its window (and the previous one), computed by the pass holding the window's
  * last position: so every position's result is the same whatever passes produced the
@@ -81,8 +82,8 @@ static void store_rows(sp_pass *P, int64_t l, const float *rows, int64_t width, 
 }
 
 /* The entries whose window closes inside each segment: w in [pos0 / rate, (pos0 + n) / rate). */
-static void emit_entries(sp_pass *P, int64_t l, const sp_compress_args *proto, int64_t raw_col,
-                         int64_t ent_col)
+static void emit_entries(sp_pass *P, int64_t l, const sp_compress_args *proto, int64_t kv_col,
+                         int64_t gate_col, int64_t ent_col)
 {
     sp_model *m = P->m;
     sp_compute *c = P->c;
@@ -98,8 +99,8 @@ static void emit_entries(sp_pass *P, int64_t l, const sp_compress_args *proto, i
                                    P->err);
         float *side = g->seq->kv->v[l];
         sp_compress_args a = *proto;
-        a.kv = side + raw_col;
-        a.gate = side + raw_col + (proto->overlap ? 2 * proto->hd : proto->hd);
+        a.kv = side + kv_col;
+        a.gate = side + gate_col;
         P->be->ops->compress(P->be, &a, w0, w1, c->v4.ecs, side + w0 * S + ent_col, S);
     }
 }
@@ -112,13 +113,12 @@ static void compressor(sp_pass *P, int64_t l, const sp_dsv4_layer *v, const side
     int64_t hd = m->head_dim, cw = v->indexer ? 2 * hd : hd;
     be->ops->matmul(be, &v->c_wkv, c->xn, P->n, c->v4.a, NULL);
     be->ops->matmul(be, &v->c_wgate, c->xn, P->n, c->v4.b, NULL);
-    /* kv then gate, adjacent in the side row (gate at c_kv + cw) */
     store_rows(P, l, c->v4.a, cw, s->c_kv);
-    store_rows(P, l, c->v4.b, cw, s->c_kv + cw);
+    store_rows(P, l, c->v4.b, cw, s->c_gate);
     sp_compress_args a = {.stride = m->v4_side, .ape = v->c_ape, .rate = v->rate, .hd = hd,
                           .overlap = v->indexer, .norm = v->c_norm,
                           .eps = (float)m->cfg->rms_norm_eps, .rot = m->rope_c.dim};
-    emit_entries(P, l, &a, s->c_kv, s->c_ent);
+    emit_entries(P, l, &a, s->c_kv, s->c_gate, s->c_ent);
 }
 
 /* The lightning indexer: its own compressed keys, then each query's top-k into c->v4.sel. */
@@ -136,7 +136,7 @@ static void indexer(sp_pass *P, int64_t l, const sp_dsv4_layer *v, const side_la
     sp_compress_args a = {.stride = m->v4_side, .ape = v->i_ape, .rate = v->rate, .hd = ihd,
                           .overlap = true, .norm = v->i_norm, .eps = (float)m->cfg->rms_norm_eps,
                           .rot = rot};
-    emit_entries(P, l, &a, s->i_kv, s->i_ent);
+    emit_entries(P, l, &a, s->i_kv, s->i_gate, s->i_ent);
     be->ops->matmul(be, &v->i_wq_b, c->v4.qres, P->n, c->v4.a, NULL);
     be->ops->rope_tail(be, c->v4.a + ihd - rot, P->n, ih, ih * ihd, ihd, rot, c->v4.cs2, false);
     be->ops->matmul(be, &v->i_wproj, c->xn, P->n, c->v4.iw, NULL);
