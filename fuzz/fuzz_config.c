@@ -28,7 +28,7 @@ static const struct {
     {"LlamaForCausalLM", "llama_mha_bf16"},         {"MistralForCausalLM", "llama_mha_bf16"},
     {"Qwen3ForCausalLM", "qwen3_gqa2_tied"},        {"Qwen3MoeForCausalLM", "qwen3moe_mixed_bf16"},
     {"MixtralForCausalLM", "mixtral_window"},       {"GptOssForCausalLM", "gptoss_mxfp4"},
-    {"DeepseekV3ForCausalLM", "deepseekv3_qlora_yarn"},
+    {"DeepseekV3ForCausalLM", "deepseekv3_qlora_yarn"}, {"DeepseekV4ForCausalLM", "dsv4_sqrtsoftplus_bf16"},
 };
 
 static char scratch[256];

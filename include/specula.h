@@ -411,6 +411,13 @@ SP_API bool sp_trace_op_valid(const char *op);
  * observes. An unknown op is SP_ERR_INVALID_ARG. */
 SP_API sp_status sp_trace_writer_set_perturb(sp_trace_writer *w, int layer, const char *op,
                                       float factor, sp_error *err);
+/* The residual stream's magnitude (the seed-004 |X|): for each layer, the root mean square
+ * of its output (mlp_residual; DeepSeek-V4: over all hyper-connection streams) at the
+ * latest position traced, into rms[0 .. min(n, cap)); *final_norm_rms (may be NULL): the
+ * final norm's output there, which a healthy norm brings back near the norm weights' scale
+ * however large the residual grew. Returns n, the layers seen. */
+SP_API size_t sp_trace_writer_residuals(const sp_trace_writer *w, double *rms, size_t cap,
+                                        double *final_norm_rms);
 /* Lines written so far; whether a write failed. */
 SP_API int64_t sp_trace_writer_lines(const sp_trace_writer *w);
 SP_API bool sp_trace_writer_failed(const sp_trace_writer *w);

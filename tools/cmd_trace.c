@@ -21,6 +21,22 @@ static int parse_perturb(const char *s, int *layer, char *name, float *factor)
     return CLI_OK;
 }
 
+/* The per-layer |X| (rms of each layer's output at the last traced position) and what the
+ * final norm makes of it: growth the final norm removes is harmless (seed 004). */
+static void print_residuals(const sp_trace_writer *w, const char *label)
+{
+    double rms[1024], fin = 0;
+    size_t n = sp_trace_writer_residuals(w, rms, 1024, &fin);
+    if (n == 0)
+        return;
+    n = n < 1024 ? n : 1024;
+    fprintf(stderr, "specula: %s residual |X| (rms) by layer at the last position:", label);
+    for (size_t l = 0; l < n; l++)
+        fprintf(stderr, " %zu:%.3g", l, rms[l]);
+    fprintf(stderr, "; growth x%.3g over the layers; after the final norm: rms %.3g\n",
+            rms[0] > 0 ? rms[n - 1] / rms[0] : 0.0, fin);
+}
+
 int cmd_trace(int argc, char **argv)
 {
     const char *model_dir = NULL, *tokens_s = NULL, *prompt = NULL, *out_path = NULL, *perturb = NULL;
@@ -147,6 +163,9 @@ int cmd_trace(int argc, char **argv)
             (long long)n, (long long)st.n_generated,
             (long long)(sp_trace_writer_lines(wt) + (wd ? sp_trace_writer_lines(wd) : 0)), out_path,
             mp.precision == SP_PRECISION_FAST ? "fast" : "exact", sp_cpu_kernels_name());
+    print_residuals(wt, "target");
+    if (wd)
+        print_residuals(wd, "draft");
 done:
     if (f)
         fclose(f);

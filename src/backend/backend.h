@@ -14,6 +14,9 @@
  *   record   optional: record a pass's ops once and replay them (CUDA graphs). Everything
  *            that changes between passes of one shape (tokens, positions, RoPE tables) is
  *            read from backend memory by the ops, never baked into their arguments
+ *   DeepSeek-V4  hc_weights, hc_collapse, hc_expand, rope_tail, compress, index_topk,
+ *            dsv4_attention, swiglu_limit (optional: NULL where a backend lacks them, and a
+ *            V4 model is refused there at open; its passes are never recorded)
  *   errors   ops return nothing: a backend records the first failure (a failed kernel
  *            launch, with the op's name) and `finish` returns it after waiting for the
  *            queued work. A forward pass calls finish before it reads results.
@@ -26,6 +29,7 @@
 #define SP_BACKEND_BACKEND_H
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/dsv4.h"
 #include "kernels/weight.h"
 #include "model/moe_route.h"
 #include "specula.h"
@@ -42,7 +46,11 @@ typedef struct sp_expert {
     bool in_major;             /* stored [in, out], used as x @ W (gpt-oss unquantized) */
 } sp_expert;
 
-typedef enum sp_glu_kind { SP_GLU_SWIGLU, SP_GLU_GPTOSS } sp_glu_kind;
+typedef enum sp_glu_kind {
+    SP_GLU_SWIGLU,
+    SP_GLU_GPTOSS,
+    SP_GLU_SWIGLU_LIMIT, /* silu(min(g, limit)) * clamp(u, -limit, limit) (DeepSeek-V4) */
+} sp_glu_kind;
 
 /* The expert block of one layer: out[t] = sum over the token's k experts, in ascending
  * expert id, of w[t, j] * expert_{ids[t, j]}(x[t]). */
@@ -137,6 +145,28 @@ typedef struct sp_backend_ops {
     bool (*replay)(sp_backend *be, sp_rec_key key);
     bool (*record_begin)(sp_backend *be, sp_rec_key key);
     bool (*record_end)(sp_backend *be);
+    /* DeepSeek-V4 (math: kernels/cpu/dsv4.h). mix [n, mix_stride]; head mode (pre only)
+     * when post and comb are NULL. */
+    void (*hc_weights)(sp_backend *be, const float *mix, int64_t mix_stride, const float *base,
+                       const float *scale, int64_t n, int64_t N, int64_t iters, float eps,
+                       float *pre, float *post, float *comb);
+    /* streams [n, N*H], pre [n, N] -> out [n, H] */
+    void (*hc_collapse)(sp_backend *be, const float *streams, const float *pre, int64_t n,
+                        int64_t N, int64_t H, float *out);
+    /* out [n, N*H] (not aliasing streams) = post * y + comb^T streams, per row */
+    void (*hc_expand)(sp_backend *be, const float *streams, const float *y, const float *post,
+                      const float *comb, int64_t n, int64_t N, int64_t H, float *out);
+    /* x points at head 0's trailing rot dims of token 0; cs [n, rot] */
+    void (*rope_tail)(sp_backend *be, float *x, int64_t n, int64_t n_heads, int64_t tok_stride,
+                      int64_t head_stride, int64_t rot, const float *cs, bool inverse);
+    /* entries w0..w1-1 into out rows (stride out_stride); cs [w1 - w0, rot] */
+    void (*compress)(sp_backend *be, const sp_compress_args *a, int64_t w0, int64_t w1,
+                     const float *cs, float *out, int64_t out_stride);
+    void (*index_topk)(sp_backend *be, const sp_index_batch *b);
+    /* a->scratch is ignored (the backend keeps its own) */
+    void (*dsv4_attention)(sp_backend *be, const sp_dsv4_attn_args *a);
+    void (*swiglu_limit)(sp_backend *be, const float *gate, const float *up, int64_t n,
+                         float limit, float *out);
 } sp_backend_ops;
 
 struct sp_backend {

@@ -17,6 +17,8 @@ typedef struct cpu_backend {
     sp_pool *pool;
     float *attn_scratch; /* [n_threads, attn_ctx] */
     int64_t attn_ctx;
+    void *scratch;       /* sp_cpu_backend_scratch */
+    size_t scratch_bytes;
     sp_status status;    /* first failure since the last finish */
     char failed[160];
 } cpu_backend;
@@ -93,6 +95,7 @@ static void cpu_destroy(sp_backend *be)
     cpu_backend *c = cpu(be);
     sp_pool_free(c->pool);
     free(c->attn_scratch);
+    free(c->scratch);
     free(c);
 }
 
@@ -290,6 +293,23 @@ static void cpu_moe_route(sp_backend *be, const sp_route_cfg *cfg, const float *
         free(scratch);
 }
 
+void *sp_cpu_backend_scratch(sp_backend *be, size_t bytes, const char *op)
+{
+    cpu_backend *c = cpu(be);
+    if (bytes > c->scratch_bytes) {
+        void *p = realloc(c->scratch, bytes);
+        if (!p) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "%s: out of memory for its scratch", op);
+            fail(c, SP_ERR_NOMEM, msg);
+            return NULL;
+        }
+        c->scratch = p;
+        c->scratch_bytes = bytes;
+    }
+    return c->scratch;
+}
+
 static const sp_backend_ops cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -317,6 +337,14 @@ static const sp_backend_ops cpu_ops = {
     .attention = cpu_attention,
     .moe_route = cpu_moe_route,
     .moe_ffn = sp_cpu_moe_ffn,
+    .hc_weights = sp_cpu_hc_weights,
+    .hc_collapse = sp_cpu_hc_collapse,
+    .hc_expand = sp_cpu_hc_expand,
+    .rope_tail = sp_cpu_rope_tail,
+    .compress = sp_cpu_compress,
+    .index_topk = sp_cpu_index_topk,
+    .dsv4_attention = sp_cpu_dsv4_attention,
+    .swiglu_limit = sp_cpu_swiglu_limit,
 };
 
 sp_pool *sp_cpu_backend_pool(sp_backend *be) { return cpu(be)->pool; }

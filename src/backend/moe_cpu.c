@@ -9,6 +9,7 @@
  * index_add_ loop), so a token's output never depends on which tokens share its batch. */
 #include "backend/backend_cpu.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/dsv4.h"
 #include "kernels/cpu/ops.h"
 #include "util/ckd.h"
 
@@ -82,7 +83,10 @@ static void run_expert(sp_backend *be, const sp_moe_args *a, const sp_expert *x,
     }
     be->ops->matmul(be, &x->gate, s->xg, cnt, s->g, NULL);
     be->ops->matmul(be, &x->up, s->xg, cnt, s->u, NULL);
-    sp_swiglu(s->g, s->u, cnt * I, s->g);
+    if (a->glu == SP_GLU_SWIGLU_LIMIT)
+        sp_swiglu_limit(s->g, s->u, cnt * I, a->limit, s->g);
+    else
+        sp_swiglu(s->g, s->u, cnt * I, s->g);
     be->ops->matmul(be, &x->down, s->g, cnt, s->y, NULL);
 }
 

@@ -3,6 +3,7 @@
 #include "diag/trace_stats.h"
 #include "util/error.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,9 @@ struct sp_trace_writer {
     float perturb_factor;
     sp_session *attached[4]; /* sessions a perturbation applies to */
     int n_attached;
+    double *res_rms;         /* [n_res] each layer's output rms at the latest position */
+    int64_t n_res;
+    double final_rms;        /* model.norm's output rms there */
 };
 
 sp_status sp_trace_writer_new(FILE *f, const char *label, sp_trace_writer **out, sp_error *err)
@@ -34,8 +38,10 @@ sp_status sp_trace_writer_new(FILE *f, const char *label, sp_trace_writer **out,
 
 void sp_trace_writer_free(sp_trace_writer *w)
 {
-    if (w)
+    if (w) {
         free(w->prefix);
+        free(w->res_rms);
+    }
     free(w);
 }
 
@@ -82,6 +88,41 @@ static void num(FILE *f, const char *key, double v)
         fprintf(f, ", \"%s\": %.9g", key, v);
 }
 
+/* The residual magnitude at the event's last position: each layer's output, and what the
+ * final norm makes of the last one. */
+static void note_residual(sp_trace_writer *w, const sp_trace_event *ev, const sp_row_stats *last)
+{
+    double rms = last->l2 / sqrt((double)(ev->width > 0 ? ev->width : 1));
+    if (ev->op == SP_OP_FINAL_NORM) {
+        w->final_rms = rms;
+        return;
+    }
+    if (ev->op != SP_OP_MLP_RESIDUAL || ev->layer < 0)
+        return;
+    if (ev->layer >= w->n_res) {
+        int64_t n = (int64_t)ev->layer + 1;
+        double *p = realloc(w->res_rms, (size_t)n * sizeof *p);
+        if (!p) {
+            w->failed = true;
+            return;
+        }
+        for (int64_t i = w->n_res; i < n; i++)
+            p[i] = 0;
+        w->res_rms = p;
+        w->n_res = n;
+    }
+    w->res_rms[ev->layer] = rms;
+}
+
+size_t sp_trace_writer_residuals(const sp_trace_writer *w, double *rms, size_t cap, double *final_rms)
+{
+    for (size_t i = 0; i < cap && i < (size_t)w->n_res; i++)
+        rms[i] = w->res_rms[i];
+    if (final_rms)
+        *final_rms = w->final_rms;
+    return (size_t)w->n_res;
+}
+
 static void on_event(void *ctx, const sp_trace_event *ev)
 {
     sp_trace_writer *w = ctx;
@@ -92,6 +133,8 @@ static void on_event(void *ctx, const sp_trace_event *ev)
     for (int64_t t = 0; t < ev->n_tok; t++) {
         sp_row_stats s;
         sp_row_stats_compute(ev->data + t * ev->width, ev->width, &s);
+        if (t == ev->n_tok - 1)
+            note_residual(w, ev, &s);
         fprintf(w->f, "{\"model\": \"%s\", \"pass\": %lld, \"layer\": %d, \"op\": \"%s\", "
                       "\"position\": %lld, \"token\": %d, \"width\": %lld",
                 w->label, (long long)w->pass, ev->layer, sp_op_name(ev->op),

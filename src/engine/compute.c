@@ -68,12 +68,40 @@ static void mlp_widths(const sp_model *m, int64_t *dense, int64_t *expert)
     }
 }
 
+static void lay_out_v4(const sp_model *m, int64_t cap, sp_compute *c, plan *p)
+{
+    const sp_dsv4_config *d = &m->cfg->dsv4;
+    int64_t H = m->n_embd, N = d->hc_mult, hd = m->head_dim, rot = m->rope.dim;
+    int64_t ih = d->index_n_heads, ihd = d->index_head_dim, G = d->o_groups, R = d->o_lora_rank;
+    int64_t wide = max64(max64(2 * hd, 2 * ihd), ih * ihd);
+    c->v4.x2 = take(p, rows(p, cap, N * H), 4);
+    c->v4.hc_t = take(p, rows(p, cap, N * H), 4);
+    c->v4.hc_mix = take(p, rows(p, cap, (2 + N) * N), 4);
+    c->v4.hc_pre = take(p, rows(p, cap, N), 4);
+    c->v4.hc_post = take(p, rows(p, cap, N), 4);
+    c->v4.hc_comb = take(p, rows(p, cap, N * N), 4);
+    c->v4.col = take(p, rows(p, cap, H), 4);
+    c->v4.qres = take(p, rows(p, cap, m->cfg->q_lora_rank), 4);
+    c->v4.a = take(p, rows(p, cap, wide), 4);
+    c->v4.b = take(p, rows(p, cap, wide), 4);
+    c->v4.iw = take(p, rows(p, cap, ih), 4);
+    c->v4.sel = take(p, rows(p, cap, d->index_topk), 4);
+    c->v4.g = take(p, rows(p, cap, m->q_dim / G), 4);
+    c->v4.g2 = take(p, rows(p, cap, R), 4);
+    c->v4.oa = take(p, rows(p, cap, G * R), 4);
+    c->v4.cs2 = take(p, rows(p, cap, rot), 4);
+    c->v4.ecs = take(p, rows(p, cap + 1, rot), 4);
+    c->v4.head = take(p, rows(p, cap, H), 4);
+}
+
 static void lay_out(const sp_model *m, int64_t cap, sp_compute *c, plan *p)
 {
     int64_t H = m->n_embd, dense, expert;
     mlp_widths(m, &dense, &expert);
     int64_t E = m->cfg->n_experts, K = m->cfg->n_experts_per_tok;
-    c->x = take(p, rows(p, cap, H), 4);
+    const sp_dsv4_config *d = &m->cfg->dsv4;
+    int64_t N = m->arch->attn == SP_ATTN_DSV4 ? d->hc_mult : 1;
+    c->x = take(p, rows(p, cap, N * H), 4);
     c->xn = take(p, rows(p, cap, H), 4);
     c->q = take(p, rows(p, cap, m->q_dim), 4);
     c->k = take(p, rows(p, cap, m->kv_dim_k), 4);
@@ -91,6 +119,8 @@ static void lay_out(const sp_model *m, int64_t cap, sp_compute *c, plan *p)
         c->mla_t = take(p, rows(p, cap, m->mla_kv_lora), 4);
         c->mla_u = take(p, rows(p, cap, m->mla_v), 4);
     }
+    if (m->arch->attn == SP_ATTN_DSV4)
+        lay_out_v4(m, cap, c, p);
     c->tokens = take(p, (size_t)cap, 4);
     c->pos = take(p, (size_t)cap, 4);
     c->rope_cs = take(p, rows(p, cap, m->rope.dim), 4);
@@ -126,7 +156,17 @@ sp_status sp_compute_new(sp_model *m, int64_t cap, sp_compute **out, sp_error *e
     c->be = m->be;
     c->cap = cap;
     c->serial = sp_next_serial();
-    sp_status st = m->be->ops->alloc(m->be, (size_t)bytes, &c->mem, err);
+    sp_status st = SP_OK;
+    if (m->arch->attn == SP_ATTN_DSV4) {
+        size_t rot = (size_t)(m->rope.dim ? m->rope.dim : 1);
+        c->v4.h_cs2 = malloc((size_t)cap * rot * sizeof(float));
+        c->v4.h_ecs = malloc((size_t)(cap + 1) * rot * sizeof(float));
+        c->v4.h_ids = malloc((size_t)cap * (size_t)m->cfg->n_experts_per_tok * sizeof(int32_t));
+        if (!c->v4.h_cs2 || !c->v4.h_ecs || !c->v4.h_ids)
+            st = sp_err(err, SP_ERR_NOMEM, "out of memory");
+    }
+    if (st == SP_OK)
+        st = m->be->ops->alloc(m->be, (size_t)bytes, &c->mem, err);
     if (st != SP_OK) {
         sp_compute_free(c);
         return st;
@@ -157,6 +197,9 @@ void sp_compute_free(sp_compute *c)
     free(c->h_inputs);
     free(c->rec_key);
     free(c->h_view);
+    free(c->v4.h_cs2);
+    free(c->v4.h_ecs);
+    free(c->v4.h_ids);
     free(c);
 }
 

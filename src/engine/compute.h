@@ -16,6 +16,11 @@
  *   rope_cs          [cap, rope dim] cos/sin of each row's position  } adjacent: one upload
  *   logits           [SP_LOGIT_ROWS, n_vocab]: the LM head runs in slices of rows
  *   moe_scratch      the backend's expert-block scratch (sp_moe_scratch_bytes)
+ *   v4               DeepSeek-V4 (forward_dsv4.c): x holds the hc_mult residual streams
+ *                    [cap, N*H]; x2 the next streams, hc_* the mixing rows, col the collapsed
+ *                    row, qres the normed q_lora row, a/b compressor and indexer rows, sel
+ *                    the indexer's choices, g/g2/oa the grouped output projection, cs2 the
+ *                    "compress" RoPE rows, ecs the RoPE rows of compressed entries
  * Host staging (malloc): the inputs before upload (the same layout), and op outputs read
  * back for observers on backends whose memory is not the host's. `serial` names this
  * allocation for recorded passes (never reused by a later one). */
@@ -36,6 +41,13 @@ typedef struct sp_compute {
     int32_t *moe_ids, *tokens, *pos;
     float *rope_cs, *logits;
     void *moe_scratch;
+    struct {
+        float *x2, *hc_t, *hc_mix, *hc_pre, *hc_post, *hc_comb, *col, *qres, *a, *b, *iw;
+        float *g, *g2, *oa, *cs2, *ecs, *head;
+        int32_t *sel;
+        float *h_cs2, *h_ecs; /* host staging [cap, rot], [cap + 1, rot] */
+        int32_t *h_ids;       /* host staging of hash-routed ids [cap, k] */
+    } v4;
 
     struct sp_seg *segs; /* [segs_cap] a pass's segments (forward.c), grown on demand */
     int64_t segs_cap;

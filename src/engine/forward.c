@@ -214,6 +214,17 @@ static void issue_body(sp_pass *P, bool gathered)
     sp_model *m = P->m;
     sp_backend *be = P->be;
     sp_compute *c = P->c;
+    if (m->arch->attn == SP_ATTN_DSV4) { /* forward_dsv4.c */
+        if ((P->st = sp_dsv4_begin(P)) != SP_OK)
+            return;
+        for (int64_t l = 0; l < m->n_layers && P->st == SP_OK; l++)
+            sp_dsv4_layer_forward(P, l);
+        if (P->st == SP_OK)
+            sp_dsv4_head(P);
+        if (gathered && P->st == SP_OK)
+            sp_head_gathered(P);
+        return;
+    }
     be->ops->embed(be, &P->w->tok_embd, c->tokens, P->n, c->x);
     sp_emit(P, -1, SP_OP_EMBED, m->n_embd, c->x);
     if (m->n_layers > 0) {
@@ -228,12 +239,14 @@ static void issue_body(sp_pass *P, bool gathered)
 }
 
 /* The body, replayed or recorded where the backend can and the pass allows it (not
- * observed: observers read outputs back mid-pass). */
+ * observed: observers read outputs back mid-pass; not DeepSeek-V4, whose ops take
+ * positions as arguments and upload mid-pass). */
 static void run_body(sp_pass *P, bool gathered)
 {
     sp_backend *be = P->be;
     sp_rec_key key;
-    if (!gathered || SP_TRACE_ON(P) || !be->ops->replay || !pass_key(P, &key)) {
+    if (!gathered || SP_TRACE_ON(P) || !be->ops->replay || P->m->arch->attn == SP_ATTN_DSV4 ||
+        !pass_key(P, &key)) {
         issue_body(P, gathered);
         return;
     }
@@ -255,6 +268,7 @@ static sp_status run_pass(sp_pass *P)
     if (st != SP_OK)
         return st;
     bool gathered = sp_head_rows_wanted(P) <= SP_LOGIT_ROWS;
+    P->hx = P->m->arch->attn == SP_ATTN_DSV4 ? P->c->v4.head : P->c->x;
     run_body(P, gathered);
     if (P->st != SP_OK)
         return P->st;

@@ -39,7 +39,7 @@ static void final_norm(sp_pass *P, const sp_seg *g, int64_t r0, int64_t k, int64
     sp_model *m = P->m;
     int64_t H = m->n_embd;
     float *out = P->c->xn + at * H;
-    P->be->ops->rmsnorm(P->be, P->c->x + (g->row0 + r0) * H, H, P->w->final_norm, k, H,
+    P->be->ops->rmsnorm(P->be, P->hx + (g->row0 + r0) * H, H, P->w->final_norm, k, H,
                         (float)m->cfg->rms_norm_eps, out, H);
     if (SP_TRACE_ON(P) && g->seq->obs)
         sp_emit_rows(P, g, -1, SP_OP_FINAL_NORM, H, out, r0, k);

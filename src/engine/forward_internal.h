@@ -24,7 +24,9 @@ typedef struct sp_pass {
     sp_seg *segs;
     int64_t n_segs, n; /* segments, rows */
     bool observed;     /* some segment has an observer */
-    sp_status st;      /* first failure reading an output back for an observer */
+    sp_status st;      /* first failure reading an output back for an observer (or, in
+                        * forward_dsv4.c, uploading mid-pass) */
+    float *hx;         /* rows the final norm reads: c->x, or DeepSeek-V4's collapsed streams */
     sp_error *err;
 } sp_pass;
 
@@ -61,6 +63,11 @@ void sp_head_gathered(sp_pass *P);
 sp_status sp_head_gathered_download(sp_pass *P);
 /* Any number of rows: slices of SP_LOGIT_ROWS, each computed and read back. */
 sp_status sp_head_sliced(sp_pass *P);
+/* DeepSeek-V4 (forward_dsv4.c): cos/sin and the embedding into the streams; one layer;
+ * the hc_head collapse (returns the rows for the final norm). */
+sp_status sp_dsv4_begin(sp_pass *P);
+void sp_dsv4_layer_forward(sp_pass *P, int64_t l);
+float *sp_dsv4_head(sp_pass *P);
 
 /* xn [n, H] -> c->ffn [n, H] */
 void sp_forward_moe(sp_pass *P, int64_t l);

@@ -17,6 +17,7 @@ static const char *const op_names[SP_OP_COUNT] = {
     [SP_OP_MOE_EXPERTS] = "moe_experts",
     [SP_OP_MLP_OUT] = "mlp_out",
     [SP_OP_MLP_RESIDUAL] = "mlp_residual",
+    [SP_OP_HC_HEAD] = "hc_head",
     [SP_OP_FINAL_NORM] = "final_norm",
     [SP_OP_LOGITS] = "logits",
 };

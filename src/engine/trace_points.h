@@ -20,6 +20,9 @@ typedef enum sp_op {
     SP_OP_MOE_EXPERTS,   /* chosen experts: k ids then k weights, as floats */
     SP_OP_MLP_OUT,       /* dense MLP or MoE block output */
     SP_OP_MLP_RESIDUAL,  /* residual stream after the MLP: the layer's output */
+    SP_OP_HC_HEAD,       /* DeepSeek-V4: the hyper-connection streams collapsed (hc_head),
+                          * what model.norm reads, layer -1; residual ops there are the
+                          * hc_mult streams, width hc_mult * hidden */
     SP_OP_FINAL_NORM,    /* model.norm output, layer -1 */
     SP_OP_LOGITS,        /* lm_head output, layer -1 */
     SP_OP_COUNT

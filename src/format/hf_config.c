@@ -27,6 +27,8 @@ const char *sp_rope_type_name(sp_rope_type t)
  * rope_scaling (older files). */
 static sp_status parse_rope(const cJSON *j, const char *what, sp_hf_config *c, sp_error *err)
 {
+    if (sp_hf_config_is_dsv4(j))
+        return sp_dsv4_parse_rope(j, what, c, err);
     sp_rope_config *r = &c->rope;
     const cJSON *rp = cJSON_GetObjectItemCaseSensitive(j, "rope_parameters");
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "rope_scaling");
@@ -60,6 +62,13 @@ static sp_status parse_rope(const cJSON *j, const char *what, sp_hf_config *c, s
     r->type = SP_ROPE_DEFAULT;
     if (!src)
         return SP_OK;
+    return sp_rope_params_parse(src, field, what, r, err);
+}
+
+sp_status sp_rope_params_parse(const cJSON *src, const char *field, const char *what,
+                               sp_rope_config *r, sp_error *err)
+{
+    sp_status st;
     if ((st = sp_json_num(src, "partial_rotary_factor", what, r->partial_rotary_factor, 1e-6,
                           1.0, &r->partial_rotary_factor, err)))
         return st;
@@ -172,8 +181,10 @@ static sp_status parse_layer_types(const cJSON *j, const char *what, sp_hf_confi
             if (!cJSON_IsString(x))
                 return sp_err(err, SP_ERR_FORMAT, "%s: field 'layer_types[%d]' is not a string",
                               what, i);
-            if (strcmp(x->valuestring, "sliding_attention") == 0)
-                c->layer_sliding[i] = true;
+            if (strcmp(x->valuestring, "sliding_attention") == 0 ||
+                (sp_hf_config_is_dsv4(j) && (!strcmp(x->valuestring, "compressed_sparse_attention") ||
+                                             !strcmp(x->valuestring, "heavily_compressed_attention"))))
+                c->layer_sliding[i] = true; /* V4: every layer has the window (hf_config_dsv4.c) */
             else if (strcmp(x->valuestring, "full_attention") != 0)
                 return sp_err(err, SP_ERR_UNSUPPORTED,
                               "%s: field 'layer_types[%d]': attention type '%s' is not supported",
@@ -361,6 +372,8 @@ sp_status sp_hf_config_parse(const char *text, size_t len, const char *gen_text,
         st = parse_moe(c->json, what, c, err);
     if (st == SP_OK)
         st = parse_mla_and_misc(c->json, what, c, err);
+    if (st == SP_OK && sp_hf_config_is_dsv4(c->json))
+        st = sp_dsv4_parse(c->json, what, c, err);
     /* generation_config.json sits beside config.json: name it by its path in messages */
     char gwhat[1100];
     const char *slash = strrchr(what, '/');

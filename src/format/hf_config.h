@@ -8,6 +8,10 @@
  *   - eos ids: generation_config.json's eos_token_id (int or list) when present, else
  *     config.json's.
  *   - per-layer attention kind from `layer_types`, or from sliding_window fields.
+ *   - DeepSeek-V4 (hf_config_dsv4.c): its "main"/"compress" RoPE pair, compressed layer
+ *     types and rates, MoE types, hyper-connections, indexer and output-projection fields,
+ *     from the transformers-5 names or the hub's original ones (compress_ratios,
+ *     num_hash_layers, qk_rope_head_dim, compress_rope_theta + rope_scaling).
  * Fields for the mixture-of-experts and MLA families are parsed when present and left
  * at their defaults otherwise; which of them an architecture requires is decided by
  * the architecture table (model/arch.c). */
@@ -44,6 +48,24 @@ typedef struct sp_rope_config {
     double mscale, mscale_all_dim;
     bool truncate;
 } sp_rope_config;
+
+/* DeepSeek-V4 (zero when the model is another family). Every V4 layer attends over a
+ * sliding window; compressed layers add compressed entries (one per `compress_rate`
+ * tokens), CSA layers choose among them with the lightning indexer. */
+typedef enum sp_dsv4_score { SP_SCORE_SQRTSOFTPLUS, SP_SCORE_SIGMOID } sp_dsv4_score;
+typedef struct sp_dsv4_config {
+    bool present;
+    sp_rope_config rope_compress;         /* "compress": CSA/HCA layers and compressors */
+    int64_t compress_rate[SP_MAX_LAYERS]; /* 0: sliding only */
+    bool indexer[SP_MAX_LAYERS];          /* compressed_sparse_attention */
+    bool hash_moe[SP_MAX_LAYERS];         /* mlp_layer_types "hash_moe" */
+    int64_t hc_mult, hc_sinkhorn_iters;
+    double hc_eps;
+    int64_t o_groups, o_lora_rank;
+    int64_t index_n_heads, index_head_dim, index_topk;
+    int64_t n_mtp; /* num_nextn_predict_layers */
+    sp_dsv4_score scoring;
+} sp_dsv4_config;
 
 typedef struct sp_hf_config {
     const char *path; /* config.json path, for messages (owned) */
@@ -85,6 +107,7 @@ typedef struct sp_hf_config {
     double gen_temperature, gen_top_p, gen_min_p;
     int64_t gen_top_k;
 
+    sp_dsv4_config dsv4;
     cJSON *json;     /* the parsed config.json, kept for family-specific fields */
     cJSON *gen_json; /* generation_config.json or NULL */
 } sp_hf_config;
@@ -98,5 +121,14 @@ sp_status sp_hf_config_parse(const char *text, size_t len, const char *gen_text,
 void sp_hf_config_free(sp_hf_config *cfg);
 
 const char *sp_rope_type_name(sp_rope_type t);
+/* Reads a RoPE kind and its parameters (rope_type or type, factor, ...) from one object
+ * into r, whose theta and partial_rotary_factor the caller has set; `field` names the
+ * object in messages. */
+sp_status sp_rope_params_parse(const cJSON *src, const char *field, const char *what,
+                               sp_rope_config *r, sp_error *err);
+/* DeepSeek-V4 fields (hf_config_dsv4.c): called for model_type "deepseek_v4". */
+bool sp_hf_config_is_dsv4(const cJSON *j);
+sp_status sp_dsv4_parse_rope(const cJSON *j, const char *what, sp_hf_config *c, sp_error *err);
+sp_status sp_dsv4_parse(const cJSON *j, const char *what, sp_hf_config *c, sp_error *err);
 
 #endif

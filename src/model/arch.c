@@ -49,6 +49,17 @@ static const sp_arch archs[] = {
      .expert_gate = "gate_proj",
      .expert_up = "up_proj",
      .expert_down = "down_proj"},
+    {.hf_name = "DeepseekV4ForCausalLM", /* bound by model_load_dsv4.c */
+     .attn = SP_ATTN_DSV4,
+     .moe = SP_MOE_DSV4,
+     .act = SP_ACT_SWIGLU,
+     .experts = SP_EXPERTS_PER_EXPERT,
+     .shared_experts = true,
+     .mlp_prefix = "ffn",
+     .router_name = "gate",
+     .expert_gate = "w1",
+     .expert_up = "w3",
+     .expert_down = "w2"},
 };
 
 const sp_arch *sp_arch_find(const char *hf_name)
@@ -62,7 +73,7 @@ const sp_arch *sp_arch_find(const char *hf_name)
 const char *sp_arch_supported_list(void)
 {
     return "LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, "
-           "MixtralForCausalLM, GptOssForCausalLM, DeepseekV3ForCausalLM";
+           "MixtralForCausalLM, GptOssForCausalLM, DeepseekV3ForCausalLM, DeepseekV4ForCausalLM";
 }
 
 bool sp_arch_layer_is_moe(const sp_arch *a, const sp_hf_config *c, int64_t l)
@@ -74,6 +85,8 @@ bool sp_arch_layer_is_moe(const sp_arch *a, const sp_hf_config *c, int64_t l)
                (l + 1) % c->decoder_sparse_step == 0;
     case SP_MOE_TOPK_SOFTMAX: return true;
     case SP_MOE_SIGMOID_GROUP: return c->n_experts > 0 && l >= c->first_k_dense_replace;
+    case SP_MOE_DSV4:
+    case SP_MOE_HASH: return true;
     }
     return false;
 }

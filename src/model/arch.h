@@ -12,6 +12,7 @@
 typedef enum sp_attn_kind {
     SP_ATTN_GQA, /* q/k/v/o projections, grouped-query heads */
     SP_ATTN_MLA, /* DeepSeek multi-head latent attention */
+    SP_ATTN_DSV4, /* DeepSeek-V4: sliding window + compressed entries, hyper-connections */
 } sp_attn_kind;
 
 typedef enum sp_moe_kind {
@@ -19,6 +20,8 @@ typedef enum sp_moe_kind {
     SP_MOE_SOFTMAX_TOPK,  /* softmax over all experts, top-k, optional renorm (Qwen3-MoE, Mixtral) */
     SP_MOE_TOPK_SOFTMAX,  /* top-k on biased logits, softmax over the k (gpt-oss) */
     SP_MOE_SIGMOID_GROUP, /* sigmoid, bias for selection, group-limited top-k (DeepSeek-V3) */
+    SP_MOE_DSV4,          /* sqrt(softplus) or sigmoid, biased top-k; hash layers (V4) */
+    SP_MOE_HASH,          /* (route kind only) experts from the token's tid2eid row */
 } sp_moe_kind;
 
 typedef enum sp_expert_act {

@@ -9,6 +9,9 @@
 sp_status sp_mla_dims(sp_model *m, sp_error *err);
 sp_status sp_bind_mla(sp_model *m, int64_t l, sp_layer *L, sp_error *err);
 sp_status sp_bind_moe(sp_model *m, int64_t l, sp_layer *L, sp_error *err);
+/* DeepSeek-V4 (model_load_dsv4.c): dimensions, then every tensor. */
+sp_status sp_dsv4_dims(sp_model *m, sp_error *err);
+sp_status sp_dsv4_bind(sp_model *m, sp_error *err);
 
 
 #endif

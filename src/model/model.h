@@ -20,6 +20,21 @@
 
 #include <pthread.h>
 
+/* DeepSeek-V4's per-layer tensors (model_load_dsv4.c; the math in forward_dsv4.c). */
+typedef struct sp_dsv4_layer {
+    int64_t rate;         /* compression rate; 0: sliding window only */
+    bool indexer, hash;   /* CSA (lightning indexer); hash-routed MoE */
+    sp_weight wq_a, wq_b, wkv, wo_a, wo_b; /* wo_a [groups * o_lora, heads * hd / groups] */
+    const float *q_norm, *kv_norm, *sinks;
+    sp_weight c_wkv, c_wgate;             /* compressor [cw, H], cw = 2 hd (CSA) or hd */
+    const float *c_ape, *c_norm;          /* [rate, cw], [hd] */
+    sp_weight i_wkv, i_wgate, i_wq_b, i_wproj; /* indexer [2 ihd, H], .., [ih ihd, q_lora], [ih, H] */
+    const float *i_ape, *i_norm;          /* [rate, 2 ihd], [ihd] */
+    sp_weight hc_attn_fn, hc_ffn_fn;      /* [(2 + N) N, N H] */
+    const float *hc_attn_base, *hc_attn_scale, *hc_ffn_base, *hc_ffn_scale; /* [(2+N)N], [3] */
+    const int32_t *tid2eid;               /* hash layers: [V, k] */
+} sp_dsv4_layer;
+
 typedef struct sp_layer {
     const float *attn_norm, *mlp_norm; /* [H] */
     bool sliding;                      /* sliding-window attention layer */
@@ -43,6 +58,7 @@ typedef struct sp_layer {
     const float *score_bias;        /* [E] e_score_correction_bias (DeepSeek) */
     sp_expert *experts;             /* [E] */
     sp_weight sh_gate, sh_up, sh_down; /* shared experts (DeepSeek); format NONE if absent */
+    const sp_dsv4_layer *v4;           /* DeepSeek-V4, else NULL */
 } sp_layer;
 
 /* What the forward pass reads: the embedding, the head and the layers. */
@@ -80,6 +96,17 @@ struct sp_model {
     /* multi-head latent attention (DeepSeek) */
     int64_t mla_q_lora, mla_kv_lora, mla_nope, mla_rope, mla_v;
 
+    /* DeepSeek-V4 (model_load_dsv4.c) */
+    sp_rope rope_c;         /* the "compress" RoPE (CSA/HCA layers, compressors, indexer) */
+    sp_dsv4_layer *v4;      /* [n_layers] */
+    int32_t *v4_tid2eid;    /* owned hash tables, [hash layers, V, k] */
+    sp_weight hc_head_fn;   /* [N, N H] */
+    const float *hc_head_base, *hc_head_scale;
+    int64_t v4_cw, v4_side; /* widest compressor row (2 hd); cache side-row width (see forward_dsv4.c) */
+    /* Replay of transformers' prefill for parity tests only: the indexer breaks ties as
+     * torch.topk over this many entries (0, the default: each query's own entries, which
+     * keeps results batch-invariant; see kernels/cpu/dsv4.h sp_index_topk). */
+    int64_t v4_index_queue;
     uint64_t weight_bytes; /* resident weight bytes */
 
     /* execution: the backend, the weights as it sees them, the pass's working memory */

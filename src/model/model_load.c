@@ -92,6 +92,8 @@ static sp_status derive_dims(sp_model *m, sp_error *err)
     m->head_dim = c->head_dim;
     if (m->arch->attn == SP_ATTN_MLA)
         return sp_mla_dims(m, err);
+    if (m->arch->attn == SP_ATTN_DSV4)
+        return sp_dsv4_dims(m, err);
     m->qk_dim = m->v_dim = c->head_dim;
     m->q_dim = m->n_heads * m->head_dim;
     m->kv_dim_k = m->kv_dim_v = m->n_kv_heads * m->head_dim;
@@ -103,6 +105,8 @@ static sp_status derive_dims(sp_model *m, sp_error *err)
 static sp_status bind_all(sp_model *m, sp_error *err)
 {
     sp_status st;
+    if (m->arch->attn == SP_ATTN_DSV4)
+        return sp_dsv4_bind(m, err);
     if ((st = sp_bind_matrix(m, "model.embed_tokens.weight", m->n_vocab, m->n_embd, true,
                              &m->tok_embd, err)) ||
         (st = sp_bind_vector(m, "model.norm.weight", m->n_embd, true, &m->final_norm, err)))
@@ -170,6 +174,8 @@ void sp_model_unload(sp_model *m)
         for (int64_t l = 0; l < m->n_layers; l++)
             free(m->layers[l].experts);
     free(m->layers);
+    free(m->v4);
+    free(m->v4_tid2eid);
     sp_quant_free(&m->quant);
     sp_checkpoint_close(m->ckpt);
     sp_hf_config_free(m->cfg);

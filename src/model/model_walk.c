@@ -16,11 +16,22 @@ static void vec(const sp_walk_fns *f, void *ctx, const float *v, int64_t n, cons
     f->vector(ctx, sp_name(name, sizeof name, fmt, (long long)l), v, n);
 }
 
+/* DeepSeek-V4's own matrices (its vectors are checked as bound: see model_load_dsv4.c). */
+static void walk_v4(const sp_dsv4_layer *v, const sp_walk_fns *f, void *ctx)
+{
+    const sp_weight *ws[] = {&v->wq_a, &v->wq_b, &v->wkv, &v->wo_a, &v->wo_b, &v->c_wkv, &v->c_wgate,
+                             &v->i_wkv, &v->i_wgate, &v->i_wq_b, &v->i_wproj, &v->hc_attn_fn, &v->hc_ffn_fn};
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+        mat(f, ctx, ws[i]);
+}
+
 static void walk_layer(const sp_model *m, int64_t l, const sp_walk_fns *f, void *ctx)
 {
     const sp_layer *L = &m->layers[l];
     int64_t H = m->n_embd;
     bool mla = m->arch->attn == SP_ATTN_MLA;
+    if (L->v4)
+        walk_v4(L->v4, f, ctx);
     vec(f, ctx, L->attn_norm, H, "model.layers.%lld.input_layernorm.weight", l);
     vec(f, ctx, L->mlp_norm, H, "model.layers.%lld.post_attention_layernorm.weight", l);
     const sp_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wq_a, &L->wq_b, &L->wkv_a, &L->wkv_b,

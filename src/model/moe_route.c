@@ -84,6 +84,30 @@ static void route_sigmoid_group(const sp_route_cfg *c, const float *logits, int3
         w[j] *= c->scaling;
 }
 
+/* torch's softplus (beta 1, threshold 20), then the square root. */
+static float sqrt_softplus(float x)
+{
+    return sqrtf(x > 20.0f ? x : log1pf(expf(x)));
+}
+
+static void route_dsv4(const sp_route_cfg *c, const float *logits, int32_t *ids, float *w,
+                       float *scratch)
+{
+    int64_t E = c->n_experts, k = c->top_k;
+    float *s = scratch, *choice = scratch + E;
+    for (int64_t i = 0; i < E; i++) {
+        s[i] = c->sqrt_softplus ? sqrt_softplus(logits[i]) : 1.0f / (1.0f + expf(-logits[i]));
+        choice[i] = s[i] + (c->score_bias ? c->score_bias[i] : 0.0f);
+    }
+    if (c->kind == SP_MOE_DSV4)
+        top_k(choice, E, k, ids);
+    for (int64_t j = 0; j < k; j++)
+        w[j] = s[ids[j]];
+    renorm(w, k, 1e-20f);
+    for (int64_t j = 0; j < k; j++)
+        w[j] *= c->scaling;
+}
+
 void sp_moe_route(const sp_route_cfg *c, const float *logits, int32_t *ids, float *w,
                   float *scratch)
 {
@@ -106,6 +130,8 @@ void sp_moe_route(const sp_route_cfg *c, const float *logits, int32_t *ids, floa
         softmax_inplace(w, k);
         return;
     case SP_MOE_SIGMOID_GROUP: route_sigmoid_group(c, logits, ids, w, scratch); return;
+    case SP_MOE_DSV4:
+    case SP_MOE_HASH: route_dsv4(c, logits, ids, w, scratch); return;
     case SP_MOE_NONE: return;
     }
 }

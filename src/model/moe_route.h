@@ -9,7 +9,12 @@
  *   SIGMOID_GROUP  s = sigmoid(logits); choice = s + score_bias; groups ranked by the sum
  *                  of their two best choices, the best topk_group groups kept, top-k of
  *                  choice among them; weights are s (without the bias), divided by
- *                  sum + 1e-20 when `norm`, times `scaling` (DeepSeek-V3) */
+ *                  sum + 1e-20 when `norm`, times `scaling` (DeepSeek-V3)
+ *   DSV4           s = score(logits) (sqrt(softplus) or sigmoid), top-k of s + score_bias,
+ *                  weights s / (sum + 1e-20) * scaling (transformers' V4 router always
+ *                  renormalizes)
+ *   HASH           DeepSeek-V4 hash layers: ids are given (the caller fills them from the
+ *                  token's tid2eid row), weights as DSV4 */
 #ifndef SP_MODEL_MOE_ROUTE_H
 #define SP_MODEL_MOE_ROUTE_H
 
@@ -24,10 +29,12 @@ typedef struct sp_route_cfg {
     bool norm;
     int64_t n_group, topk_group; /* SIGMOID_GROUP */
     float scaling;               /* SIGMOID_GROUP: routed_scaling_factor */
-    const float *score_bias;     /* SIGMOID_GROUP: e_score_correction_bias [E] */
+    const float *score_bias;     /* SIGMOID_GROUP, DSV4: e_score_correction_bias [E] */
+    bool sqrt_softplus;          /* DSV4, HASH: score function (else sigmoid) */
 } sp_route_cfg;
 
-/* logits [E] -> ids [k] (best first) and weights [k]; scratch: 2 * E floats. */
+/* logits [E] -> ids [k] (best first; HASH: read, not written) and weights [k];
+ * scratch: 2 * E floats. */
 void sp_moe_route(const sp_route_cfg *c, const float *logits, int32_t *ids, float *w,
                   float *scratch);
 

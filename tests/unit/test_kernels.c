@@ -8,6 +8,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_isa.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/topk_torch.h"
 #include "model/rope.h"
 #include "util/dtype.h"
 
@@ -403,6 +404,54 @@ static void test_rope_known_values(void **state)
     assert_int_equal(divided, 29);
 }
 
+/* sp_topk_torch against libstdc++ itself: 3000 tie-heavy cases (few distinct values, -inf
+ * tails, both the nth_element and the partial_sort regime) drawn from this LCG; the hash of
+ * the chosen index sets was computed by a C++ program running std::nth_element /
+ * std::partial_sort with torch.topk's comparator on the same cases (GCC 12's libstdc++). */
+static uint64_t lcg_state;
+static uint32_t lcg(void)
+{
+    lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(lcg_state >> 33);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_topk_torch_vs_libstdcxx(void **state)
+{
+    (void)state;
+    lcg_state = 42;
+    uint64_t h = 1469598103934665603ull;
+    sp_topk_elem q[300];
+    int64_t sel[300];
+    for (int it = 0; it < 3000; it++) {
+        int n = 1 + (int)(lcg() % 300), k = 1 + (int)(lcg() % (uint32_t)n);
+        if (it % 3 == 0)
+            k = 1 + (int)(lcg() % (uint32_t)(n / 64 + 1));
+        if (k > n)
+            k = n;
+        int levels = 1 + (int)(lcg() % 6), nvalid = 1 + (int)(lcg() % (uint32_t)n);
+        for (int j = 0; j < n; j++) {
+            float v = j < nvalid ? (float)(lcg() % (uint32_t)levels) - 2.0f : -INFINITY;
+            if (j < nvalid && lcg() % 4 == 0)
+                v = (float)(lcg() % 1000) / 1000.0f;
+            q[j] = (sp_topk_elem){v, j};
+        }
+        sp_topk_torch(q, n, k);
+        for (int j = 0; j < k; j++)
+            sel[j] = q[j].i;
+        qsort(sel, (size_t)k, sizeof sel[0], cmp_i64);
+        for (int j = 0; j < k; j++)
+            h = (h ^ (uint64_t)sel[j]) * 1099511628211ull;
+        h = (h ^ 0xffu) * 1099511628211ull;
+    }
+    assert_true(h == 0xeead3b60aca49d3bull);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -410,7 +459,7 @@ int main(void)
         cmocka_unit_test(test_bf16_input_rounding), cmocka_unit_test(test_mxfp4_fast_scales),
         cmocka_unit_test(test_rmsnorm_vs_reference),
         cmocka_unit_test(test_attention_vs_reference), cmocka_unit_test(test_dtype_decoders),
-        cmocka_unit_test(test_rope_known_values),
+        cmocka_unit_test(test_rope_known_values), cmocka_unit_test(test_topk_torch_vs_libstdcxx),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

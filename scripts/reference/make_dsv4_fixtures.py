@@ -1,0 +1,205 @@
+"""Creates the DeepSeek-V4 parity fixtures with transformers (DeepseekV4ForCausalLM).
+
+usage: python3 scripts/reference/make_dsv4_fixtures.py OUT_DIR
+
+Tiny configs that exercise every layer type (sliding_attention, compressed_sparse_attention
+with the lightning indexer and a top-k smaller than the number of compressed entries,
+heavily_compressed_attention), both MoE types (hash_moe, moe), the router scoring
+functions, the SwiGLU clamp, YaRN on the "compress" RoPE, hyper-connections with few and
+many Sinkhorn iterations. Prompts run to 300 tokens so that they cross many compression
+windows and the sliding window; greedy continuations of the two longest prompts cross
+further window boundaries while decoding.
+
+Each fixture directory holds what common.py describes (checkpoint, reference.json,
+logits.bin) and reference.json adds:
+  greedy            greedy continuations computed without a cache (full recompute per step)
+  greedy_generate   the same continuations from model.generate() (transformers' cache path)
+  cache_check       max |logits| difference between one prefill and (prefill half, then one
+                    token at a time through transformers' cache): the reference's own
+                    consistency, so a disagreement is known to be transformers' and not ours
+  rope              inv_freq and attention scaling of the "main" and "compress" RoPE
+  keys              the checkpoint's tensor names, dtypes and shapes as save_pretrained wrote them
+"""
+import json
+import os
+import shutil
+import sys
+import traceback
+
+import torch
+from safetensors import safe_open
+from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
+
+from common import load_reference, make_prompts, randomize_
+
+PROMPT_LENGTHS = (1, 6, 37, 300)
+GREEDY_PROMPTS = (2, 3)
+GREEDY_NEW_TOKENS = 20
+
+
+def base(**kw):
+    c = dict(vocab_size=128, hidden_size=64, num_hidden_layers=4, num_attention_heads=4,
+             num_key_value_heads=1, head_dim=32, q_lora_rank=32, partial_rotary_factor=0.25,
+             num_experts_per_tok=2, n_routed_experts=8, n_shared_experts=1, moe_intermediate_size=32,
+             scoring_func="sqrtsoftplus", norm_topk_prob=True, routed_scaling_factor=1.5,
+             max_position_embeddings=1024, rope_theta=10000.0, compress_rope_theta=160000.0,
+             layer_types=["sliding_attention", "compressed_sparse_attention",
+                          "heavily_compressed_attention", "compressed_sparse_attention"],
+             compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 16},
+             mlp_layer_types=["hash_moe", "hash_moe", "moe", "moe"],
+             hc_mult=4, hc_sinkhorn_iters=20, hc_eps=1e-6, swiglu_limit=10.0, sliding_window=16,
+             o_groups=2, o_lora_rank=16, index_n_heads=2, index_head_dim=16, index_topk=4,
+             num_nextn_predict_layers=0, rms_norm_eps=1e-6, bos_token_id=1, eos_token_id=2,
+             tie_word_embeddings=False)
+    c.update(kw)
+    return c
+
+
+FIXTURES = [
+    # name, config overrides, save dtype, seed
+    ("dsv4_sqrtsoftplus_bf16", {}, torch.bfloat16, 400),
+    ("dsv4_sigmoid_yarn_clamp_f32",
+     dict(num_hidden_layers=3, layer_types=["heavily_compressed_attention", "compressed_sparse_attention",
+                                            "sliding_attention"],
+          mlp_layer_types=["hash_moe", "moe", "moe"], scoring_func="sigmoid", swiglu_limit=0.5,
+          hc_sinkhorn_iters=3, sliding_window=12, index_topk=6, o_groups=4, o_lora_rank=8,
+          compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 8},
+          rope_parameters={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64,
+                           "beta_fast": 32.0, "beta_slow": 1.0}),
+     torch.float32, 401),
+    # transformers 5.17's ACT2FN has no "softmax" (nor "sqrt_softplus"): scoring_func is
+    # sqrtsoftplus or sigmoid. norm_topk_prob=False is accepted and ignored by its routers,
+    # which always renormalize the top-k weights.
+    ("dsv4_csa_hca_nonorm_bf16",
+     dict(num_hidden_layers=2, layer_types=["compressed_sparse_attention", "heavily_compressed_attention"],
+          mlp_layer_types=["moe", "hash_moe"], norm_topk_prob=False,
+          n_routed_experts=6, num_experts_per_tok=3, index_n_heads=4, index_topk=9),
+     torch.bfloat16, 402),
+]
+
+
+def randomize_v4_(model, seed):
+    """On top of common.randomize_: hyper-connection scales near 1 (0.1 would mute the
+    mixing), sinks larger, router correction bias, and a hash table of distinct experts."""
+    g = torch.Generator().manual_seed(seed)
+    cfg = model.config
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("hc.scale") or name.endswith("hc_head.hc_scale"):
+                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
+            elif name.endswith("sinks"):
+                p.copy_(0.5 * torch.randn(p.shape, generator=g))
+        for name, b in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                b.copy_(0.2 * torch.randn(b.shape, generator=g))
+            elif name.endswith("tid2eid"):
+                rows = [torch.randperm(cfg.n_routed_experts, generator=g)[:cfg.num_experts_per_tok]
+                        for _ in range(cfg.vocab_size)]
+                b.copy_(torch.stack(rows).to(b.dtype))
+
+
+def key_table(path):
+    out = {}
+    for f in sorted(os.listdir(path)):
+        if f.endswith(".safetensors"):
+            with safe_open(os.path.join(path, f), "pt") as st:
+                for k in st.keys():
+                    sl = st.get_slice(k)
+                    out[k] = [str(sl.get_dtype()), list(sl.get_shape())]
+    return out
+
+
+def rope_tables(ref):
+    rot = ref.model.rotary_emb
+    out = {}
+    for lt in ("main", "compress"):
+        out[lt] = {"inv_freq": [float(x) for x in getattr(rot, lt + "_inv_freq").float().tolist()],
+                   "attention_scaling": float(getattr(rot, lt + "_attention_scaling"))}
+    return out
+
+
+def greedy_nocache(ref, prompt, n):
+    ids = list(prompt)
+    with torch.no_grad():
+        for _ in range(n):
+            logits = ref(input_ids=torch.tensor([ids]), use_cache=False).logits[0, -1]
+            ids.append(int(logits.argmax()))
+    return ids[len(prompt):]
+
+
+def cache_check(ref, prompt):
+    """Max |diff| between one prefill and half a prefill followed by single tokens."""
+    from transformers import DynamicCache
+    ids = torch.tensor([prompt])
+    with torch.no_grad():
+        full = ref(input_ids=ids, use_cache=False).logits[0]
+        cache = DynamicCache(config=ref.config)
+        half = len(prompt) // 2
+        parts = [ref(input_ids=ids[:, :half], past_key_values=cache, use_cache=True).logits[0]]
+        for t in range(half, len(prompt)):
+            parts.append(ref(input_ids=ids[:, t:t + 1], past_key_values=cache, use_cache=True).logits[0])
+        step = torch.cat(parts, 0)
+    return float((full - step).abs().max()), float(full.abs().max())
+
+
+def make_fixture(out, name, overrides, dtype, seed):
+    cfg = DeepseekV4Config(**base(**overrides))
+    model = DeepseekV4ForCausalLM(cfg).eval()
+    randomize_(model, seed=seed)
+    randomize_v4_(model, seed + 1)
+    path = os.path.join(out, name)
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    model.to(dtype).save_pretrained(path)
+    ref = load_reference(DeepseekV4ForCausalLM, path)
+    prompts = make_prompts(cfg.vocab_size, seed=seed, lengths=PROMPT_LENGTHS)
+    rows = []
+    with torch.no_grad():
+        for p in prompts:
+            rows.append(ref(input_ids=torch.tensor([p]), use_cache=False).logits[0].float())
+    allrows = torch.cat(rows, 0).contiguous()
+    allrows.numpy().astype("<f4").tofile(os.path.join(path, "logits.bin"))
+    greedy, greedy_gen = [], []
+    for i in GREEDY_PROMPTS:
+        greedy.append(greedy_nocache(ref, prompts[i], GREEDY_NEW_TOKENS))
+        ids = torch.tensor([prompts[i]])
+        try:
+            g = ref.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=GREEDY_NEW_TOKENS,
+                             do_sample=False, pad_token_id=0)
+            greedy_gen.append(g[0, len(prompts[i]):].tolist())
+        except Exception as e:  # recorded, not fatal: the no-cache continuation is the reference
+            greedy_gen.append("generate failed: %r" % (e,))
+    try:
+        cc = cache_check(ref, prompts[-1])
+    except Exception as e:
+        cc = "cache check failed: %r" % (e,)
+    meta = {
+        "prompts": prompts, "greedy": greedy, "greedy_prompts": list(GREEDY_PROMPTS),
+        "greedy_new_tokens": GREEDY_NEW_TOKENS, "greedy_generate": greedy_gen,
+        "cache_check": cc, "vocab_size": int(allrows.shape[1]),
+        "transformers": __import__("transformers").__version__, "torch": torch.__version__,
+        "rope": rope_tables(ref), "family": "DeepseekV4ForCausalLM", "save_dtype": str(dtype),
+        "config_overrides": {k: v for k, v in overrides.items()}, "keys": key_table(path),
+    }
+    with open(os.path.join(path, "reference.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    print(f"{name}: greedy {greedy[0][:8]} generate {greedy_gen[0] if isinstance(greedy_gen[0], str) else greedy_gen[0][:8]} "
+          f"cache_check {cc}", flush=True)
+
+
+def main(out):
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(0)
+    failed = 0
+    for name, overrides, dtype, seed in FIXTURES:
+        try:
+            make_fixture(out, name, overrides, dtype, seed)
+        except Exception:
+            failed += 1
+            print(f"{name}: FAILED", flush=True)
+            traceback.print_exc()
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
