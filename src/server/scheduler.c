@@ -36,6 +36,7 @@ struct sp_sched {
     sp_batch_item *items;
     sp_seq **item_seq;
     int *item_drafts;
+    bool *item_wake;       /* [n_parallel]: the item's sequence published and still runs */
     sp_seq *queue_head, *queue_tail;
     int n_running, n_waiting;
     bool accepting, stop;
@@ -43,7 +44,7 @@ struct sp_sched {
     bool thread_started;
     pthread_mutex_t mu;
     pthread_cond_t work;     /* scheduler: something to do */
-    pthread_cond_t progress; /* HTTP threads: some sequence moved */
+    pthread_cond_t progress; /* drain: some sequence finished */
 };
 
 double sp_server_now(void)
@@ -62,6 +63,7 @@ sp_seq *sp_seq_new(int32_t *prompt, size_t n_prompt)
     q->n_prompt = n_prompt;
     q->refs = 1;
     q->slot = -1;
+    pthread_cond_init(&q->changed, NULL);
     q->t_arrival = sp_server_now();
     return q;
 }
@@ -79,6 +81,7 @@ static void seq_free(sp_seq *q)
     sp_detokenizer_free(q->detok);
     free(q->gen);
     free(q->hist);
+    pthread_cond_destroy(&q->changed);
     free(q);
 }
 
@@ -146,7 +149,7 @@ void sp_sched_wait_locked(sp_sched *s, sp_seq *q, size_t text_seen, size_t toks_
     ts.tv_sec += timeout_ms / 1000 + ts.tv_nsec / 1000000000L;
     ts.tv_nsec %= 1000000000L;
     while (!q->done && q->text_len <= text_seen && q->n_toks <= toks_seen)
-        if (pthread_cond_timedwait(&s->progress, &s->mu, &ts) != 0)
+        if (pthread_cond_timedwait(&q->changed, &s->mu, &ts) != 0)
             break;
 }
 
@@ -190,6 +193,7 @@ static void finish_locked(sp_sched *s, sp_seq *q, const char *reason)
     sp_metrics_tokens(s->cfg.metrics, (int64_t)q->n_prefilled, q->n_generated);
     if (q->n_generated > 0)
         sp_metrics_e2e(s->cfg.metrics, sp_server_now() - q->t_arrival);
+    pthread_cond_broadcast(&q->changed);
     pthread_cond_broadcast(&s->progress);
     release_locked(q); /* the scheduler's reference */
 }
@@ -266,8 +270,8 @@ static bool publish_text_locked(sp_seq *q, size_t upto)
     return true;
 }
 
-/* One generated token: count it, detokenize, apply EOS / stop / length. Returns true when
- * the sequence finished. */
+/* One generated token: count it, detokenize, apply EOS / stop / length, publish (the HTTP
+ * thread is woken at the end of the step). Returns true when the sequence finished. */
 static bool accept_token(sp_sched *s, sp_seq *q, int32_t t, const float *logits)
 {
     double now = sp_server_now();
@@ -345,8 +349,6 @@ static bool accept_token(sp_sched *s, sp_seq *q, int32_t t, const float *logits)
     }
     if (reason)
         finish_locked(s, q, reason);
-    else
-        pthread_cond_broadcast(&s->progress);
     pthread_mutex_unlock(&s->mu);
     return reason != NULL;
 }
@@ -462,8 +464,8 @@ static bool add_drafts(sp_sched *s, size_t n_items)
 }
 
 /* Step, part 3, for a sequence with drafts: keeps the longest accepted prefix plus one
- * token and rolls both KV caches back to it. */
-static void verify(sp_sched *s, sp_seq *q, const sp_batch_item *it, int nd)
+ * token and rolls both KV caches back to it. Returns false when the sequence finished. */
+static bool verify(sp_sched *s, sp_seq *q, const sp_batch_item *it, int nd)
 {
     const sp_draft_req *r = &s->reqs[q->slot];
     int slot = q->slot; /* q may be freed once it finishes */
@@ -486,12 +488,26 @@ static void verify(sp_sched *s, sp_seq *q, const sp_batch_item *it, int nd)
     }
     sp_metrics_spec(s->cfg.metrics, nd, accepted);
     if (finished)
-        return;
+        return false;
     sp_error err = {0};
-    if (sp_session_truncate(it->session, base + 1 + accepted, &err) != SP_OK)
+    if (sp_session_truncate(it->session, base + 1 + accepted, &err) != SP_OK) {
         fail_seq(s, q, err.msg);
-    else if (s->drafts)
+        return false;
+    }
+    if (s->drafts)
         sp_draft_pool_rollback(s->drafts, slot, base + 1 + accepted);
+    return true;
+}
+
+/* Step, part 4: one wake-up for each sequence that published and still runs (the finished
+ * ones were woken by finish_locked and may be gone). */
+static void wake(sp_sched *s, size_t n_items)
+{
+    pthread_mutex_lock(&s->mu);
+    for (size_t j = 0; j < n_items; j++)
+        if (s->item_wake[j])
+            pthread_cond_broadcast(&s->item_seq[j]->changed);
+    pthread_mutex_unlock(&s->mu);
 }
 
 static void step(sp_sched *s)
@@ -508,17 +524,19 @@ static void step(sp_sched *s)
     for (size_t j = 0; j < n_items; j++) {
         sp_seq *q = s->item_seq[j];
         sp_batch_item *it = &s->items[j];
+        s->item_wake[j] = false;
         if (q->n_prefilled < q->n_prompt) {
             q->n_prefilled += it->n_tokens;
             if (q->n_prefilled < q->n_prompt)
                 continue;
         } else if (s->item_drafts[j] > 0) {
-            verify(s, q, it, s->item_drafts[j]);
+            s->item_wake[j] = verify(s, q, it, s->item_drafts[j]);
             continue;
         }
         const float *lg = sp_session_last_logits(it->session);
-        accept_token(s, q, sp_sampler_next(q->sampler, lg), lg);
+        s->item_wake[j] = !accept_token(s, q, sp_sampler_next(q->sampler, lg), lg);
     }
+    wake(s, n_items);
 }
 
 static void *sched_main(void *arg)
@@ -598,11 +616,12 @@ sp_status sp_sched_new(const sp_sched_config *cfg, sp_sched **out, sp_error *err
     s->items = calloc(np, sizeof *s->items);
     s->item_seq = calloc(np, sizeof *s->item_seq);
     s->item_drafts = calloc(np, sizeof *s->item_drafts);
+    s->item_wake = calloc(np, sizeof *s->item_wake);
     s->draft_buf = calloc(np * (SP_SPEC_MAX_K + 1), sizeof *s->draft_buf);
     s->reqs = calloc(np, sizeof *s->reqs);
     s->req_ptrs = calloc(np, sizeof *s->req_ptrs);
     if (!s->draft_buf || !s->sessions || !s->slots || !s->verify_logits || !s->items || !s->item_seq ||
-        !s->item_drafts || !s->reqs || !s->req_ptrs)
+        !s->item_drafts || !s->item_wake || !s->reqs || !s->req_ptrs)
         goto oom;
     bool drafting = cfg->ngram || cfg->draft_model;
     sp_session_params sp = sp_session_default_params();
@@ -691,6 +710,7 @@ void sp_sched_free(sp_sched *s)
     free(s->items);
     free(s->item_seq);
     free(s->item_drafts);
+    free(s->item_wake);
     free(s->draft_buf);
     free(s->reqs);
     free(s->req_ptrs);

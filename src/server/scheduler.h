@@ -19,7 +19,10 @@
  *
  * Threads: sp_sched_* functions are thread-safe. A sp_seq is shared between the HTTP
  * thread that created it and the scheduler; its "shared" fields are read under
- * sp_sched_lock. Reference-counted: the creator calls sp_seq_release once. */
+ * sp_sched_lock. Reference-counted: the creator calls sp_seq_release once. The scheduler
+ * publishes each token under the lock as it is accepted, but wakes a sequence's HTTP
+ * thread (its own condition variable) once per step, after the whole batch is done: not
+ * every thread for every token of every sequence. */
 #ifndef SP_SERVER_SCHEDULER_H
 #define SP_SERVER_SCHEDULER_H
 
@@ -66,6 +69,7 @@ typedef struct sp_seq {
     char error[SP_ERROR_MSG_BYTES];
     bool cancel;
     int refs;
+    pthread_cond_t changed; /* signalled once per step that published to it, and at the end */
 
     /* scheduler thread only */
     int slot;
