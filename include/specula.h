@@ -291,19 +291,41 @@ SP_API sp_status sp_generate_spec(sp_session *target, const int32_t *prompt, siz
                            sp_token_fn on_token, void *ctx, int32_t *out_tokens,
                            sp_generate_stats *stats, sp_spec_stats *spec_stats, sp_error *err);
 
-/* Verification of deterministic drafts (n-grams, prompt lookup: q one-hot at the draft)
- * for callers that evaluate the k + 1 verify positions themselves (e.g. in one
- * sp_batch_eval with other sequences). check() returns `draft` when it is accepted (with
- * probability p(draft) under params' sampling distribution; greedy: when it is the argmax),
- * else a replacement drawn from p without the draft: the emitted token has distribution p
- * exactly. Random streams (acceptance, resampling) are seeded from params.seed as
- * sp_generate_spec seeds them. The token after the last accepted draft is drawn as usual
- * (sp_sampler_next). */
+/* Drafting and verification for callers that evaluate the draft model and the k + 1
+ * verify positions themselves (e.g. many sequences' drafts in one sp_batch_eval of the
+ * draft model, their verify rows in one sp_batch_eval of the target with other sequences).
+ * The rules are sp_generate_spec's, and so are the random streams (drafting, acceptance,
+ * resampling: each seeded from params.seed as sp_generate_spec seeds it).
+ *
+ * A draft sampler picks draft token i (0 <= i < k_max) of the current draft from the draft
+ * model's logits (its n_vocab): greedy (temperature 0) the argmax, else a draw from params'
+ * warpers applied to those logits; *q receives the distribution it was drawn from
+ * (draft n_vocab entries, valid until token i of the next draft; NULL when greedy).
+ * next() returns false when the draft ends before token i: the draft model's top
+ * probability is under p_min, or the token is not in the target's vocabulary. *last is set
+ * when the token ends the draft (an end-of-sequence id of the target, with stop_at_eos). */
+typedef struct sp_draft_sampler sp_draft_sampler;
+SP_API sp_status sp_draft_sampler_new(const sp_model *target, const sp_model *draft,
+                                      const sp_sampling_params *params, int32_t k_max,
+                                      float p_min, bool stop_at_eos, sp_draft_sampler **out,
+                                      sp_error *err);
+SP_API void sp_draft_sampler_free(sp_draft_sampler *sampler);
+SP_API bool sp_draft_sampler_next(sp_draft_sampler *sampler, const float *draft_logits, int32_t i,
+                                  int32_t *token, const double **q, bool *last);
+
+/* A verifier checks one draft token against the target's logits at its position: it
+ * returns `draft` when accepted (with probability min(1, p(draft) / q(draft)), p the
+ * target's sampling distribution under params; greedy: when draft is the argmax), else a
+ * replacement drawn from norm(max(0, p - q)). q: the draft's distribution (n_q entries,
+ * from sp_draft_sampler_next), or NULL for deterministic drafts (n-grams, prompt lookup:
+ * q one-hot at the draft). The emitted token has distribution p exactly. The token after
+ * the last accepted draft is drawn as usual (sp_sampler_next). */
 typedef struct sp_draft_verifier sp_draft_verifier;
-sp_status sp_draft_verifier_new(const sp_sampling_params *params, int64_t n_vocab,
-                                sp_draft_verifier **out, sp_error *err);
-void sp_draft_verifier_free(sp_draft_verifier *v);
-int32_t sp_draft_verifier_check(sp_draft_verifier *v, const float *logits, int32_t draft);
+SP_API sp_status sp_draft_verifier_new(const sp_sampling_params *params, int64_t n_vocab,
+                                       sp_draft_verifier **out, sp_error *err);
+SP_API void sp_draft_verifier_free(sp_draft_verifier *v);
+SP_API int32_t sp_draft_verifier_check(sp_draft_verifier *v, const float *logits, int32_t draft,
+                                       const double *q, int64_t n_q);
 
 /* Whether `draft` can draft for `target`: same vocabulary up to padding (sizes within
  * 128), same BOS/EOS ids, and, when both tokenizers are given, the same tokenizer type

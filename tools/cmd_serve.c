@@ -1,6 +1,6 @@
-/* cmd_serve.c: `specula serve -m DIR [--draft ngram] [--host H] [--port P] [--parallel N]
- * [--queue N] [--ctx N] [--api-key KEY] [--max-body BYTES]`: the OpenAI-compatible
- * server (src/server/). */
+/* cmd_serve.c: `specula serve -m DIR [--draft DIR|ngram] [--host H] [--port P]
+ * [--parallel N] [--queue N] [--ctx N] [--api-key KEY] [--max-body BYTES]`: the
+ * OpenAI-compatible server (src/server/). */
 #include "cli.h"
 #include "commands.h"
 #include "server.h"
@@ -11,14 +11,17 @@
 int cmd_serve(int argc, char **argv)
 {
     const char *model_dir = NULL, *draft = NULL, *host = "127.0.0.1", *api_key = NULL,
-               *device = NULL, *precision_s = NULL;
+               *device = NULL, *precision_s = NULL, *draft_device = NULL;
+    double draft_p_min = 0;
     int64_t port = 8080, parallel = 4, queue = 16, n_ctx = 0, threads = 0, draft_k = 4;
     int64_t grace_ms = 10000;
     uint64_t max_body = 8u << 20;
     cli_opt opts[] = {
         {"--model", "-m", CLI_STR, &model_dir, "model directory (with tokenizer.json)", 0},
-        {"--draft", NULL, CLI_STR, &draft, "ngram: prompt-lookup drafts verified in the batch", 0},
+        {"--draft", NULL, CLI_STR, &draft, "a draft model DIR or 'ngram': drafts verified in the batch", 0},
         {"--draft-k", NULL, CLI_INT, &draft_k, "most draft tokens per step (default 4)", 0},
+        {"--draft-p-min", NULL, CLI_FLOAT, &draft_p_min, "end a model draft below this draft probability", 0},
+        {"--draft-device", NULL, CLI_STR, &draft_device, "device of a draft model (default: the target's)", 0},
         {"--host", NULL, CLI_STR, &host, "address to bind (default 127.0.0.1)", 0},
         {"--port", NULL, CLI_INT, &port, "port (default 8080; 0 = any free port)", 0},
         {"--parallel", "-np", CLI_INT, &parallel, "sequences decoded together (default 4)", 0},
@@ -32,7 +35,7 @@ int cmd_serve(int argc, char **argv)
         {"--precision", NULL, CLI_STR, &precision_s, "matmul arithmetic: fast (bf16 inputs, default) or exact (fp32)", 0},
         {0},
     };
-    const char *usage = "specula serve -m DIR [--draft ngram] [--host 127.0.0.1] [--port 8080] "
+    const char *usage = "specula serve -m DIR [--draft DIR|ngram] [--host 127.0.0.1] [--port 8080] "
                         "[--parallel N] [--queue N] [--ctx N] [--api-key KEY] [--max-body BYTES] [--device D]";
     int rc = cli_parse(argc, argv, opts, usage);
     if (rc)
@@ -41,23 +44,24 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "specula: serve needs -m DIR\nusage: %s\n", usage);
         return CLI_USAGE;
     }
-    if (draft && strcmp(draft, "ngram") != 0) {
-        fprintf(stderr, "specula: serve: --draft %s: only n-gram drafts (--draft ngram) run inside "
-                "the server's batch so far\n", draft);
+    if (draft && (!strcmp(draft, "self") || !strcmp(draft, "none"))) {
+        fprintf(stderr, "specula: serve: --draft %s: serve drafts with a draft model DIR or 'ngram'\n",
+                draft);
         return CLI_USAGE;
     }
     if (port < 0 || port > 65535 || parallel < 1 || parallel > 1024 || queue < 0 ||
         queue > 1 << 20 || n_ctx < 0 || draft_k < 1 || draft_k > SP_SPEC_MAX_K || grace_ms < 0 ||
-        max_body < 1) {
+        max_body < 1 || !(draft_p_min >= 0 && draft_p_min <= 1)) {
         fprintf(stderr, "specula: serve: an option is out of range (port 0-65535, parallel "
-                "1-1024, queue >= 0, draft-k 1-%d)\n", SP_SPEC_MAX_K);
+                "1-1024, queue >= 0, draft-k 1-%d, draft-p-min 0-1)\n", SP_SPEC_MAX_K);
         return CLI_USAGE;
     }
     sp_precision precision;
     if (cli_precision(precision_s, &precision) != CLI_OK)
         return CLI_USAGE;
     sp_server_config cfg = {
-        .model_dir = model_dir, .draft = draft, .host = host, .port = (int)port,
+        .model_dir = model_dir, .draft = draft, .draft_device = draft_device,
+        .draft_p_min = (float)draft_p_min, .host = host, .port = (int)port,
         .n_parallel = (int)parallel, .n_queue = (int)queue, .n_ctx = n_ctx, .api_key = api_key,
         .max_body_bytes = (size_t)max_body, .n_threads = cli_threads(threads),
         .draft_k = (int)draft_k, .grace_ms = (int)grace_ms, .device = cli_device(device),

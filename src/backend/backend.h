@@ -133,6 +133,9 @@ typedef struct sp_backend_ops {
                         int64_t rows, int64_t dim, float eps, float *out);
     /* a->scratch is ignored: a backend keeps what it needs (see attn_scratch_bytes). */
     void (*attention)(sp_backend *be, const sp_attn_args *a);
+    /* (optional) n independent attentions at once (the sequences of a pass); NULL: the
+     * forward pass calls attention n times. Results as attention's, one by one. */
+    void (*attention_many)(sp_backend *be, const sp_attn_args *a, int64_t n);
     void (*moe_route)(sp_backend *be, const sp_route_cfg *cfg, const float *logits, int64_t n,
                       int32_t *ids, float *w);
     void (*moe_ffn)(sp_backend *be, const sp_moe_args *a);

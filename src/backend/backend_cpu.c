@@ -19,6 +19,9 @@ typedef struct cpu_backend {
     int64_t attn_ctx;
     void *scratch;       /* sp_cpu_backend_scratch */
     size_t scratch_bytes;
+    sp_attn_args *many;  /* [many_cap] attention_many's arguments with the scratch */
+    int64_t *many_start; /* [many_cap + 1] */
+    int64_t many_cap;
     sp_status status;    /* first failure since the last finish */
     char failed[160];
 } cpu_backend;
@@ -96,6 +99,8 @@ static void cpu_destroy(sp_backend *be)
     sp_pool_free(c->pool);
     free(c->attn_scratch);
     free(c->scratch);
+    free(c->many);
+    free(c->many_start);
     free(c);
 }
 
@@ -257,24 +262,57 @@ static void cpu_scale(sp_backend *be, float *x, int64_t n, float f)
         x[i] *= f;
 }
 
-static void cpu_attention(sp_backend *be, const sp_attn_args *a)
+/* Score rows for attentions up to need positions: false when out of memory. */
+static bool attn_scratch(cpu_backend *c, int64_t need)
 {
-    cpu_backend *c = cpu(be);
-    int64_t need = a->pos0 + a->n_tok;
     if (need > c->attn_ctx) {
         size_t nt = (size_t)sp_pool_n_threads(c->pool);
         float *p = realloc(c->attn_scratch, nt * (size_t)need * sizeof(float));
         if (!p) {
             fail(c, SP_ERR_NOMEM, "attention: out of memory for its score rows");
-            return;
+            return false;
         }
         c->attn_scratch = p;
         c->attn_ctx = need;
     }
+    return true;
+}
+
+static void cpu_attention(sp_backend *be, const sp_attn_args *a)
+{
+    cpu_backend *c = cpu(be);
+    if (!attn_scratch(c, a->pos0 + a->n_tok))
+        return;
     sp_attn_args b = *a;
     b.scratch = c->attn_scratch;
     b.n_ctx = c->attn_ctx;
     sp_attention(c->pool, &b);
+}
+
+static void cpu_attention_many(sp_backend *be, const sp_attn_args *a, int64_t n)
+{
+    cpu_backend *c = cpu(be);
+    int64_t need = 0;
+    for (int64_t i = 0; i < n; i++)
+        need = a[i].pos0 + a[i].n_tok > need ? a[i].pos0 + a[i].n_tok : need;
+    if (n <= 0 || !attn_scratch(c, need))
+        return;
+    if (n > c->many_cap) { /* grows with the most sequences a pass has held */
+        sp_attn_args *p = realloc(c->many, (size_t)n * sizeof *p);
+        if (p)
+            c->many = p;
+        int64_t *s = p ? realloc(c->many_start, (size_t)(n + 1) * sizeof *s) : NULL;
+        if (!s) {
+            fail(c, SP_ERR_NOMEM, "attention: out of memory for the sequences of a pass");
+            return;
+        }
+        c->many_start = s;
+        c->many_cap = n;
+    }
+    memcpy(c->many, a, (size_t)n * sizeof *a);
+    c->many[0].scratch = c->attn_scratch;
+    c->many[0].n_ctx = c->attn_ctx;
+    sp_attention_many(c->pool, c->many, n, c->many_start);
 }
 
 static void cpu_moe_route(sp_backend *be, const sp_route_cfg *cfg, const float *logits, int64_t n,
@@ -335,6 +373,7 @@ static const sp_backend_ops cpu_ops = {
     .matmul_swiglu = cpu_matmul_swiglu,
     .add_rmsnorm = cpu_add_rmsnorm,
     .attention = cpu_attention,
+    .attention_many = cpu_attention_many,
     .moe_route = cpu_moe_route,
     .moe_ffn = sp_cpu_moe_ffn,
     .hc_weights = sp_cpu_hc_weights,

@@ -194,6 +194,7 @@ void sp_compute_free(sp_compute *c)
     if (c->mem)
         c->be->ops->free(c->be, c->mem);
     free(c->segs);
+    free(c->attn);
     free(c->h_inputs);
     free(c->rec_key);
     free(c->h_view);

@@ -50,6 +50,7 @@ typedef struct sp_compute {
     } v4;
 
     struct sp_seg *segs; /* [segs_cap] a pass's segments (forward.c), grown on demand */
+    sp_attn_args *attn;  /* [segs_cap] their attention arguments (attention_many) */
     int64_t segs_cap;
     uint64_t serial;
     unsigned char *h_inputs; /* host mirror of tokens .. rope_cs */

@@ -89,6 +89,9 @@ static void attention_gqa(sp_pass *P, int64_t l)
     sp_emit(P, (int)l, SP_OP_ATTN_K, m->kv_dim_k, c->k);
     sp_emit(P, (int)l, SP_OP_ATTN_V, m->kv_dim_v, c->v);
     int64_t att_w = m->n_heads * m->v_dim;
+    /* every sequence's rows attend over its own cache: one call for all of them where the
+     * backend has it (one parallel-for instead of one per sequence) */
+    sp_attn_args *args = P->c->attn;
     for (int64_t i = 0; i < P->n_segs; i++) {
         const sp_seg *g = &P->segs[i];
         sp_kv *kv = g->seq->kv;
@@ -97,7 +100,7 @@ static void attention_gqa(sp_pass *P, int64_t l)
                           g->n, m->kv_dim_k);
         be->ops->kv_store(be, kv->v[l], m->kv_dim_v, pos, c->v + g->row0 * m->kv_dim_v, m->kv_dim_v,
                           g->n, m->kv_dim_v);
-        sp_attn_args a = {
+        args[i] = (sp_attn_args){
             .q = c->q + g->row0 * m->q_dim,
             .q_stride = m->q_dim,
             .k_cache = kv->k[l],
@@ -115,8 +118,12 @@ static void attention_gqa(sp_pass *P, int64_t l)
             .out = c->att + g->row0 * att_w,
             .n_ctx = kv->n_ctx,
         };
-        be->ops->attention(be, &a);
     }
+    if (be->ops->attention_many)
+        be->ops->attention_many(be, args, P->n_segs);
+    else
+        for (int64_t i = 0; i < P->n_segs; i++)
+            be->ops->attention(be, &args[i]);
     sp_emit(P, (int)l, SP_OP_ATTN_OUT, att_w, c->att);
     be->ops->matmul(be, &L->wo, c->att, P->n, c->o, L->bo);
 }
@@ -323,9 +330,12 @@ static sp_status reserve_segs(sp_compute *c, int64_t n, sp_error *err)
     if (n <= c->segs_cap)
         return SP_OK;
     sp_seg *p = realloc(c->segs, (size_t)n * sizeof *p);
-    if (!p)
+    if (p)
+        c->segs = p;
+    sp_attn_args *a = p ? realloc(c->attn, (size_t)n * sizeof *a) : NULL;
+    if (!a)
         return sp_err(err, SP_ERR_NOMEM, "out of memory");
-    c->segs = p;
+    c->attn = a;
     c->segs_cap = n;
     return SP_OK;
 }

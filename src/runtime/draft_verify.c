@@ -1,18 +1,19 @@
-/* draft_verify.c: the public face of speculative verification for callers that run their
- * own verify pass (the server verifies many sequences' drafts in one sp_batch_eval).
+/* draft_verify.c: the public face of speculative drafting and verification for callers
+ * that run their own passes (the server drafts for many sequences in one sp_batch_eval of
+ * the draft model and verifies them in one sp_batch_eval of the target).
  *
- * The rule is spec_verify.c's, with q one-hot (deterministic drafts: n-grams, prompt
- * lookup): accept d with probability p(d) under the sampler's distribution, else draw
- * from p without d. The acceptance and resampling streams are seeded from the sampling
- * seed as sp_generate_spec seeds them, separately from sp_sampler_next's stream. */
-#include "runtime/sampler.h"
+ * Nothing is re-implemented here: a sp_draft_sampler is spec_draft.c's model drafter
+ * without a session (sp_drafter_pick, the rule sp_generate_spec drafts with), and a
+ * sp_draft_verifier applies spec_verify.c's acceptance rule (accept d with
+ * min(1, p(d)/q(d)), else draw from norm(max(0, p - q)); q one-hot for deterministic
+ * drafts). Every stream is seeded from the sampling seed as sp_generate_spec seeds it
+ * (spec_verify.h), apart from sp_sampler_next's. */
+#include "model/model.h"
+#include "runtime/spec_draft.h"
 #include "runtime/spec_verify.h"
+#include "util/error.h"
 
-#include <stdio.h>
 #include <stdlib.h>
-
-#define STREAM_ACCEPT 0x616363657074ull /* as speculative.c */
-#define STREAM_RESAMPLE 0x726573616d706cull
 
 struct sp_draft_verifier {
     sp_sampler *sampler; /* for its distribution only */
@@ -21,18 +22,23 @@ struct sp_draft_verifier {
     sp_rng accept_rng, resample_rng;
 };
 
+struct sp_draft_sampler {
+    sp_drafter *drafter;
+    sp_sampling_params sampling; /* the drafter points at it */
+    int32_t k_max;
+};
+
 sp_status sp_draft_verifier_new(const sp_sampling_params *params, int64_t n_vocab,
                                 sp_draft_verifier **out, sp_error *err)
 {
+    *out = NULL;
+    if (n_vocab <= 0)
+        return sp_err(err, SP_ERR_INVALID_ARG, "draft verifier: n_vocab %lld must be positive",
+                      (long long)n_vocab);
     sp_draft_verifier *v = calloc(1, sizeof *v);
-    if (!v || n_vocab <= 0 || !(v->p = malloc((size_t)n_vocab * sizeof *v->p))) {
+    if (!v || !(v->p = malloc((size_t)n_vocab * sizeof *v->p))) {
         free(v);
-        if (err) {
-            err->status = n_vocab <= 0 ? SP_ERR_INVALID_ARG : SP_ERR_NOMEM;
-            snprintf(err->msg, sizeof err->msg, "draft verifier: %s",
-                     n_vocab <= 0 ? "n_vocab must be positive" : "out of memory");
-        }
-        return n_vocab <= 0 ? SP_ERR_INVALID_ARG : SP_ERR_NOMEM;
+        return sp_err(err, SP_ERR_NOMEM, "draft verifier: out of memory");
     }
     sp_status st = sp_sampler_new(params, n_vocab, &v->sampler, err);
     if (st != SP_OK) {
@@ -41,8 +47,8 @@ sp_status sp_draft_verifier_new(const sp_sampling_params *params, int64_t n_voca
         return st;
     }
     v->n_vocab = n_vocab;
-    sp_rng_seed(&v->accept_rng, params->seed ^ STREAM_ACCEPT);
-    sp_rng_seed(&v->resample_rng, params->seed ^ STREAM_RESAMPLE);
+    sp_rng_seed(&v->accept_rng, params->seed ^ SP_SPEC_STREAM_ACCEPT);
+    sp_rng_seed(&v->resample_rng, params->seed ^ SP_SPEC_STREAM_RESAMPLE);
     *out = v;
     return SP_OK;
 }
@@ -56,12 +62,69 @@ void sp_draft_verifier_free(sp_draft_verifier *v)
     free(v);
 }
 
-int32_t sp_draft_verifier_check(sp_draft_verifier *v, const float *logits, int32_t draft)
+int32_t sp_draft_verifier_check(sp_draft_verifier *v, const float *logits, int32_t draft,
+                                const double *q, int64_t n_q)
 {
     sp_sampler_dist(v->sampler, logits, v->p);
     int32_t out = draft;
-    if (sp_spec_verify_token(v->p, v->n_vocab, NULL, 0, draft, &v->accept_rng, &v->resample_rng,
-                             &out))
+    if (sp_spec_verify_token(v->p, v->n_vocab, q, q ? n_q : 0, draft, &v->accept_rng,
+                             &v->resample_rng, &out))
         return draft;
     return out;
+}
+
+sp_status sp_draft_sampler_new(const sp_model *target, const sp_model *draft,
+                               const sp_sampling_params *params, int32_t k_max, float p_min,
+                               bool stop_at_eos, sp_draft_sampler **out, sp_error *err)
+{
+    *out = NULL;
+    if (k_max < 1 || k_max > SP_SPEC_MAX_K)
+        return sp_err(err, SP_ERR_INVALID_ARG, "draft sampler: k_max %d must be in [1, %d]", k_max,
+                      SP_SPEC_MAX_K);
+    if (!(p_min >= 0 && p_min <= 1))
+        return sp_err(err, SP_ERR_INVALID_ARG, "draft sampler: p_min %g must be in [0, 1]",
+                      (double)p_min);
+    sp_draft_sampler *s = calloc(1, sizeof *s);
+    if (!s)
+        return sp_err(err, SP_ERR_NOMEM, "draft sampler: out of memory");
+    s->sampling = *params;
+    sp_drafter_config dc = {
+        .kind = SP_DRAFT_MODEL,
+        .draft_model = draft,
+        .sampling = &s->sampling,
+        .k_max = k_max,
+        .p_min = p_min,
+        .target_vocab = sp_model_n_vocab(target),
+        .stop_at_eos = stop_at_eos,
+        .eos_model = target,
+        .seed = params->seed ^ SP_SPEC_STREAM_DRAFT,
+    };
+    sp_status st = sp_drafter_new(&dc, &s->drafter, err);
+    if (st != SP_OK) {
+        free(s);
+        return st;
+    }
+    s->k_max = k_max;
+    *out = s;
+    return SP_OK;
+}
+
+void sp_draft_sampler_free(sp_draft_sampler *s)
+{
+    if (!s)
+        return;
+    sp_drafter_free(s->drafter);
+    free(s);
+}
+
+bool sp_draft_sampler_next(sp_draft_sampler *s, const float *draft_logits, int32_t i,
+                           int32_t *token, const double **q, bool *last)
+{
+    *q = NULL;
+    *last = false;
+    if (i < 0 || i >= s->k_max)
+        return false;
+    sp_pick r = sp_drafter_pick(s->drafter, draft_logits, i, token, q);
+    *last = r == SP_PICK_LAST;
+    return r != SP_PICK_END;
 }

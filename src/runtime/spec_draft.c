@@ -1,5 +1,6 @@
 /* spec_draft.c: model, self and n-gram drafters (see spec_draft.h). */
 #include "runtime/spec_draft.h"
+#include "util/assert.h"
 #include "util/error.h"
 
 #include <math.h>
@@ -23,7 +24,12 @@ sp_status sp_drafter_new(const sp_drafter_config *c, sp_drafter **out, sp_error 
     d->c = *c;
     sp_rng_seed(&d->rng, c->seed);
     if (c->kind == SP_DRAFT_MODEL || c->kind == SP_DRAFT_SELF) {
-        d->n_vocab = sp_model_n_vocab(sp_session_model(c->session));
+        const sp_model *dm = c->session ? sp_session_model(c->session) : c->draft_model;
+        if (!dm) {
+            sp_drafter_free(d);
+            return sp_err(err, SP_ERR_INVALID_ARG, "a model drafter needs a session or a draft model");
+        }
+        d->n_vocab = sp_model_n_vocab(dm);
         sp_status st = sp_sampler_new(c->sampling, d->n_vocab, &d->smp, err);
         if (st == SP_OK && c->sampling->temperature > 0 &&
             !(d->q = malloc((size_t)c->k_max * (size_t)d->n_vocab * sizeof *d->q)))
@@ -93,31 +99,43 @@ static sp_status propose_model(sp_drafter *d, const int32_t *seq, int64_t n_seq,
         k = (int32_t)(sp_session_n_ctx(s) - base - n_seq);
     if (k <= 0 || !catch_up(d, seq, n_seq, base, &st, err))
         return st;
-    bool greedy = d->c.sampling->temperature == 0.0f;
     for (int32_t i = 0; i < k; i++) {
-        const float *logits = sp_session_last_logits(s);
-        if (d->c.p_min > 0 && top_prob(logits, d->n_vocab) < d->c.p_min)
-            break;
         int32_t tok;
-        if (greedy) {
-            tok = sp_argmax(logits, d->n_vocab);
-            q[i] = NULL;
-        } else {
-            double *qi = d->q + (size_t)i * (size_t)d->n_vocab;
-            sp_sampler_dist(d->smp, logits, qi);
-            tok = sp_sample_probs(qi, d->n_vocab, sp_rng_uniform(&d->rng));
-            q[i] = qi;
-        }
-        if (tok >= d->c.target_vocab)
+        sp_pick r = sp_drafter_pick(d, sp_session_last_logits(s), i, &tok, &q[i]);
+        if (r == SP_PICK_END)
             break;
         out[(*n_out)++] = tok;
-        if (d->c.stop_at_eos && sp_model_is_eos(d->c.eos_model, tok))
+        if (r == SP_PICK_LAST)
             break;
         if (i + 1 < k && (st = sp_session_eval(s, &tok, 1, NULL, err)) != SP_OK)
             return st;
     }
     return SP_OK;
 }
+
+sp_pick sp_drafter_pick(sp_drafter *d, const float *logits, int32_t i, int32_t *tok,
+                        const double **q)
+{
+    SP_ASSERT(d->smp && i >= 0 && i < d->c.k_max);
+    *q = NULL;
+    if (d->c.p_min > 0 && top_prob(logits, d->n_vocab) < d->c.p_min)
+        return SP_PICK_END;
+    if (d->c.sampling->temperature == 0.0f) {
+        *tok = sp_argmax(logits, d->n_vocab);
+    } else {
+        double *qi = d->q + (size_t)i * (size_t)d->n_vocab;
+        sp_sampler_dist(d->smp, logits, qi);
+        *tok = sp_sample_probs(qi, d->n_vocab, sp_rng_uniform(&d->rng));
+        *q = qi;
+    }
+    if (*tok >= d->c.target_vocab)
+        return SP_PICK_END;
+    if (d->c.stop_at_eos && sp_model_is_eos(d->c.eos_model, *tok))
+        return SP_PICK_LAST;
+    return SP_PICK_MORE;
+}
+
+int64_t sp_drafter_n_vocab(const sp_drafter *d) { return d->n_vocab; }
 
 /* Prompt lookup: the most recent earlier occurrence of the sequence's last n tokens (n
  * from ngram_max down to ngram_min) and the tokens that followed it. */

@@ -4,7 +4,11 @@
  * which distribution q it was drawn from (NULL: deterministic, q one-hot). After
  * verification the caller reports how much of the sequence is still valid, and a
  * model drafter rolls its own KV cache back to it. Drafters keep all of their state (KV
- * cache, scratch, random stream) apart from the target's. */
+ * cache, scratch, random stream) apart from the target's.
+ *
+ * A model drafter without a session only picks tokens (sp_drafter_pick) from draft logits
+ * its caller evaluated: the server runs every sequence's draft step in one batched pass of
+ * the draft model, and picks each sequence's token with the rule sp_drafter_propose uses. */
 #ifndef SP_RUNTIME_SPEC_DRAFT_H
 #define SP_RUNTIME_SPEC_DRAFT_H
 
@@ -15,7 +19,8 @@ typedef struct sp_drafter sp_drafter;
 
 typedef struct sp_drafter_config {
     sp_draft_kind kind;
-    sp_session *session;          /* MODEL / SELF */
+    sp_session *session;          /* MODEL / SELF; NULL: the caller evaluates (pick only) */
+    const sp_model *draft_model;  /* MODEL without a session: whose logits are picked from */
     const sp_sampling_params *sampling; /* the target's: drafts sample from the same warpers */
     int32_t k_max;
     float p_min;
@@ -35,6 +40,22 @@ void sp_drafter_free(sp_drafter *d);
 sp_status sp_drafter_propose(sp_drafter *d, const int32_t *seq, int64_t n_seq, int64_t base,
                              int32_t k, int32_t *out, const double **q, int64_t *n_q,
                              int32_t *n_out, sp_error *err);
+/* What sp_drafter_pick decided about draft token i. */
+typedef enum sp_pick {
+    SP_PICK_END,  /* the draft ends before it: top probability under p_min, or a token the
+                     target does not have */
+    SP_PICK_MORE, /* *tok is a draft token; the draft may go on */
+    SP_PICK_LAST, /* *tok is a draft token and ends the draft (end of sequence) */
+} sp_pick;
+
+/* Draft token i (< k_max) of a model drafter from the draft model's logits [n_vocab]:
+ * greedy: the argmax; sampled: drawn from the target's warpers applied to the logits, with
+ * the drafting stream; *q receives that distribution (valid until token i of the next
+ * draft) or NULL when greedy. */
+sp_pick sp_drafter_pick(sp_drafter *d, const float *logits, int32_t i, int32_t *tok,
+                        const double **q);
+int64_t sp_drafter_n_vocab(const sp_drafter *d);
+
 /* Positions [0, n_valid) are what the target kept: drop any draft state beyond them. */
 void sp_drafter_rollback(sp_drafter *d, int64_t n_valid);
 

@@ -11,6 +11,14 @@
 
 #include "runtime/sampler.h"
 
+/* Random streams of speculative decoding, each seeded from the sampling seed xor its
+ * constant: drafting, acceptance and resampling never share random numbers. The CLI's
+ * loop (speculative.c) and the public drafting/verification objects (draft_verify.c) seed
+ * them the same way. */
+#define SP_SPEC_STREAM_DRAFT 0x6472616674ull
+#define SP_SPEC_STREAM_ACCEPT 0x616363657074ull
+#define SP_SPEC_STREAM_RESAMPLE 0x726573616d706cull
+
 /* Returns true when d is accepted (one uniform from accept_rng); otherwise *out gets the
  * replacement (one uniform from resample_rng). q == NULL: q is one-hot at d. */
 bool sp_spec_verify_token(const double *p, int64_t n_p, const double *q, int64_t n_q, int32_t d,

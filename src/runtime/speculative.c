@@ -26,11 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Stream constants: drafting, acceptance and resampling never share random numbers. */
-#define STREAM_DRAFT 0x6472616674ull
-#define STREAM_ACCEPT 0x616363657074ull
-#define STREAM_RESAMPLE 0x726573616d706cull
-
 #define GATE_PAUSE_MIN 8
 #define GATE_PAUSE_MAX 128
 
@@ -240,8 +235,8 @@ static sp_status run_init(spec_run *r, const sp_spec_params *sp, size_t n_prompt
     r->ema = 1.0;
     r->pause_len = GATE_PAUSE_MIN;
     r->ss->k_max = r->k_max;
-    sp_rng_seed(&r->accept_rng, gp->sampling.seed ^ STREAM_ACCEPT);
-    sp_rng_seed(&r->resample_rng, gp->sampling.seed ^ STREAM_RESAMPLE);
+    sp_rng_seed(&r->accept_rng, gp->sampling.seed ^ SP_SPEC_STREAM_ACCEPT);
+    sp_rng_seed(&r->resample_rng, gp->sampling.seed ^ SP_SPEC_STREAM_RESAMPLE);
     sp_status st = sp_sampler_new(&gp->sampling, V, &r->smp, err);
     if (st != SP_OK)
         return st;
@@ -274,7 +269,7 @@ static sp_status run_init(spec_run *r, const sp_spec_params *sp, size_t n_prompt
         .target_vocab = V,
         .stop_at_eos = !gp->ignore_eos,
         .eos_model = sp_session_model(r->t),
-        .seed = gp->sampling.seed ^ STREAM_DRAFT,
+        .seed = gp->sampling.seed ^ SP_SPEC_STREAM_DRAFT,
     };
     if (sp->kind == SP_DRAFT_NGRAM && dc.ngram_min > dc.ngram_max)
         dc.ngram_min = dc.ngram_max;

@@ -2,14 +2,15 @@
  *
  * One step:
  *   1. under the lock: finish cancelled sequences, admit waiting ones into free slots;
- *   2. build one sp_batch_eval over every running sequence: a prompt chunk while
+ *   2. plan one sp_batch_eval over every running sequence: a prompt chunk while
  *      prefilling (prefill_chunk tokens per step shared by the prefilling sequences, in
- *      slot order), else its pending token, plus k n-gram drafts
- *      (verify rows);
+ *      slot order), else its pending token, plus up to k drafts (verify rows): n-grams,
+ *      or a draft model's, drafted for all sequences together (drafts.h) before the
+ *      target's pass;
  *   3. after the pass: sample each sequence from its own logits rows with its own
  *      sampler; with drafts, keep the longest accepted prefix (greedy: the argmax equals
  *      the draft; sampled: sp_draft_verifier's lossless rule) plus one token, and roll the
- *      KV cache back to it (sp_session_truncate);
+ *      KV caches back to it (sp_session_truncate; the draft session likewise);
  *   4. detokenize, cut stop strings, publish text and log-probabilities under the lock,
  *      wake the HTTP threads. */
 #include "scheduler.h"
@@ -28,9 +29,14 @@ struct sp_sched {
     sp_seq **slots;        /* [n_parallel]: the running sequence, or NULL */
     float **verify_logits; /* [n_parallel][(k + 1) * n_vocab] when speculating */
     int32_t *draft_buf;    /* [n_parallel][SP_SPEC_MAX_K + 1]: pending token + drafts */
+    sp_draft_pool *drafts; /* with a draft model */
+    int64_t draft_vocab;   /* the draft model's: the length of its distributions */
+    sp_draft_req *reqs;    /* [n_parallel] this step's draft requests */
+    sp_draft_req **req_ptrs; /* [n_parallel] the slots that draft with the model, else NULL */
     sp_batch_item *items;
     sp_seq **item_seq;
     int *item_drafts;
+    bool *item_wake;       /* [n_parallel]: the item's sequence published and still runs */
     sp_seq *queue_head, *queue_tail;
     int n_running, n_waiting;
     bool accepting, stop;
@@ -38,7 +44,7 @@ struct sp_sched {
     bool thread_started;
     pthread_mutex_t mu;
     pthread_cond_t work;     /* scheduler: something to do */
-    pthread_cond_t progress; /* HTTP threads: some sequence moved */
+    pthread_cond_t progress; /* drain: some sequence finished */
 };
 
 double sp_server_now(void)
@@ -57,6 +63,7 @@ sp_seq *sp_seq_new(int32_t *prompt, size_t n_prompt)
     q->n_prompt = n_prompt;
     q->refs = 1;
     q->slot = -1;
+    pthread_cond_init(&q->changed, NULL);
     q->t_arrival = sp_server_now();
     return q;
 }
@@ -70,9 +77,11 @@ static void seq_free(sp_seq *q)
     free(q->toks);
     sp_sampler_free(q->sampler);
     sp_draft_verifier_free(q->verifier);
+    sp_draft_sampler_free(q->drafter);
     sp_detokenizer_free(q->detok);
     free(q->gen);
     free(q->hist);
+    pthread_cond_destroy(&q->changed);
     free(q);
 }
 
@@ -140,7 +149,7 @@ void sp_sched_wait_locked(sp_sched *s, sp_seq *q, size_t text_seen, size_t toks_
     ts.tv_sec += timeout_ms / 1000 + ts.tv_nsec / 1000000000L;
     ts.tv_nsec %= 1000000000L;
     while (!q->done && q->text_len <= text_seen && q->n_toks <= toks_seen)
-        if (pthread_cond_timedwait(&s->progress, &s->mu, &ts) != 0)
+        if (pthread_cond_timedwait(&q->changed, &s->mu, &ts) != 0)
             break;
 }
 
@@ -184,6 +193,7 @@ static void finish_locked(sp_sched *s, sp_seq *q, const char *reason)
     sp_metrics_tokens(s->cfg.metrics, (int64_t)q->n_prefilled, q->n_generated);
     if (q->n_generated > 0)
         sp_metrics_e2e(s->cfg.metrics, sp_server_now() - q->t_arrival);
+    pthread_cond_broadcast(&q->changed);
     pthread_cond_broadcast(&s->progress);
     release_locked(q); /* the scheduler's reference */
 }
@@ -260,8 +270,8 @@ static bool publish_text_locked(sp_seq *q, size_t upto)
     return true;
 }
 
-/* One generated token: count it, detokenize, apply EOS / stop / length. Returns true when
- * the sequence finished. */
+/* One generated token: count it, detokenize, apply EOS / stop / length, publish (the HTTP
+ * thread is woken at the end of the step). Returns true when the sequence finished. */
 static bool accept_token(sp_sched *s, sp_seq *q, int32_t t, const float *logits)
 {
     double now = sp_server_now();
@@ -339,44 +349,23 @@ static bool accept_token(sp_sched *s, sp_seq *q, int32_t t, const float *logits)
     }
     if (reason)
         finish_locked(s, q, reason);
-    else
-        pthread_cond_broadcast(&s->progress);
     pthread_mutex_unlock(&s->mu);
     return reason != NULL;
-}
-
-/* Prompt lookup: the tokens that followed the latest earlier occurrence of the last n
- * tokens (n from ngram_max down to ngram_min). */
-static int ngram_draft(const sp_sched *s, const sp_seq *q, int32_t *draft, int k)
-{
-    size_t n_hist = q->n_hist;
-    for (int n = s->cfg.ngram_max; n >= s->cfg.ngram_min; n--) {
-        if ((size_t)n >= n_hist)
-            continue;
-        const int32_t *key = q->hist + n_hist - (size_t)n;
-        for (size_t j = n_hist - (size_t)n; j-- > 0;) {
-            if (memcmp(q->hist + j, key, (size_t)n * sizeof *key) != 0)
-                continue;
-            int m = 0;
-            while (m < k && j + (size_t)n + (size_t)m < n_hist) {
-                draft[m] = q->hist[j + (size_t)n + (size_t)m];
-                m++;
-            }
-            if (m > 0)
-                return m;
-        }
-    }
-    return 0;
 }
 
 static bool start_seq(sp_sched *s, sp_seq *q)
 {
     sp_error err = {0};
     sp_session *sess = s->sessions[q->slot];
+    bool drafting = s->cfg.ngram || s->drafts;
     if (sp_session_truncate(sess, 0, &err) != SP_OK ||
         sp_sampler_new(&q->sampling, s->n_vocab, &q->sampler, &err) != SP_OK ||
-        (s->cfg.ngram && q->sampling.temperature > 0 &&
-         sp_draft_verifier_new(&q->sampling, s->n_vocab, &q->verifier, &err) != SP_OK)) {
+        (drafting && q->sampling.temperature > 0 &&
+         sp_draft_verifier_new(&q->sampling, s->n_vocab, &q->verifier, &err) != SP_OK) ||
+        (s->drafts && (sp_draft_pool_reset(s->drafts, q->slot, &err) != SP_OK ||
+                       sp_draft_sampler_new(s->cfg.model, s->cfg.draft_model, &q->sampling,
+                                            s->cfg.draft_k, s->cfg.draft_p_min, !q->ignore_eos,
+                                            &q->drafter, &err) != SP_OK))) {
         fail_seq(s, q, err.msg);
         return false;
     }
@@ -396,21 +385,37 @@ static bool start_seq(sp_sched *s, sp_seq *q)
     return true;
 }
 
-static void step(sp_sched *s)
+/* How many drafts a decoding sequence may have this step: k, within the context (the
+ * verify pass holds the pending token and the drafts) and its token budget. */
+static int draft_room(const sp_sched *s, const sp_seq *q, int64_t n_past)
+{
+    int64_t k = s->cfg.draft_k;
+    if (n_past + 1 + k > s->cfg.n_ctx)
+        k = s->cfg.n_ctx - n_past - 1;
+    if (q->max_tokens - q->n_sampled - 1 < k)
+        k = q->max_tokens - q->n_sampled - 1;
+    return k > 0 ? (int)k : 0;
+}
+
+/* Step, part 1: each running sequence's item (a prompt chunk, or its pending token) and
+ * its draft request. Returns the number of items. */
+static size_t plan(sp_sched *s)
 {
     size_t n_items = 0;
-    int k_max = s->cfg.ngram ? s->cfg.draft_k : 0;
     int64_t budget = s->cfg.prefill_chunk;
+    bool drafting = s->cfg.ngram || s->drafts;
     for (int i = 0; i < s->cfg.n_parallel; i++) {
+        s->req_ptrs[i] = NULL;
         sp_seq *q = s->slots[i];
-        if (!q)
+        if (!q || (!q->sampler && !start_seq(s, q)))
             continue;
-        if (!q->sampler && !start_seq(s, q))
-            continue;
+        sp_draft_req *r = &s->reqs[i];
+        *r = (sp_draft_req){.hist = q->hist, .n_hist = q->n_hist, .sampler = q->drafter,
+                            .drafts = s->draft_buf + (size_t)i * (SP_SPEC_MAX_K + 1) + 1};
+        if (q->drafter)
+            s->req_ptrs[i] = r; /* a prefilling sequence's draft session follows its prompt */
         sp_batch_item *it = &s->items[n_items];
-        it->session = s->sessions[i];
-        it->logits = NULL;
-        int nd = 0;
+        *it = (sp_batch_item){s->sessions[i], &q->pending, 1, NULL};
         if (q->n_prefilled < q->n_prompt) {
             /* chunked prefill: prefill_chunk prompt tokens per step in all, in slot order, so
              * that a long prompt does not stall the decoding sequences for long */
@@ -423,32 +428,92 @@ static void step(sp_sched *s)
             it->tokens = q->prompt + q->n_prefilled;
             it->n_tokens = n;
         } else {
-            int32_t *drafts = s->draft_buf + (size_t)i * (SP_SPEC_MAX_K + 1);
-            int64_t n_past = sp_session_n_past(s->sessions[i]);
-            int k = k_max;
-            if (k > 0) {
-                if (n_past + 1 + k > s->cfg.n_ctx)
-                    k = (int)(s->cfg.n_ctx - n_past - 1);
-                if (q->max_tokens - q->n_sampled - 1 < k)
-                    k = (int)(q->max_tokens - q->n_sampled - 1);
-                if (k > 0)
-                    nd = ngram_draft(s, q, drafts + 1, k);
-            }
-            if (nd > 0) {
-                drafts[0] = q->pending;
-                it->tokens = drafts;
-                it->n_tokens = (size_t)nd + 1;
-                it->logits = s->verify_logits[i];
-            } else {
-                it->tokens = &q->pending;
-                it->n_tokens = 1;
-            }
+            r->decoding = true;
+            r->k = drafting ? draft_room(s, q, sp_session_n_past(s->sessions[i])) : 0;
+            if (s->cfg.ngram && r->k > 0)
+                r->n_drafts = sp_ngram_draft(q->hist, q->n_hist, s->cfg.ngram_min,
+                                             s->cfg.ngram_max, r->drafts, r->k);
         }
-        s->item_seq[n_items] = q;
-        s->item_drafts[n_items] = nd;
-        n_items++;
+        s->item_seq[n_items++] = q;
     }
-    if (n_items == 0)
+    return n_items;
+}
+
+/* Step, part 2: the draft model's passes, then each decoding sequence with drafts gets
+ * its verify rows: [pending, d1 .. dm]. Returns false when the draft model failed. */
+static bool add_drafts(sp_sched *s, size_t n_items)
+{
+    sp_error err = {0};
+    if (s->drafts && sp_draft_pool_run(s->drafts, s->req_ptrs, &err) != SP_OK) {
+        for (size_t j = 0; j < n_items; j++)
+            fail_seq(s, s->item_seq[j], err.msg);
+        return false;
+    }
+    for (size_t j = 0; j < n_items; j++) {
+        sp_seq *q = s->item_seq[j];
+        sp_draft_req *r = &s->reqs[q->slot];
+        s->item_drafts[j] = r->decoding ? r->n_drafts : 0;
+        if (s->item_drafts[j] == 0)
+            continue;
+        r->drafts[-1] = q->pending;
+        s->items[j].tokens = r->drafts - 1;
+        s->items[j].n_tokens = (size_t)r->n_drafts + 1;
+        s->items[j].logits = s->verify_logits[q->slot];
+    }
+    return true;
+}
+
+/* Step, part 3, for a sequence with drafts: keeps the longest accepted prefix plus one
+ * token and rolls both KV caches back to it. Returns false when the sequence finished. */
+static bool verify(sp_sched *s, sp_seq *q, const sp_batch_item *it, int nd)
+{
+    const sp_draft_req *r = &s->reqs[q->slot];
+    int slot = q->slot; /* q may be freed once it finishes */
+    int64_t n_q = s->drafts ? s->draft_vocab : 0;
+    /* row i predicts the token after it->tokens[i] */
+    int64_t base = sp_session_n_past(it->session) - (int64_t)it->n_tokens;
+    int accepted = 0;
+    bool finished = false;
+    for (int i = 0; i <= nd && !finished; i++) {
+        const float *row = it->logits + (size_t)i * (size_t)s->n_vocab;
+        int32_t d = i < nd ? it->tokens[i + 1] : -1;
+        int32_t t = d >= 0 && q->verifier ? sp_draft_verifier_check(q->verifier, row, d, r->q[i], n_q)
+                                          : sp_sampler_next(q->sampler, row);
+        bool hit = d >= 0 && t == d;
+        if ((finished = accept_token(s, q, t, row)))
+            break;
+        if (!hit)
+            break;
+        accepted++;
+    }
+    sp_metrics_spec(s->cfg.metrics, nd, accepted);
+    if (finished)
+        return false;
+    sp_error err = {0};
+    if (sp_session_truncate(it->session, base + 1 + accepted, &err) != SP_OK) {
+        fail_seq(s, q, err.msg);
+        return false;
+    }
+    if (s->drafts)
+        sp_draft_pool_rollback(s->drafts, slot, base + 1 + accepted);
+    return true;
+}
+
+/* Step, part 4: one wake-up for each sequence that published and still runs (the finished
+ * ones were woken by finish_locked and may be gone). */
+static void wake(sp_sched *s, size_t n_items)
+{
+    pthread_mutex_lock(&s->mu);
+    for (size_t j = 0; j < n_items; j++)
+        if (s->item_wake[j])
+            pthread_cond_broadcast(&s->item_seq[j]->changed);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void step(sp_sched *s)
+{
+    size_t n_items = plan(s);
+    if (n_items == 0 || !add_drafts(s, n_items))
         return;
     sp_error err = {0};
     if (sp_batch_eval(s->cfg.model, s->items, n_items, &err) != SP_OK) {
@@ -459,39 +524,19 @@ static void step(sp_sched *s)
     for (size_t j = 0; j < n_items; j++) {
         sp_seq *q = s->item_seq[j];
         sp_batch_item *it = &s->items[j];
+        s->item_wake[j] = false;
         if (q->n_prefilled < q->n_prompt) {
             q->n_prefilled += it->n_tokens;
             if (q->n_prefilled < q->n_prompt)
                 continue;
-            accept_token(s, q, sp_sampler_next(q->sampler, sp_session_last_logits(it->session)),
-                         sp_session_last_logits(it->session));
+        } else if (s->item_drafts[j] > 0) {
+            s->item_wake[j] = verify(s, q, it, s->item_drafts[j]);
             continue;
         }
-        int nd = s->item_drafts[j];
-        if (nd == 0) {
-            const float *lg = sp_session_last_logits(it->session);
-            accept_token(s, q, sp_sampler_next(q->sampler, lg), lg);
-            continue;
-        }
-        /* verify: row i predicts the token after it->tokens[i] */
-        int64_t base = sp_session_n_past(it->session) - (int64_t)it->n_tokens;
-        int accepted = 0;
-        bool finished = false;
-        for (int i = 0; i <= nd && !finished; i++) {
-            const float *row = it->logits + (size_t)i * (size_t)s->n_vocab;
-            int32_t t = i < nd && q->verifier ? sp_draft_verifier_check(q->verifier, row, it->tokens[i + 1])
-                                              : sp_sampler_next(q->sampler, row);
-            if ((finished = accept_token(s, q, t, row)))
-                break;
-            if (i < nd && t == it->tokens[i + 1])
-                accepted++;
-            else
-                break;
-        }
-        sp_metrics_spec(s->cfg.metrics, nd, accepted);
-        if (!finished && sp_session_truncate(it->session, base + 1 + accepted, &err) != SP_OK)
-            fail_seq(s, q, err.msg);
+        const float *lg = sp_session_last_logits(it->session);
+        s->item_wake[j] = !accept_token(s, q, sp_sampler_next(q->sampler, lg), lg);
     }
+    wake(s, n_items);
 }
 
 static void *sched_main(void *arg)
@@ -571,10 +616,14 @@ sp_status sp_sched_new(const sp_sched_config *cfg, sp_sched **out, sp_error *err
     s->items = calloc(np, sizeof *s->items);
     s->item_seq = calloc(np, sizeof *s->item_seq);
     s->item_drafts = calloc(np, sizeof *s->item_drafts);
+    s->item_wake = calloc(np, sizeof *s->item_wake);
     s->draft_buf = calloc(np * (SP_SPEC_MAX_K + 1), sizeof *s->draft_buf);
+    s->reqs = calloc(np, sizeof *s->reqs);
+    s->req_ptrs = calloc(np, sizeof *s->req_ptrs);
     if (!s->draft_buf || !s->sessions || !s->slots || !s->verify_logits || !s->items || !s->item_seq ||
-        !s->item_drafts)
+        !s->item_drafts || !s->item_wake || !s->reqs || !s->req_ptrs)
         goto oom;
+    bool drafting = cfg->ngram || cfg->draft_model;
     sp_session_params sp = sp_session_default_params();
     sp.n_ctx = cfg->n_ctx;
     if (sp.n_batch < cfg->prefill_chunk)
@@ -582,11 +631,17 @@ sp_status sp_sched_new(const sp_sched_config *cfg, sp_sched **out, sp_error *err
     for (size_t i = 0; i < np; i++) {
         if (sp_session_new(cfg->model, &sp, &s->sessions[i], err) != SP_OK)
             goto fail;
-        if (s->cfg.ngram) {
+        if (drafting) {
             s->verify_logits[i] = malloc((size_t)(s->cfg.draft_k + 1) * (size_t)s->n_vocab * sizeof(float));
             if (!s->verify_logits[i])
                 goto oom;
         }
+    }
+    if (cfg->draft_model) {
+        s->draft_vocab = sp_model_n_vocab(cfg->draft_model);
+        if (sp_draft_pool_new(cfg->draft_model, cfg->n_parallel, cfg->n_ctx, sp.n_batch, &s->drafts,
+                              err) != SP_OK)
+            goto fail;
     }
     if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
         if (err)
@@ -655,6 +710,10 @@ void sp_sched_free(sp_sched *s)
     free(s->items);
     free(s->item_seq);
     free(s->item_drafts);
+    free(s->item_wake);
     free(s->draft_buf);
+    free(s->reqs);
+    free(s->req_ptrs);
+    sp_draft_pool_free(s->drafts);
     free(s);
 }

@@ -4,20 +4,29 @@
  * sp_batch_eval call, samples each sequence with its own sampler, detokenizes, applies
  * stop strings, and publishes the text for the HTTP threads.
  *
+ * Drafts (drafts.h) come from n-gram prompt lookup or from a draft model run for all
+ * sequences together, one draft-model pass per draft position.
+ *
  * Determinism: a sequence's output is a function of its request alone. Logits do not
  * depend on the batch (sp_batch_eval's contract), each sequence has its own sampler seeded
- * from its request, and n-gram drafts depend on the sequence's own tokens only. Greedy
- * sequences verify drafts exactly (the verify rows are the plain decode rows: output equals
- * plain decoding); sampled ones with the lossless rule (sp_draft_verifier: accept with
- * p(d), else draw from p without d), which keeps the target distribution and is seeded per
- * request, though its tokens differ from plain sampling's for the same seed.
+ * from its request, and its drafts depend on its own tokens (n-grams) or on its own draft
+ * session and draft sampler (a draft model). Greedy sequences verify drafts exactly (the
+ * verify rows are the plain decode rows: output equals plain decoding); sampled ones with
+ * the lossless rule of sp_generate_spec (sp_draft_verifier: accept with min(1, p/q), else
+ * draw from norm(max(0, p - q)); q one-hot for n-grams), which keeps the target
+ * distribution and is seeded per request, though its tokens differ from plain sampling's
+ * for the same seed.
  *
  * Threads: sp_sched_* functions are thread-safe. A sp_seq is shared between the HTTP
  * thread that created it and the scheduler; its "shared" fields are read under
- * sp_sched_lock. Reference-counted: the creator calls sp_seq_release once. */
+ * sp_sched_lock. Reference-counted: the creator calls sp_seq_release once. The scheduler
+ * publishes each token under the lock as it is accepted, but wakes a sequence's HTTP
+ * thread (its own condition variable) once per step, after the whole batch is done: not
+ * every thread for every token of every sequence. */
 #ifndef SP_SERVER_SCHEDULER_H
 #define SP_SERVER_SCHEDULER_H
 
+#include "drafts.h"
 #include "metrics.h"
 #include "openai_request.h"
 #include "specula.h"
@@ -60,6 +69,7 @@ typedef struct sp_seq {
     char error[SP_ERROR_MSG_BYTES];
     bool cancel;
     int refs;
+    pthread_cond_t changed; /* signalled once per step that published to it, and at the end */
 
     /* scheduler thread only */
     int slot;
@@ -67,7 +77,8 @@ typedef struct sp_seq {
     int64_t n_sampled; /* n_generated as the scheduler counts it, published under the lock */
     int32_t pending; /* sampled, not yet evaluated */
     sp_sampler *sampler;
-    sp_draft_verifier *verifier; /* sampled sequences with n-gram drafts */
+    sp_draft_verifier *verifier; /* sampled sequences with drafts */
+    sp_draft_sampler *drafter;   /* sequences with a draft model */
     sp_detokenizer *detok;
     char *gen; /* all decoded text (before stop truncation) */
     size_t gen_len, gen_cap, emitted;
@@ -85,7 +96,9 @@ typedef struct sp_sched_config {
     int n_parallel, n_queue;
     int64_t n_ctx;
     int64_t prefill_chunk; /* most prompt tokens per step, over all prefilling sequences */
-    bool ngram;            /* n-gram drafts for greedy sequences */
+    bool ngram;            /* n-gram drafts */
+    sp_model *draft_model; /* or a draft model (NULL: none); closed by the caller */
+    float draft_p_min;     /* end a model draft under this draft probability (0: off) */
     int draft_k, ngram_min, ngram_max;
 } sp_sched_config;
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static void model_name(const char *dir, char *out, size_t n)
 {
@@ -23,6 +24,38 @@ static void model_name(const char *dir, char *out, size_t n)
     while (start > 0 && dir[start - 1] != '/')
         start--;
     snprintf(out, n, "%.*s", (int)(len - start), dir + start);
+}
+
+/* --draft DIR: the draft model, computing as the target does, on --draft-device or the
+ * target's device (budgeted with the target when they share it), checked against the
+ * target for vocabulary, special ids and token strings (sp_spec_check_compat). */
+static int load_draft(sp_server *srv, sp_error *err)
+{
+    const sp_server_config *cfg = &srv->cfg;
+    sp_model_params mp = sp_model_default_params();
+    mp.n_threads = cfg->n_threads;
+    mp.precision = sp_model_precision(srv->model);
+    mp.n_ctx = srv->n_ctx;
+    char target_dev[64]; /* "cpu" or "cuda:N": the first word of the target's device */
+    const char *td = sp_model_device(srv->model);
+    snprintf(target_dev, sizeof target_dev, "%.*s", (int)strcspn(td, " "), td);
+    mp.device = cfg->draft_device ? cfg->draft_device : target_dev;
+    bool same = !strcmp(mp.device, target_dev) ||
+                (!strcmp(mp.device, "cuda") && !strcmp(target_dev, "cuda:0"));
+    mp.reserved_bytes = same ? sp_model_budget_bytes(srv->model, srv->n_ctx) : 0;
+    if (sp_model_open(cfg->draft, &mp, &srv->draft_model, err) != SP_OK)
+        return 1;
+    sp_tokenizer *dt = NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", cfg->draft);
+    if (access(path, R_OK) == 0 && sp_tokenizer_open(cfg->draft, &dt, err) != SP_OK)
+        return 1;
+    sp_status st = sp_spec_check_compat(srv->model, srv->draft_model, srv->tok, dt, err);
+    sp_tokenizer_close(dt);
+    if (st != SP_OK)
+        return 1;
+    fprintf(stderr, "specula serve: draft %s on %s\n", cfg->draft, sp_model_device(srv->draft_model));
+    return 0;
 }
 
 static int load(sp_server *srv, sp_error *err)
@@ -52,10 +85,14 @@ static int load(sp_server *srv, sp_error *err)
         return 1;
     }
     srv->defaults = sp_model_sampling_defaults(srv->model);
+    bool ngram = cfg->draft && !strcmp(cfg->draft, "ngram");
+    if (cfg->draft && !ngram && load_draft(srv, err) != 0)
+        return 1;
     sp_sched_config sc = {
         .model = srv->model, .tok = srv->tok, .text_mu = &srv->text_mu, .metrics = srv->metrics,
         .n_parallel = cfg->n_parallel, .n_queue = cfg->n_queue, .n_ctx = srv->n_ctx,
-        .prefill_chunk = 256, .ngram = cfg->draft != NULL, .draft_k = cfg->draft_k,
+        .prefill_chunk = 256, .ngram = ngram, .draft_model = srv->draft_model,
+        .draft_p_min = cfg->draft_p_min, .draft_k = cfg->draft_k,
         .ngram_min = 1, .ngram_max = 3,
     };
     if (sp_sched_new(&sc, &srv->sched, err) != SP_OK)
@@ -102,7 +139,7 @@ int sp_server_run(const sp_server_config *cfg)
     bool v6 = strchr(cfg->host, ':') != NULL;
     fprintf(stderr, "specula serve: %s, context %lld x %d sequences, queue %d%s\n", srv.model_id,
             (long long)srv.n_ctx, cfg->n_parallel, cfg->n_queue,
-            cfg->draft ? ", n-gram drafts" : "");
+            !cfg->draft ? "" : srv.draft_model ? ", drafts from the draft model" : ", n-gram drafts");
     fprintf(stderr, "listening on http://%s%s%s:%d\n", v6 ? "[" : "", cfg->host, v6 ? "]" : "",
             srv.port);
     fflush(stderr);
@@ -118,6 +155,7 @@ int sp_server_run(const sp_server_config *cfg)
 done:
     sp_http_stop(&srv); /* waits for the connection threads */
     sp_sched_free(srv.sched);
+    sp_model_close(srv.draft_model);
     sp_model_close(srv.model);
     sp_chat_close(srv.chat);
     sp_tokenizer_close(srv.tok);

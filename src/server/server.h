@@ -3,7 +3,8 @@
  * Rooms: http.c (libmicrohttpd, routing, auth, body limits, handlers), openai_request.c
  * (request bodies), openai_response.c (response objects, SSE chunks, errors),
  * chat_output.c (reasoning and tool calls), scheduler.c (continuous batching: the one
- * thread that touches the model), metrics.c (Prometheus text). server.c loads the model
+ * thread that touches the models), drafts.c (n-gram and draft-model drafts for the
+ * batch), metrics.c (Prometheus text). server.c loads the model
  * and runs the lifecycle (listen, load, serve, drain on SIGTERM). */
 #ifndef SP_SERVER_SERVER_H
 #define SP_SERVER_SERVER_H
@@ -20,7 +21,9 @@
 
 typedef struct sp_server_config {
     const char *model_dir;
-    const char *draft;   /* NULL, or "ngram" */
+    const char *draft;   /* NULL, "ngram", or a draft model directory */
+    const char *draft_device; /* the draft model's device; NULL: the target's */
+    float draft_p_min;   /* end a model draft under this draft probability (0: off) */
     const char *host;    /* default 127.0.0.1 */
     int port;            /* 0: any free port (printed) */
     int n_parallel;      /* sequences decoded together (sessions in the pool) */
@@ -41,6 +44,7 @@ typedef struct sp_server {
     int port;
     atomic_bool ready;
     sp_model *model;
+    sp_model *draft_model; /* --draft DIR, else NULL */
     sp_tokenizer *tok;
     sp_chat *chat; /* NULL when the model has no chat template */
     pthread_mutex_t text_mu; /* tokenizer and chat template: one user at a time */

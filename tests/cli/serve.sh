@@ -162,7 +162,9 @@ check "template fine without a system message" status '"chat.completion"' 200 "$
 stop_server
 
 check "no model: exits 1 with a message" bash -c "! '$SPECULA' serve -m /nonexistent --port 0 2>$TMP/nm.err && grep -q 'specula serve' $TMP/nm.err"
-check "--draft DIR refused (n-gram only)" bash -c "'$SPECULA' serve -m '$M' --draft '$M' --port 0 2>/dev/null; [ \$? = 2 ]"
+check "--draft self: usage error (exit 2)" bash -c "'$SPECULA' serve -m '$M' --draft self --port 0 2>/dev/null; [ \$? = 2 ]"
+check "--draft-p-min out of range: exit 2" bash -c "'$SPECULA' serve -m '$M' --draft ngram --draft-p-min 2 --port 0 2>/dev/null; [ \$? = 2 ]"
+check "--draft with another vocabulary: exit 1 with the reason" bash -c "! '$SPECULA' serve -m '$M' --ctx 128 --draft '$FIX/models/llama_mha_bf16' --port 0 2>$TMP/dv.err && grep -qi 'vocab' $TMP/dv.err"
 
 echo "serve: $fails failure(s)"
 [ "$fails" = 0 ]

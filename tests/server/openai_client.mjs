@@ -1,7 +1,8 @@
 // openai_client.mjs: specula serve driven by the official `openai` npm client: chat,
 // streaming, completions, logprobs, seeds, and determinism under load (8 concurrent
 // greedy requests return the text and logprobs of the same requests sent one at a time;
-// so do n-gram-speculating servers and seeded sampling).
+// so do n-gram and draft-model speculating servers, whose greedy output is also the plain
+// server's, and seeded sampling).
 // usage: node openai_client.mjs SPECULA MODEL_DIR DEPS_DIR
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -188,6 +189,29 @@ await check('n-gram speculation, sampled: 8 concurrent seeded requests == one at
   conc.forEach((r, i) => assert.equal(summary(r), seq[i], `request ${i}`));
 });
 await check('SIGTERM (speculating server): exit 0', async () => assert.equal(await stopServer(spec), 0));
+
+// a draft model inside the batch (models/default-draft, the bundled model's distilled
+// draft): greedy output identical to the plain server's, sampled output reproducible
+const draftDir = path.join(path.dirname(modelDir), 'default-draft');
+const dspec = await startServer(['--parallel', '8', '--draft', draftDir, '--draft-k', '4']);
+const dclient = new OpenAI({ baseURL: dspec.url + '/v1', apiKey: 'none', maxRetries: 0 });
+await check('draft model: 8 concurrent greedy requests == plain server, one at a time', async () => {
+  const conc = await Promise.all(prompts.map((_, i) => dclient.chat.completions.create(chatReq(i, { max_tokens: 48 }))));
+  conc.forEach((r, i) => assert.equal(summary(r), seqGreedy48[i], `request ${i}`));
+  const m = await (await fetch(dspec.url + '/metrics')).text();
+  const drafted = Number(m.match(/^specula_spec_decode_num_draft_tokens (\d+)/m)[1]);
+  const accepted = Number(m.match(/^specula_spec_decode_num_accepted_tokens (\d+)/m)[1]);
+  console.log(`  draft model: ${drafted} proposed, ${accepted} accepted`);
+  assert.ok(drafted > 0 && accepted > 0 && accepted < drafted);
+  assert.match(m, /^specula_spec_decode_acceptance_per_pos\{position="3"\} /m);
+});
+await check('draft model, sampled: 8 concurrent seeded requests == one at a time', async () => {
+  const seq = [];
+  for (let i = 0; i < 8; i++) seq.push(summary(await dclient.chat.completions.create(sampled(i))));
+  const conc = await Promise.all(prompts.map((_, i) => dclient.chat.completions.create(sampled(i))));
+  conc.forEach((r, i) => assert.equal(summary(r), seq[i], `request ${i}`));
+});
+await check('SIGTERM (draft-model server): exit 0', async () => assert.equal(await stopServer(dspec), 0));
 
 console.log(`openai client: ${fails} failure(s)`);
 process.exit(fails ? 1 : 0);

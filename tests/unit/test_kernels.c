@@ -345,6 +345,59 @@ static void test_attention_vs_reference(void **state)
     sp_pool_free(pool);
 }
 
+/* sp_attention_many: several attentions (different caches, lengths, token counts,
+ * windows) in one parallel-for give every row bit for bit what sp_attention gives it
+ * alone, with the rows of one attention split between threads and threads crossing from
+ * one attention to the next. */
+static void test_attention_many(void **state)
+{
+    (void)state;
+    enum { N = 5, H = 8, KV = 2, D = 32 };
+    sp_pool *pool;
+    assert_int_equal(sp_pool_new(2, &pool, NULL), SP_OK);
+    const int64_t pos0[N] = {90, 0, 37, 120, 5}, n_tok[N] = {1, 7, 1, 3, 2},
+                  window[N] = {0, 0, 16, 0, 4};
+    int64_t max_ctx = 0;
+    sp_attn_args a[N];
+    float *buf[N][5];
+    for (int i = 0; i < N; i++) {
+        int64_t ctx = pos0[i] + n_tok[i];
+        max_ctx = ctx > max_ctx ? ctx : max_ctx;
+        size_t sz[5] = {(size_t)(n_tok[i] * H * D), (size_t)(ctx * KV * D), (size_t)(ctx * KV * D),
+                        (size_t)(n_tok[i] * H * D), (size_t)(n_tok[i] * H * D)};
+        for (int b = 0; b < 5; b++) {
+            buf[i][b] = malloc(sz[b] * sizeof(float));
+            for (size_t j = 0; j < sz[b]; j++)
+                buf[i][b][j] = test_frand();
+        }
+        a[i] = (sp_attn_args){.q = buf[i][0], .q_stride = H * D, .k_cache = buf[i][1],
+                              .v_cache = buf[i][2], .n_heads = H, .n_kv_heads = KV, .qk_dim = D,
+                              .v_dim = D, .pos0 = pos0[i], .n_tok = n_tok[i],
+                              .window = window[i], .scale = 0.2f, .out = buf[i][3]};
+    }
+    float *scr = malloc((size_t)(2 * max_ctx) * sizeof(float));
+    for (int i = 0; i < N; i++) { /* each alone, into buf[i][4] */
+        sp_attn_args one = a[i];
+        one.out = buf[i][4];
+        one.scratch = scr;
+        one.n_ctx = max_ctx;
+        sp_attention(pool, &one);
+    }
+    a[0].scratch = scr;
+    a[0].n_ctx = max_ctx;
+    int64_t start[N + 1];
+    sp_attention_many(pool, a, N, start);
+    assert_int_equal(start[N], (1 + 7 + 1 + 3 + 2) * H);
+    for (int i = 0; i < N; i++) {
+        if (memcmp(buf[i][3], buf[i][4], (size_t)(n_tok[i] * H * D) * sizeof(float)))
+            fail_msg("attention %d: rows differ from the attention alone", i);
+        for (int b = 0; b < 5; b++)
+            free(buf[i][b]);
+    }
+    free(scr);
+    sp_pool_free(pool);
+}
+
 static void test_dtype_decoders(void **state)
 {
     (void)state;
@@ -458,7 +511,8 @@ int main(void)
         cmocka_unit_test(test_matmul_vs_reference), cmocka_unit_test(test_matmul_every_isa),
         cmocka_unit_test(test_bf16_input_rounding), cmocka_unit_test(test_mxfp4_fast_scales),
         cmocka_unit_test(test_rmsnorm_vs_reference),
-        cmocka_unit_test(test_attention_vs_reference), cmocka_unit_test(test_dtype_decoders),
+        cmocka_unit_test(test_attention_vs_reference), cmocka_unit_test(test_attention_many),
+        cmocka_unit_test(test_dtype_decoders),
         cmocka_unit_test(test_rope_known_values), cmocka_unit_test(test_topk_torch_vs_libstdcxx),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

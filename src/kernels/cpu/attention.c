@@ -40,6 +40,42 @@ void sp_attention(sp_pool *pool, const sp_attn_args *a)
     sp_pool_run(work < (1 << 16) ? NULL : pool, a->n_tok * a->n_heads, 1, attn_task, (void *)a);
 }
 
+typedef struct attn_many {
+    const sp_attn_args *a;
+    const int64_t *start; /* [n + 1]: first row of each attention in the joint grid */
+    int64_t n;
+} attn_many;
+
+static void attn_many_task(void *ctx, int64_t b, int64_t e, int thread)
+{
+    const attn_many *m = ctx;
+    int64_t i = 0;
+    while (m->start[i + 1] <= b)
+        i++;
+    for (; i < m->n && b < e; i++) {
+        int64_t hi = e < m->start[i + 1] ? e : m->start[i + 1];
+        if (hi > b) {
+            sp_attn_args a = m->a[i];
+            a.scratch = m->a[0].scratch;
+            a.n_ctx = m->a[0].n_ctx;
+            attn_task(&a, b - m->start[i], hi - m->start[i], thread);
+        }
+        b = hi;
+    }
+}
+
+void sp_attention_many(sp_pool *pool, const sp_attn_args *a, int64_t n, int64_t *start)
+{
+    int64_t work = 0;
+    start[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        start[i + 1] = start[i] + a[i].n_tok * a[i].n_heads;
+        work += a[i].n_tok * a[i].n_heads * (a[i].pos0 + a[i].n_tok) * (a[i].qk_dim + a[i].v_dim);
+    }
+    attn_many m = {a, start, n};
+    sp_pool_run(work < (1 << 16) ? NULL : pool, start[n], 1, attn_many_task, &m);
+}
+
 void sp_attention_ref(const sp_attn_args *a)
 {
     for (int64_t t = 0; t < a->n_tok; t++)

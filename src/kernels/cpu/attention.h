@@ -32,6 +32,11 @@ typedef struct sp_attn_args {
 } sp_attn_args;
 
 void sp_attention(sp_pool *pool, const sp_attn_args *a);
+/* n independent attentions (the sequences of one pass, each over its own KV cache) as one
+ * parallel-for over all their (token, head) rows: one wake of the pool instead of one per
+ * sequence. a[i].scratch and n_ctx are a[0]'s for all. start: n + 1 entries of scratch
+ * for the row offsets. Every row is computed as sp_attention computes it. */
+void sp_attention_many(sp_pool *pool, const sp_attn_args *a, int64_t n, int64_t *start);
 /* Scalar reference (double accumulation), single-threaded. */
 void sp_attention_ref(const sp_attn_args *a);
 
