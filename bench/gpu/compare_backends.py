@@ -22,6 +22,9 @@ def main():
     tmp = tempfile.mkdtemp()
     for name in sorted(os.listdir(os.path.join(fixtures, "models"))):
         d = os.path.join(fixtures, "models", name)
+        if name.startswith("dsv4_"):  # DeepSeek-V4 runs on the CPU backend only so far
+            rows.append(f"| {name} | (CPU only) | | |")
+            continue
         ref = json.load(open(os.path.join(d, "reference.json")))
         V = ref["vocab_size"]
         hf = np.fromfile(os.path.join(d, "logits.bin"), dtype="<f4")

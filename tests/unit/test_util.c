@@ -237,23 +237,30 @@ const char *test_device(void)
     return d && *d ? d : "cpu";
 }
 
-sp_model *open_model_dir(const char *dir, int n_threads)
+static sp_model *open_on(const char *dir, int n_threads, const char *device)
 {
     sp_model *m;
     sp_error err = {0};
     sp_model_params mp = sp_model_default_params();
     mp.n_threads = n_threads;
-    mp.device = test_device();
+    mp.device = device;
     if (sp_model_open(dir, &mp, &m, &err) != SP_OK)
         fail_msg("%s: %s", dir, err.msg);
     return m;
+}
+
+sp_model *open_model_dir(const char *dir, int n_threads)
+{
+    return open_on(dir, n_threads, test_device());
 }
 
 sp_model *open_fixture_model(const char *name, int n_threads)
 {
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/%s", fixture_path("models"), name);
-    return open_model_dir(dir, n_threads);
+    /* DeepSeek-V4 runs on the CPU backend only so far (a GPU refuses it at open): its
+     * fixtures stay on the CPU whatever SPECULA_TEST_DEVICE says */
+    return open_on(dir, n_threads, strncmp(name, "dsv4_", 5) ? test_device() : "cpu");
 }
 
 float test_frand(void)
