@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """GPU vs CPU vs transformers, per fixture: runs `specula logits` on every prompt of every
-fixture in tests/fixtures/models on --device cpu and --device cuda and prints, per fixture,
+fixture in tests/fixtures/models on --device cpu and --device cuda (exact precision: the
+CLI's default fast mode rounds the CPU's matmul inputs to bf16) and prints, per fixture,
 the worst relative L2 of the GPU logits against transformers' fp32 logits (logits.bin) and
 against the CPU's, and whether the argmax agrees everywhere. Usage:
     compare_backends.py SPECULA FIXTURES_DIR [OUT.md]
@@ -10,7 +11,8 @@ import numpy as np
 
 def logits(specula, model, toks, device, out):
     subprocess.run([specula, "logits", "-m", model, "--tokens", ",".join(map(str, toks)),
-                    "-o", out, "--device", device], check=True, capture_output=True)
+                    "-o", out, "--device", device, "--precision", "exact"], check=True,
+                   capture_output=True)
     return np.fromfile(out, dtype="<f4")
 
 def rel(a, b):
