@@ -33,6 +33,22 @@ bool cli_default_pair(char *target, size_t target_size, char *draft, size_t draf
     return false;
 }
 
+int cli_pick_model(const char **model_dir, const char **draft, char *target_buf,
+                   char *draft_buf, size_t buf_size)
+{
+    if (!*model_dir) {
+        if (!cli_default_pair(target_buf, buf_size, draft_buf, buf_size))
+            return cli_failf("no -m and no bundled pair (models/default) in $SPECULA_MODELS, "
+                             "./models or the source tree");
+        *model_dir = target_buf;
+        if (!*draft)
+            *draft = draft_buf;
+    }
+    if (*draft && !strcmp(*draft, "none"))
+        *draft = NULL;
+    return CLI_OK;
+}
+
 int cli_talk_open_text(cli_talk *t, const char *dir, bool need_template)
 {
     sp_error err = {0};

@@ -24,6 +24,12 @@
  * default/config.json. Writes DIR/default and DIR/default-draft; false when none has it. */
 bool cli_default_pair(char *target, size_t target_size, char *draft, size_t draft_size);
 
+/* The model and draft `run` and `chat` use: with no -m (*model_dir NULL) the bundled pair,
+ * its draft unless --draft was given (the paths are written into the two buffers); then a
+ * draft of "none" becomes NULL. Returns CLI_OK or the failure's exit status. */
+int cli_pick_model(const char **model_dir, const char **draft, char *target_buf,
+                   char *draft_buf, size_t buf_size);
+
 typedef struct cli_talk {
     const char *dir;       /* the model directory */
     sp_tokenizer *tok;

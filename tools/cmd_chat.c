@@ -94,16 +94,9 @@ int cmd_chat(int argc, char **argv)
     if (n_predict < 1)
         return cli_failf("-n: cannot generate %lld tokens", (long long)n_predict);
     char target_buf[4096], draft_buf[4096];
-    if (!model_dir) {
-        if (!cli_default_pair(target_buf, sizeof target_buf, draft_buf, sizeof draft_buf))
-            return cli_failf("no -m and no bundled pair (models/default) in $SPECULA_MODELS, ./models "
-                             "or the source tree");
-        model_dir = target_buf;
-        if (!t.spec.draft)
-            t.spec.draft = draft_buf;
-    }
-    if (t.spec.draft && !strcmp(t.spec.draft, "none"))
-        t.spec.draft = NULL;
+    rc = cli_pick_model(&model_dir, &t.spec.draft, target_buf, draft_buf, sizeof target_buf);
+    if (rc)
+        return rc;
     history h = {0};
     int32_t *cache = NULL, *ids = NULL, *out = NULL;
     size_t n_cache = 0;
