@@ -133,6 +133,29 @@ static bool rows_outer(int64_t n_tok, int64_t cols)
     return n_tok * cols * 2 <= 256 * 1024;
 }
 
+typedef void (*block_fn)(const sp_mm_job *j, int64_t r, int64_t re, int64_t tb, int64_t te,
+                         int64_t k);
+
+/* Rows [rb, re) x all tokens in blocks of TB tokens, TR rows and KC columns: rows outermost
+ * when a token block's inputs fit in L2 (rows_outer), else columns outermost. Only the
+ * visiting order of blocks changes; each output's accumulation order is the block's own. */
+static void walk_blocks(const sp_mm_job *j, int64_t rb, int64_t re, block_fn block)
+{
+    const int64_t n = j->w->cols, n_tok = j->n_tok;
+    for (int64_t tb = 0; tb < n_tok; tb += TB) {
+        int64_t te = tb + TB < n_tok ? tb + TB : n_tok;
+        if (rows_outer(te - tb, n)) {
+            for (int64_t r = rb; r < re; r += TR)
+                for (int64_t k = 0; k < n; k += KC)
+                    block(j, r, re, tb, te, k);
+        } else {
+            for (int64_t k = 0; k < n; k += KC)
+                for (int64_t r = rb; r < re; r += TR)
+                    block(j, r, re, tb, te, k);
+        }
+    }
+}
+
 /* Rows [r, min(r + TR, re)) x tokens [tb, te) over column block k. */
 static void bf16_block(const sp_mm_job *j, int64_t r, int64_t re, int64_t tb, int64_t te, int64_t k)
 {
@@ -164,18 +187,7 @@ static void rows_bf16_dp(const sp_mm_job *j, int64_t rb, int64_t re)
                     dot_1x1(j, sp_weight_row(w, r) + 2 * k, ws, r, t, k, k + KC < n ? k + KC : n);
         return;
     }
-    for (int64_t tb = 0; tb < n_tok; tb += TB) {
-        int64_t te = tb + TB < n_tok ? tb + TB : n_tok;
-        if (rows_outer(te - tb, n)) {
-            for (int64_t r = rb; r < re; r += TR)
-                for (int64_t k = 0; k < n; k += KC)
-                    bf16_block(j, r, re, tb, te, k);
-        } else {
-            for (int64_t k = 0; k < n; k += KC)
-                for (int64_t r = rb; r < re; r += TR)
-                    bf16_block(j, r, re, tb, te, k);
-        }
-    }
+    walk_blocks(j, rb, re, bf16_block);
 }
 
 /* ---- MXFP4 ----------------------------------------------------------------------------- */
@@ -312,24 +324,11 @@ static void mxfp4_block(const sp_mm_job *j, int64_t r, int64_t re, int64_t tb, i
 
 static void rows_mxfp4_dp(const sp_mm_job *j, int64_t rb, int64_t re)
 {
-    const sp_weight *w = j->w;
-    const int64_t n = w->cols, n_tok = j->n_tok;
-    if (n_tok < MXFP4_BUFFER_TOKENS) {
+    if (j->n_tok < MXFP4_BUFFER_TOKENS) {
         mxfp4_rows_direct(j, rb, re);
         return;
     }
-    for (int64_t tb = 0; tb < n_tok; tb += TB) {
-        int64_t te = tb + TB < n_tok ? tb + TB : n_tok;
-        if (rows_outer(te - tb, n)) {
-            for (int64_t r = rb; r < re; r += TR)
-                for (int64_t k = 0; k < n; k += KC)
-                    mxfp4_block(j, r, re, tb, te, k);
-        } else {
-            for (int64_t k = 0; k < n; k += KC)
-                for (int64_t r = rb; r < re; r += TR)
-                    mxfp4_block(j, r, re, tb, te, k);
-        }
-    }
+    walk_blocks(j, rb, re, mxfp4_block);
 }
 
 /* ---- input ------------------------------------------------------------------------------ */
