@@ -82,6 +82,19 @@ typedef struct sp_rec_key {
     size_t len;
 } sp_rec_key;
 
+/* rope_kv_store's arguments: n rows of q [n, n_q_heads * head_dim] and k
+ * [n, n_kv_heads * head_dim] (RoPE on the first rot_dim dims of each head, NeoX halves,
+ * cos_sin [n, rot_dim], in place), then row r of k and of v [n, v_width] to row pos[r] of
+ * k_cache (stride n_kv_heads * head_dim) and v_cache (stride v_width). */
+typedef struct sp_rope_kv_args {
+    float *q, *k;
+    const float *v;
+    int64_t n, n_q_heads, n_kv_heads, head_dim, rot_dim, v_width;
+    const float *cos_sin;
+    const int32_t *pos;
+    float *k_cache, *v_cache;
+} sp_rope_kv_args;
+
 typedef struct sp_backend_ops {
     const char *name; /* "cpu", "cuda" */
     void (*destroy)(sp_backend *be);
@@ -131,6 +144,10 @@ typedef struct sp_backend_ops {
     /* x += res (rows x dim, contiguous), then out = rmsnorm(x) (out not aliasing x). */
     void (*add_rmsnorm)(sp_backend *be, float *x, const float *res, const float *w,
                         int64_t rows, int64_t dim, float eps, float *out);
+    /* (optional) rope(q), rope(k), kv_store(k), kv_store(v) of one sequence's rows as one
+     * op, with exactly those ops' results (k keeps its rotated values); NULL: the forward
+     * pass issues the four. */
+    void (*rope_kv_store)(sp_backend *be, const sp_rope_kv_args *a);
     /* a->scratch is ignored: a backend keeps what it needs (see attn_scratch_bytes). */
     void (*attention)(sp_backend *be, const sp_attn_args *a);
     /* (optional) n independent attentions at once (the sequences of a pass); NULL: the

@@ -209,6 +209,14 @@ static void cuda_kv_store(sp_backend *be, float *dst, int64_t dst_stride, const 
           spc_kv_store(cu(be)->stream, dst, dst_stride, pos, src, src_stride, rows, width));
 }
 
+static void cuda_rope_kv_store(sp_backend *be, const sp_rope_kv_args *a)
+{
+    check(cu(be), "rope_kv_store",
+          spc_rope_kv_store(cu(be)->stream, a->q, a->k, a->v, a->n, a->n_q_heads, a->n_kv_heads,
+                            a->head_dim, a->rot_dim, a->v_width, a->cos_sin, a->pos, a->k_cache,
+                            a->v_cache));
+}
+
 static void cuda_matmul_multi(sp_backend *be, int n, const sp_weight *const *ws, const float *x,
                               int64_t n_tok, float *const *ys, const float *const *biases)
 {
@@ -346,6 +354,7 @@ static const sp_backend_ops cuda_ops = {
     .gptoss_glu = cuda_gptoss_glu,
     .copy2d = cuda_copy2d,
     .kv_store = cuda_kv_store,
+    .rope_kv_store = cuda_rope_kv_store,
     .scale = cuda_scale,
     .matmul_multi = cuda_matmul_multi,
     .matmul_swiglu = cuda_matmul_swiglu,

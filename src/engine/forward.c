@@ -83,8 +83,14 @@ static void attention_gqa(sp_pass *P, int64_t l)
     float *ys[3] = {c->q, c->k, c->v};
     const float *bs[3] = {L->bq, L->bk, L->bv};
     be->ops->matmul_multi(be, 3, ws, c->xn, P->n, ys, bs);
-    qk_post(P, c->q, m->n_heads, L->q_norm);
-    qk_post(P, c->k, m->n_kv_heads, L->k_norm);
+    /* RoPE and the cache writes as one op where the backend has it and nothing observes
+     * q/k between them */
+    const bool fused = be->ops->rope_kv_store && !SP_TRACE_ON(P) && !L->q_norm && !L->k_norm &&
+                       m->rope.dim >= 2 && m->kv_dim_k == m->n_kv_heads * m->head_dim;
+    if (!fused) {
+        qk_post(P, c->q, m->n_heads, L->q_norm);
+        qk_post(P, c->k, m->n_kv_heads, L->k_norm);
+    }
     sp_emit(P, (int)l, SP_OP_ATTN_Q, m->q_dim, c->q);
     sp_emit(P, (int)l, SP_OP_ATTN_K, m->kv_dim_k, c->k);
     sp_emit(P, (int)l, SP_OP_ATTN_V, m->kv_dim_v, c->v);
@@ -96,10 +102,29 @@ static void attention_gqa(sp_pass *P, int64_t l)
         const sp_seg *g = &P->segs[i];
         sp_kv *kv = g->seq->kv;
         const int32_t *pos = c->pos + g->row0;
-        be->ops->kv_store(be, kv->k[l], m->kv_dim_k, pos, c->k + g->row0 * m->kv_dim_k, m->kv_dim_k,
-                          g->n, m->kv_dim_k);
-        be->ops->kv_store(be, kv->v[l], m->kv_dim_v, pos, c->v + g->row0 * m->kv_dim_v, m->kv_dim_v,
-                          g->n, m->kv_dim_v);
+        if (fused) {
+            sp_rope_kv_args ra = {
+                .q = c->q + g->row0 * m->q_dim,
+                .k = c->k + g->row0 * m->kv_dim_k,
+                .v = c->v + g->row0 * m->kv_dim_v,
+                .n = g->n,
+                .n_q_heads = m->n_heads,
+                .n_kv_heads = m->n_kv_heads,
+                .head_dim = m->head_dim,
+                .rot_dim = m->rope.dim,
+                .v_width = m->kv_dim_v,
+                .cos_sin = c->rope_cs + g->row0 * m->rope.dim,
+                .pos = pos,
+                .k_cache = kv->k[l],
+                .v_cache = kv->v[l],
+            };
+            be->ops->rope_kv_store(be, &ra);
+        } else {
+            be->ops->kv_store(be, kv->k[l], m->kv_dim_k, pos, c->k + g->row0 * m->kv_dim_k,
+                              m->kv_dim_k, g->n, m->kv_dim_k);
+            be->ops->kv_store(be, kv->v[l], m->kv_dim_v, pos, c->v + g->row0 * m->kv_dim_v,
+                              m->kv_dim_v, g->n, m->kv_dim_v);
+        }
         args[i] = (sp_attn_args){
             .q = c->q + g->row0 * m->q_dim,
             .q_stride = m->q_dim,

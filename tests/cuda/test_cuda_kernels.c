@@ -1256,6 +1256,59 @@ static void test_matmul_bandwidth(void **state)
     }
 }
 
+/* spc_rope_kv_store == spc_rope(q), spc_rope(k), spc_kv_store(k), spc_kv_store(v), bit for
+ * bit (partial rotary, GQA, rows stored out of order). */
+static void test_rope_kv_store(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    const int64_t n = 5, nq = 4, nk = 2, hd = 64, rd = 32, vw = nk * hd, ctx = 9;
+    const int32_t pos[5] = {7, 2, 3, 8, 0};
+    float *q = malloc((size_t)(n * nq * hd) * 4), *k = malloc((size_t)(n * nk * hd) * 4);
+    float *v = malloc((size_t)(n * vw) * 4), *cs = malloc((size_t)(n * rd) * 4);
+    fill(q, n * nq * hd, 1.0f);
+    fill(k, n * nk * hd, 0.7f);
+    fill(v, n * vw, 0.3f);
+    fill(cs, n * rd, 1.0f);
+    float *dq[2], *dk[2], *kc[2], *vc[2];
+    const float *dv = dev_from(v, (size_t)(n * vw) * 4), *dcs = dev_from(cs, (size_t)(n * rd) * 4);
+    int32_t *dpos = (int32_t *)dev_from(pos, sizeof pos);
+    for (int i = 0; i < 2; i++) {
+        dq[i] = dev_from(q, (size_t)(n * nq * hd) * 4);
+        dk[i] = dev_from(k, (size_t)(n * nk * hd) * 4);
+        kc[i] = dev_poison(ctx * nk * hd);
+        vc[i] = dev_poison(ctx * vw);
+    }
+    CK(spc_rope(g_stream, dq[0], n, nq, nq * hd, hd, rd, dcs, 0));
+    CK(spc_rope(g_stream, dk[0], n, nk, nk * hd, hd, rd, dcs, 0));
+    CK(spc_kv_store(g_stream, kc[0], nk * hd, dpos, dk[0], nk * hd, n, nk * hd));
+    CK(spc_kv_store(g_stream, vc[0], vw, dpos, dv, vw, n, vw));
+    CK(spc_rope_kv_store(g_stream, dq[1], dk[1], dv, n, nq, nk, hd, rd, vw, dcs, dpos, kc[1], vc[1]));
+    const float *pairs[4][2] = {{dq[0], dq[1]}, {dk[0], dk[1]}, {kc[0], kc[1]}, {vc[0], vc[1]}};
+    const int64_t lens[4] = {n * nq * hd, n * nk * hd, ctx * nk * hd, ctx * vw};
+    for (int i = 0; i < 4; i++) {
+        float *a = host_of(pairs[i][0], lens[i]), *b = host_of(pairs[i][1], lens[i]);
+        int64_t bad = count_diff_bits(a, b, lens[i]);
+        if (bad)
+            fail_msg("rope_kv_store: %lld values of output %d differ from the four ops", (long long)bad, i);
+        free(a);
+        free(b);
+    }
+    for (int i = 0; i < 2; i++) {
+        spc_free(dq[i]);
+        spc_free(dk[i]);
+        spc_free(kc[i]);
+        spc_free(vc[i]);
+    }
+    spc_free((void *)dv);
+    spc_free((void *)dcs);
+    spc_free(dpos);
+    free(q);
+    free(k);
+    free(v);
+    free(cs);
+}
+
 /* ---- argmax, errors ---------------------------------------------------------------- */
 
 static void test_argmax(void **state)
@@ -1338,6 +1391,7 @@ int main(void)
         cmocka_unit_test(test_moe_route),
         cmocka_unit_test(test_moe_ffn),
         cmocka_unit_test(test_fused),
+        cmocka_unit_test(test_rope_kv_store),
         cmocka_unit_test(test_argmax),
         cmocka_unit_test(test_errors),
     };

@@ -56,6 +56,7 @@ static __device__ __forceinline__ float block_max(float v, float *red)
 __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
 {
     spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
     __shared__ float qs[AT_MAXD];
     __shared__ float sc[AT_CHUNK];
     __shared__ float red[AT_WARPS];
@@ -175,6 +176,6 @@ extern "C" int spc_attention(void *stream, const sp_attn_args *a)
     if (a->n_tok == 0)
         return 0;
     dim3 grid((unsigned)a->n_heads, (unsigned)a->n_tok);
-    k_attention<<<grid, AT_THREADS, 0, (cudaStream_t)stream>>>(*a);
+    spc_launch(k_attention, grid, dim3(AT_THREADS), (cudaStream_t)stream, true, *a);
     return spc_launch_status();
 }

@@ -1,27 +1,26 @@
 /* cuda_matmul.cu: y = x W^T for every weight format, the transposed product and row
  * decoding (see cuda_ops.h).
  *
- * spc_matmul: MM_WARPS warps per block, each warp R consecutive output rows (R by format:
- * FP4 4, else 2) against a tile of TT tokens (grid.y); TT is 1, 2, 4 or 8, picked from
- * n_tok only to size the registers: every token's reduction order is the one of
- * cuda_ops.h whatever R, TT or the tile (spc_warp_rows), so outputs are bit-identical
- * for a token alone or in any batch. Each lane keeps U chunks per row (U * R 16-byte
+ * spc_matmul: one block of SPC_SLOTS threads per R consecutive output rows (R: 4 for one
+ * token and for FP4, else 2) and tile of TT tokens (grid.y); TT is 1, 2, 4 or 8, picked
+ * from n_tok only to size the registers: every token's reduction order is the one of
+ * cuda_ops.h whatever R, TT or the tile (spc_block_rows), so outputs are bit-identical
+ * for a token alone or in any batch. Each thread keeps U chunks per row (U * R 16-byte
  * weight loads) in flight; each decoded weight group is used for every token of the
  * tile. */
 #include "kernels/cuda/decode.cuh"
 
 #include <string.h>
 
-#define MM_WARPS 4
 #define MT_THREADS 128
 #define MT_TT 8
 
-/* Rows per warp R and chunks in flight per row U (R * U = 8 loads in flight per lane).
- * One token (decode) takes 4 rows per warp in every format: each x element a lane loads
- * then serves 4 rows, and x traffic through L1 (fp32: 2 bytes of x per byte of BF16
- * weight) rather than DRAM limited a BF16 matrix-vector product at 2 rows (ncu, H100:
- * L1 throughput 70%, DRAM 29%; 8192 x 2048 went from 65% to 81% of the copy bandwidth).
- * FP4 at 8 rows ran out of registers (slower), so it keeps 4. */
+/* Rows per block R and chunks in flight per row U (R * U = 8 loads in flight per thread;
+ * 16 at one token was slower: 96-124 registers instead of 72-80).
+ * One token (decode) takes 4 rows per block in every format: each x element a thread
+ * loads then serves 4 rows (x traffic through L1, fp32: 2 bytes of x per byte of BF16
+ * weight, limited a BF16 matrix-vector product at 2 rows). FP4 at 8 rows ran out of
+ * registers (slower), so it keeps 4. */
 template <int FMT, int TT = 8> struct mm_cfg {
     static constexpr bool FP4 = FMT == SP_WF_MXFP4 || FMT == SP_WF_NVFP4;
     static constexpr int R = TT == 1 ? 4 : (FP4 ? 4 : 2);
@@ -32,33 +31,25 @@ template <int FMT, int TT = 8> struct mm_cfg {
 static int64_t mm_rows_per_block(sp_wformat f, int64_t n_tok)
 {
     const bool fp4 = f == SP_WF_MXFP4 || f == SP_WF_NVFP4;
-    return (int64_t)MM_WARPS * (n_tok == 1 || fp4 ? 4 : 2);
+    return n_tok == 1 || fp4 ? 4 : 2;
 }
 
 template <int FMT, int TT>
-__global__ void __launch_bounds__(MM_WARPS * 32)
+__global__ void __launch_bounds__(SPC_SLOTS)
 k_matmul(const sp_weight w, const float *__restrict__ x, int64_t n_tok, float *__restrict__ y,
          const float *__restrict__ bias, bool vec, bool xvec)
 {
     spc_pdl_trigger();
     constexpr int R = mm_cfg<FMT, TT>::R, U = mm_cfg<FMT, TT>::U;
-    const int64_t r0 = ((int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5)) * R;
+    const int64_t r0 = (int64_t)blockIdx.x * R;
     if (r0 >= w.rows)
         return;
     const int nr = (int)(w.rows - r0 < R ? w.rows - r0 : R);
     const int64_t t0 = (int64_t)blockIdx.y * TT;
     const int nt = (int)(n_tok - t0 < TT ? n_tok - t0 : TT);
     float acc[TT * R];
-    spc_warp_rows<FMT, TT, R, U>(w, r0, nr, x + t0 * w.cols, w.cols, nt, vec, xvec, acc);
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int t = 0; t < TT; t++)
-#pragma unroll
-        for (int rr = 0; rr < R; rr++)
-            if (t < nt && rr < nr && lane == ((t * R + rr) & 31)) {
-                const int64_t r = r0 + rr;
-                y[(t0 + t) * w.rows + r] = bias ? __fadd_rn(acc[t * R + rr], bias[r]) : acc[t * R + rr];
-            }
+    spc_block_rows<FMT, TT, R, U>(w, w, r0, nr, x + t0 * w.cols, w.cols, nt, vec, xvec, acc);
+    spc_block_store<TT, R>(acc, r0, nr, t0, nt, y, w.rows, bias);
 }
 
 static bool fmt_ok(sp_wformat f)
@@ -75,10 +66,11 @@ static void mm_launch(cudaStream_t s, const sp_weight &w, const float *x, int64_
     dim3 grid((unsigned)((w.rows + rows_per_block - 1) / rows_per_block),
               (unsigned)((n_tok + tt - 1) / tt));
     switch (tt) {
-    case 1: spc_launch(k_matmul<FMT, 1>, grid, dim3(MM_WARPS * 32), s, true, w, x, n_tok, y, bias, vec, xvec); break;
-    case 2: spc_launch(k_matmul<FMT, 2>, grid, dim3(MM_WARPS * 32), s, true, w, x, n_tok, y, bias, vec, xvec); break;
-    case 4: spc_launch(k_matmul<FMT, 4>, grid, dim3(MM_WARPS * 32), s, true, w, x, n_tok, y, bias, vec, xvec); break;
-    default: spc_launch(k_matmul<FMT, 8>, grid, dim3(MM_WARPS * 32), s, true, w, x, n_tok, y, bias, vec, xvec); break;
+    case 1: spc_launch(k_matmul<FMT, 1>, grid, dim3(SPC_SLOTS), s, true, w, x, n_tok, y, bias, vec, xvec); break;
+    case 2: spc_launch(k_matmul<FMT, 2>, grid, dim3(SPC_SLOTS), s, true, w, x, n_tok, y, bias, vec, xvec); break;
+    case 4: spc_launch(k_matmul<FMT, 4>, grid, dim3(SPC_SLOTS), s, true, w, x, n_tok, y, bias, vec, xvec); break;
+    default: spc_launch(k_matmul<FMT, 8>, grid, dim3(SPC_SLOTS), s, true, w, x, n_tok, y, bias, vec,
+                        xvec); break;
     }
 }
 
@@ -119,7 +111,7 @@ struct mm_multi {
 };
 
 template <int FMT, int TT>
-__global__ void __launch_bounds__(MM_WARPS * 32)
+__global__ void __launch_bounds__(SPC_SLOTS)
 k_matmul_multi(const mm_multi g, const float *__restrict__ x, int64_t n_tok, bool xvec)
 {
     spc_pdl_trigger();
@@ -128,26 +120,16 @@ k_matmul_multi(const mm_multi g, const float *__restrict__ x, int64_t n_tok, boo
     while (i + 1 < g.n && blockIdx.x >= g.blk0[i + 1])
         i++;
     const sp_weight &w = g.w[i];
-    const int64_t r0 = ((int64_t)(blockIdx.x - g.blk0[i]) * MM_WARPS + (threadIdx.x >> 5)) * R;
+    const int64_t r0 = (int64_t)(blockIdx.x - g.blk0[i]) * R;
     if (r0 >= w.rows)
         return;
     const int nr = (int)(w.rows - r0 < R ? w.rows - r0 : R);
     const int64_t t0 = (int64_t)blockIdx.y * TT;
     const int nt = (int)(n_tok - t0 < TT ? n_tok - t0 : TT);
     float acc[TT * R];
-    spc_warp_rows<FMT, TT, R, U>(w, r0, nr, x + t0 * w.cols, w.cols, nt, spc_weight_vec_ok_dev(w),
-                                 xvec, acc);
-    const int lane = threadIdx.x & 31;
-    float *y = g.y[i];
-    const float *bias = g.b[i];
-#pragma unroll
-    for (int t = 0; t < TT; t++)
-#pragma unroll
-        for (int rr = 0; rr < R; rr++)
-            if (t < nt && rr < nr && lane == ((t * R + rr) & 31)) {
-                const int64_t r = r0 + rr;
-                y[(t0 + t) * w.rows + r] = bias ? __fadd_rn(acc[t * R + rr], bias[r]) : acc[t * R + rr];
-            }
+    spc_block_rows<FMT, TT, R, U>(w, w, r0, nr, x + t0 * w.cols, w.cols, nt,
+                                  spc_weight_vec_ok_dev(w), xvec, acc);
+    spc_block_store<TT, R>(acc, r0, nr, t0, nt, g.y[i], w.rows, g.b[i]);
 }
 
 /* silu as spc_swiglu computes it (cuda_ops.cu) */
@@ -157,28 +139,27 @@ static __device__ __forceinline__ float mm_silu(float v)
 }
 
 template <int FMT, int TT>
-__global__ void __launch_bounds__(MM_WARPS * 32)
+__global__ void __launch_bounds__(SPC_SLOTS)
 k_matmul_swiglu(const sp_weight wg, const sp_weight wu, const float *__restrict__ x, int64_t n_tok,
-                float *__restrict__ y, bool vg, bool vu, bool xvec)
+                float *__restrict__ y, bool vec, bool xvec)
 {
     spc_pdl_trigger();
-    constexpr int R = mm_cfg<FMT, TT>::R, U = mm_cfg<FMT, TT>::U;
-    const int64_t r0 = ((int64_t)blockIdx.x * MM_WARPS + (threadIdx.x >> 5)) * R;
+    /* RG rows of gate and the same RG rows of up in one block_rows call (2 RG rows) */
+    constexpr int R2 = mm_cfg<FMT, TT>::R, RG = R2 / 2, U = mm_cfg<FMT, TT>::U;
+    const int64_t r0 = (int64_t)blockIdx.x * RG;
     if (r0 >= wg.rows)
         return;
-    const int nr = (int)(wg.rows - r0 < R ? wg.rows - r0 : R);
+    const int nr = (int)(wg.rows - r0 < RG ? wg.rows - r0 : RG);
     const int64_t t0 = (int64_t)blockIdx.y * TT;
     const int nt = (int)(n_tok - t0 < TT ? n_tok - t0 : TT);
-    float ag[TT * R], au[TT * R];
-    spc_warp_rows<FMT, TT, R, U>(wg, r0, nr, x + t0 * wg.cols, wg.cols, nt, vg, xvec, ag);
-    spc_warp_rows<FMT, TT, R, U>(wu, r0, nr, x + t0 * wg.cols, wg.cols, nt, vu, xvec, au);
-    const int lane = threadIdx.x & 31;
+    float a[TT * R2], h[TT * RG];
+    spc_block_rows<FMT, TT, R2, U, RG>(wg, wu, r0, nr, x + t0 * wg.cols, wg.cols, nt, vec, xvec, a);
 #pragma unroll
     for (int t = 0; t < TT; t++)
 #pragma unroll
-        for (int rr = 0; rr < R; rr++)
-            if (t < nt && rr < nr && lane == ((t * R + rr) & 31))
-                y[(t0 + t) * wg.rows + r0 + rr] = __fmul_rn(mm_silu(ag[t * R + rr]), au[t * R + rr]);
+        for (int rr = 0; rr < RG; rr++)
+            h[t * RG + rr] = __fmul_rn(mm_silu(a[t * R2 + rr]), a[t * R2 + RG + rr]);
+    spc_block_store<TT, RG>(h, r0, nr, t0, nt, y, wg.rows, NULL);
 }
 
 /* formats with fused kernels (others run unfused, with the same bits) */
@@ -193,9 +174,9 @@ static void multi_launch(cudaStream_t s, const mm_multi &g, const float *x, int6
     const int tt = n_tok == 1 ? 1 : 8;
     dim3 grid(g.blk0[g.n], (unsigned)((n_tok + tt - 1) / tt));
     if (tt == 1)
-        spc_launch(k_matmul_multi<FMT, 1>, grid, dim3(MM_WARPS * 32), s, true, g, x, n_tok, xvec);
+        spc_launch(k_matmul_multi<FMT, 1>, grid, dim3(SPC_SLOTS), s, true, g, x, n_tok, xvec);
     else
-        spc_launch(k_matmul_multi<FMT, 8>, grid, dim3(MM_WARPS * 32), s, true, g, x, n_tok, xvec);
+        spc_launch(k_matmul_multi<FMT, 8>, grid, dim3(SPC_SLOTS), s, true, g, x, n_tok, xvec);
 }
 
 extern "C" int spc_matmul_multi(void *stream, int n, const sp_weight *const *ws, const float *x,
@@ -253,13 +234,15 @@ static void glu_launch(cudaStream_t s, const sp_weight &wg, const sp_weight &wu,
                        int64_t n_tok, float *y, bool xvec)
 {
     const int tt = n_tok == 1 ? 1 : 8;
-    const int64_t rpb = mm_rows_per_block(wg.format, n_tok);
+    const int64_t rpb = mm_rows_per_block(wg.format, n_tok) / 2; /* gate + up rows share R */
     dim3 grid((unsigned)((wg.rows + rpb - 1) / rpb), (unsigned)((n_tok + tt - 1) / tt));
-    bool vg = spc_weight_vec_ok(&wg), vu = spc_weight_vec_ok(&wu);
+    const bool vec = spc_weight_vec_ok(&wg) && spc_weight_vec_ok(&wu);
     if (tt == 1)
-        spc_launch(k_matmul_swiglu<FMT, 1>, grid, dim3(MM_WARPS * 32), s, true, wg, wu, x, n_tok, y, vg, vu, xvec);
+        spc_launch(k_matmul_swiglu<FMT, 1>, grid, dim3(SPC_SLOTS), s, true, wg, wu, x, n_tok, y,
+                   vec, xvec);
     else
-        spc_launch(k_matmul_swiglu<FMT, 8>, grid, dim3(MM_WARPS * 32), s, true, wg, wu, x, n_tok, y, vg, vu, xvec);
+        spc_launch(k_matmul_swiglu<FMT, 8>, grid, dim3(SPC_SLOTS), s, true, wg, wu, x, n_tok, y,
+                   vec, xvec);
 }
 
 extern "C" int spc_swiglu(void *stream, const float *g, const float *u, int64_t n, float *out);
@@ -294,6 +277,7 @@ k_matmul_t(const sp_weight w, int64_t row0, int64_t n_in, const float *__restric
            const float *__restrict__ bias)
 {
     spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
     int64_t c = (int64_t)blockIdx.x * MT_THREADS + threadIdx.x;
     if (c >= w.cols)
         return;
@@ -322,7 +306,9 @@ extern "C" int spc_matmul_t(void *stream, const sp_weight *w, int64_t row0, int6
     dim3 grid((unsigned)((w->cols + MT_THREADS - 1) / MT_THREADS), (unsigned)ty);
     cudaStream_t s = (cudaStream_t)stream;
     sp_weight wv = *w;
-#define MT_LAUNCH(F) k_matmul_t<F><<<grid, MT_THREADS, 0, s>>>(wv, row0, n_in, x, x_stride, n_tok, y, y_stride, bias)
+#define MT_LAUNCH(F)                                                                           \
+    spc_launch(k_matmul_t<F>, grid, dim3(MT_THREADS), s, true, wv, row0, n_in, x, x_stride, n_tok, \
+               y, y_stride, bias)
     switch (w->format) {
     case SP_WF_F32: MT_LAUNCH(SP_WF_F32); break;
     case SP_WF_BF16: MT_LAUNCH(SP_WF_BF16); break;
@@ -341,6 +327,7 @@ __global__ void k_weight_rows(const sp_weight w, const int32_t *__restrict__ ids
                               float *__restrict__ out)
 {
     spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
     for (int64_t i = blockIdx.y; i < n; i += gridDim.y) {
         int64_t r = ids[i];
         bool ok = r >= 0 && r < w.rows; /* an id out of range gives a NaN row, no fault */
@@ -361,6 +348,6 @@ extern "C" int spc_weight_rows_f32(void *stream, const sp_weight *w, const int32
     if (bx > 1024)
         bx = 1024;
     dim3 grid((unsigned)bx, (unsigned)(n < 65535 ? n : 65535));
-    k_weight_rows<<<grid, 256, 0, (cudaStream_t)stream>>>(*w, row_ids, n, out);
+    spc_launch(k_weight_rows, grid, dim3(256), (cudaStream_t)stream, true, *w, row_ids, n, out);
     return spc_launch_status();
 }

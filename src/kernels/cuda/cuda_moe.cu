@@ -3,7 +3,7 @@
  *
  * Routing: one thread per token runs sp_moe_route's exact sequence of operations.
  * Expert FFN: every (token, slot) pair runs its expert alone (the expert chosen on the
- * device from the id, through a device-resident table), with the matmul's warp-per-row
+ * device from the id, through a device-resident table), with the matmul's block
  * reduction (one token per tile: the same per-token order as spc_matmul) or, for
  * input-major experts, the transposed product; then the weighted sum per token in
  * ascending expert id. */
@@ -80,6 +80,7 @@ k_moe_route(const rt_cfg c, const float *__restrict__ logits, int64_t n_tok, int
             float *w_out)
 {
     spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
     __shared__ float s[RT_MAX_E], choice[RT_MAX_E];
     __shared__ bool taken[RT_MAX_E];
     __shared__ int32_t ids[RT_MAX_K];
@@ -159,13 +160,14 @@ extern "C" int spc_moe_route(void *stream, const sp_route_cfg *cfg, const float 
                 cfg->topk_group, cfg->scaling, cfg->score_bias};
     if (n_tok > 0x7fffffff)
         return (int)cudaErrorInvalidValue;
-    k_moe_route<<<(unsigned)n_tok, RT_THREADS, 0, (cudaStream_t)stream>>>(c, logits, n_tok, ids, w);
+    spc_launch(k_moe_route, dim3((unsigned)n_tok), dim3(RT_THREADS), (cudaStream_t)stream, true, c,
+               logits, n_tok, ids, w);
     return spc_launch_status();
 }
 
 /* ---- expert FFN -------------------------------------------------------------------- */
 
-#define MR_WARPS 4
+#define MR_ROWS 4
 #define MC_THREADS 128
 
 /* stage: 0 gate (or gpt-oss gate_up), 1 up, 2 down */
@@ -181,22 +183,32 @@ static __device__ __forceinline__ const float *mx_bias(const spc_expert &e, int 
     return stage == 0 ? e.gate_up_bias : stage == 2 ? e.down_bias : NULL;
 }
 
-/* Row-major experts: one warp per output row, one (token, slot) pair per grid.y. */
-__global__ void __launch_bounds__(MR_WARPS * 32)
+/* Row-major experts: one block of SPC_SLOTS threads per MR_ROWS output rows (the
+ * matmul's block order, spc_block_rows), one (token, slot) pair per grid.y. */
+template <int FMT>
+static __device__ __forceinline__ void mx_rows(const sp_weight &w, int64_t r0, int nr,
+                                               const float *xr, bool vec, bool xvec, float *acc)
+{
+    spc_block_rows<FMT, 1, MR_ROWS, 2>(w, w, r0, nr, xr, 0, 1, vec, xvec, acc);
+}
+
+__global__ void __launch_bounds__(SPC_SLOTS)
 k_moe_rows(const spc_expert *__restrict__ experts, int64_t n_experts,
            const int32_t *__restrict__ ids, int stage, bool gptoss, const float *x, int64_t x_div,
            int64_t x_stride, int64_t n_out, float *y)
 {
     spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
     const int64_t p = blockIdx.y;
-    const int64_t r = (int64_t)blockIdx.x * MR_WARPS + (threadIdx.x >> 5);
-    if (r >= n_out)
+    const int64_t r0 = (int64_t)blockIdx.x * MR_ROWS;
+    if (r0 >= n_out)
         return;
+    int nr = (int)(n_out - r0 < MR_ROWS ? n_out - r0 : MR_ROWS);
     const int32_t e = ids[p];
-    float *yo = y + p * n_out + r;
+    float *yo = y + p * n_out;
     if (e < 0 || e >= n_experts) {
-        if ((threadIdx.x & 31) == 0)
-            *yo = __uint_as_float(0x7fffffffu);
+        if (threadIdx.x < (unsigned)nr)
+            yo[r0 + threadIdx.x] = __uint_as_float(0x7fffffffu);
         return;
     }
     const spc_expert &ex = experts[e];
@@ -207,20 +219,24 @@ k_moe_rows(const spc_expert *__restrict__ experts, int64_t n_experts,
     const float *xr = x + (p / x_div) * x_stride;
     const bool vec = spc_weight_vec_ok_dev(w);
     const bool xvec = ((uintptr_t)xr % 16) == 0; /* only full chunks use float4 loads of x */
-    if (r >= w.rows)
+    if (r0 >= w.rows)
         return;
-    float acc[1];
+    if (w.rows - r0 < nr)
+        nr = (int)(w.rows - r0);
+    float acc[MR_ROWS];
     switch (w.format) {
-    case SP_WF_F32: spc_warp_rows<SP_WF_F32, 1, 1, 4>(w, r, 1, xr, 0, 1, vec, xvec, acc); break;
-    case SP_WF_BF16: spc_warp_rows<SP_WF_BF16, 1, 1, 4>(w, r, 1, xr, 0, 1, vec, xvec, acc); break;
-    case SP_WF_F16: spc_warp_rows<SP_WF_F16, 1, 1, 4>(w, r, 1, xr, 0, 1, vec, xvec, acc); break;
-    case SP_WF_MXFP4: spc_warp_rows<SP_WF_MXFP4, 1, 1, 4>(w, r, 1, xr, 0, 1, vec, xvec, acc); break;
-    case SP_WF_NVFP4: spc_warp_rows<SP_WF_NVFP4, 1, 1, 4>(w, r, 1, xr, 0, 1, vec, xvec, acc); break;
-    case SP_WF_FP8_BLOCK: spc_warp_rows<SP_WF_FP8_BLOCK, 1, 1, 4>(w, r, 1, xr, 0, 1, vec, xvec, acc); break;
-    default: acc[0] = __uint_as_float(0x7fffffffu); break;
+    case SP_WF_F32: mx_rows<SP_WF_F32>(w, r0, nr, xr, vec, xvec, acc); break;
+    case SP_WF_BF16: mx_rows<SP_WF_BF16>(w, r0, nr, xr, vec, xvec, acc); break;
+    case SP_WF_F16: mx_rows<SP_WF_F16>(w, r0, nr, xr, vec, xvec, acc); break;
+    case SP_WF_MXFP4: mx_rows<SP_WF_MXFP4>(w, r0, nr, xr, vec, xvec, acc); break;
+    case SP_WF_NVFP4: mx_rows<SP_WF_NVFP4>(w, r0, nr, xr, vec, xvec, acc); break;
+    case SP_WF_FP8_BLOCK: mx_rows<SP_WF_FP8_BLOCK>(w, r0, nr, xr, vec, xvec, acc); break;
+    default:
+        for (int i = 0; i < MR_ROWS; i++)
+            acc[i] = __uint_as_float(0x7fffffffu);
+        break;
     }
-    if ((threadIdx.x & 31) == 0)
-        *yo = bias ? __fadd_rn(acc[0], bias[r]) : acc[0];
+    spc_block_store<1, MR_ROWS>(acc, r0, nr, 0, 1, yo, 0, bias);
 }
 
 /* Input-major experts (x @ W, W [n_in, n_out]): one thread per output column. */
@@ -230,6 +246,7 @@ k_moe_cols(const spc_expert *__restrict__ experts, int64_t n_experts,
            int64_t x_stride, int64_t n_in, int64_t n_out, float *y)
 {
     spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
     const int64_t p = blockIdx.y;
     const int64_t c = (int64_t)blockIdx.x * MC_THREADS + threadIdx.x;
     if (c >= n_out)
@@ -261,6 +278,7 @@ k_moe_cols(const spc_expert *__restrict__ experts, int64_t n_experts,
 __global__ void k_moe_swiglu(const float *g, const float *u, int64_t n, float *out)
 {
     spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         float x = g[i];
@@ -272,6 +290,7 @@ __global__ void k_moe_glu(const float *gu, int64_t n_rows, int64_t I, float alph
                           float *h)
 {
     spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
     for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n_rows * I;
          k += (int64_t)gridDim.x * blockDim.x) {
         int64_t t = k / I, i = k % I;
@@ -289,6 +308,7 @@ __global__ void k_moe_combine(const int32_t *__restrict__ ids, const float *__re
                               float *out)
 {
     spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_tok * H;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t t = i / H, h = i % H;
@@ -329,25 +349,30 @@ extern "C" int spc_moe_ffn(void *stream, const spc_moe_args *a)
     float *A = a->scratch_a, *B = a->scratch_b;
     const bool gptoss = a->act == SPC_ACT_GPTOSS_GLU;
 #define ROWS(stage, x, div, xs, n_out, y)                                                       \
-    k_moe_rows<<<dim3((unsigned)(((n_out) + MR_WARPS - 1) / MR_WARPS), (unsigned)P), MR_WARPS * 32, \
-                 0, s>>>(a->experts, a->n_experts, a->ids, stage, gptoss, x, div, xs, n_out, y)
+    spc_launch(k_moe_rows, dim3((unsigned)(((n_out) + MR_ROWS - 1) / MR_ROWS), (unsigned)P),    \
+               dim3(SPC_SLOTS), s, true, a->experts, a->n_experts, a->ids, stage, gptoss, x,     \
+               (int64_t)(div), (int64_t)(xs), (int64_t)(n_out), y)
 #define COLS(stage, x, div, xs, n_in, n_out, y)                                                 \
-    k_moe_cols<<<dim3((unsigned)(((n_out) + MC_THREADS - 1) / MC_THREADS), (unsigned)P),       \
-                 MC_THREADS, 0, s>>>(a->experts, a->n_experts, a->ids, stage, gptoss, x, div, xs,  \
-                                     n_in, n_out, y)
+    spc_launch(k_moe_cols, dim3((unsigned)(((n_out) + MC_THREADS - 1) / MC_THREADS), (unsigned)P), \
+               dim3(MC_THREADS), s, true, a->experts, a->n_experts, a->ids, stage, gptoss, x,    \
+               (int64_t)(div), (int64_t)(xs), (int64_t)(n_in), (int64_t)(n_out), y)
     if (gptoss) {
         ROWS(0, a->x, a->k, H, 2 * I, A);
         COLS(0, a->x, a->k, H, H, 2 * I, A);
-        k_moe_glu<<<ew(P * I), 256, 0, s>>>(A, P, I, a->alpha, a->limit, B);
+        spc_launch(k_moe_glu, dim3(ew(P * I)), dim3(256), s, true, (const float *)A, P, I, a->alpha,
+                   a->limit, B);
         ROWS(2, B, 1, I, H, A);
         COLS(2, B, 1, I, I, H, A);
-        k_moe_combine<<<ew(a->n_tok * H), 256, 0, s>>>(a->ids, a->w, A, a->n_tok, a->k, H, a->out);
+        spc_launch(k_moe_combine, dim3(ew(a->n_tok * H)), dim3(256), s, true, a->ids, a->w,
+                   (const float *)A, a->n_tok, a->k, H, a->out);
     } else {
         ROWS(0, a->x, a->k, H, I, A);
         ROWS(1, a->x, a->k, H, I, B);
-        k_moe_swiglu<<<ew(P * I), 256, 0, s>>>(A, B, P * I, A);
+        spc_launch(k_moe_swiglu, dim3(ew(P * I)), dim3(256), s, true, (const float *)A,
+                   (const float *)B, P * I, A);
         ROWS(2, A, 1, I, H, B);
-        k_moe_combine<<<ew(a->n_tok * H), 256, 0, s>>>(a->ids, a->w, B, a->n_tok, a->k, H, a->out);
+        spc_launch(k_moe_combine, dim3(ew(a->n_tok * H)), dim3(256), s, true, a->ids, a->w,
+                   (const float *)B, a->n_tok, a->k, H, a->out);
     }
 #undef ROWS
 #undef COLS

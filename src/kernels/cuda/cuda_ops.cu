@@ -133,11 +133,22 @@ static unsigned ew_blocks(int64_t n)
 
 #define RN_THREADS 256
 
+/* Starts bringing the norm weights into L2 (one prefetch per 128-byte line). */
+static __device__ __forceinline__ void rn_prefetch(const float *w, int64_t dim)
+{
+    if (!w)
+        return;
+    for (int64_t i = (int64_t)threadIdx.x * 32; i < dim; i += (int64_t)RN_THREADS * 32)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(w + i));
+}
+
 __global__ void __launch_bounds__(RN_THREADS)
 k_rmsnorm(const float *x, int64_t xs, const float *__restrict__ w, int64_t dim, float eps,
           float *out, int64_t os)
 {
     spc_pdl_trigger();
+    rn_prefetch(w, dim); /* the norm weights do not depend on the previous kernel */
+    spc_pdl_wait(); /* launched as a programmatic dependent */
     __shared__ float part[RN_THREADS / 32];
     __shared__ float inv_s;
     const float *xr = x + (int64_t)blockIdx.x * xs;
@@ -179,6 +190,8 @@ k_add_rmsnorm(float *x, int64_t xs, const float *__restrict__ r, int64_t rs,
               const float *__restrict__ w, int64_t dim, float eps, float *out, int64_t os)
 {
     spc_pdl_trigger();
+    rn_prefetch(w, dim); /* the norm weights do not depend on the previous kernel */
+    spc_pdl_wait(); /* launched as a programmatic dependent */
     __shared__ float part[RN_THREADS / 32];
     __shared__ float inv_s;
     float *xr = x + (int64_t)blockIdx.x * xs;
@@ -222,8 +235,8 @@ extern "C" int spc_add_rmsnorm(void *stream, float *x, int64_t x_stride, const f
         return rows == 0 ? 0 : (int)cudaErrorInvalidValue;
     if (rows == 0)
         return 0;
-    k_add_rmsnorm<<<(unsigned)rows, RN_THREADS, 0, (cudaStream_t)stream>>>(x, x_stride, r, r_stride, w,
-                                                                            dim, eps, out, out_stride);
+    spc_launch(k_add_rmsnorm, dim3((unsigned)rows), dim3(RN_THREADS), (cudaStream_t)stream, true, x,
+               x_stride, r, r_stride, w, dim, eps, out, out_stride);
     return spc_launch_status();
 }
 
@@ -234,8 +247,8 @@ extern "C" int spc_rmsnorm(void *stream, const float *x, int64_t x_stride, const
         return rows == 0 ? 0 : (int)cudaErrorInvalidValue;
     if (rows == 0)
         return 0;
-    k_rmsnorm<<<(unsigned)rows, RN_THREADS, 0, (cudaStream_t)stream>>>(x, x_stride, w, dim, eps, out,
-                                                                        out_stride);
+    spc_launch(k_rmsnorm, dim3((unsigned)rows), dim3(RN_THREADS), (cudaStream_t)stream, true, x,
+               x_stride, w, dim, eps, out, out_stride);
     return spc_launch_status();
 }
 
@@ -244,12 +257,14 @@ extern "C" int spc_rmsnorm(void *stream, const float *x, int64_t x_stride, const
 __global__ void k_add(float *y, const float *x, int64_t n)
 {
     spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
     GRID_STRIDE(i, n) y[i] = __fadd_rn(y[i], x[i]);
 }
 
 __global__ void k_scale(float *x, int64_t n, float f)
 {
     spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
     GRID_STRIDE(i, n) x[i] = __fmul_rn(x[i], f);
 }
 
@@ -261,6 +276,7 @@ static __device__ __forceinline__ float spc_silu(float x)
 __global__ void k_swiglu(const float *g, const float *u, int64_t n, float *out)
 {
     spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
     GRID_STRIDE(i, n) out[i] = __fmul_rn(spc_silu(g[i]), u[i]);
 }
 
@@ -268,6 +284,7 @@ __global__ void k_gptoss_glu(const float *gu, int64_t n_tok, int64_t I, float al
                              float *h)
 {
     spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
     GRID_STRIDE(k, n_tok * I)
     {
         int64_t t = k / I, i = k % I;
@@ -283,7 +300,7 @@ extern "C" int spc_add(void *stream, float *y, const float *x, int64_t n)
 {
     if (n <= 0)
         return n < 0 ? (int)cudaErrorInvalidValue : 0;
-    k_add<<<ew_blocks(n), EW_THREADS, 0, (cudaStream_t)stream>>>(y, x, n);
+    spc_launch(k_add, dim3(ew_blocks(n)), dim3(EW_THREADS), (cudaStream_t)stream, true, y, x, n);
     return spc_launch_status();
 }
 
@@ -291,7 +308,8 @@ extern "C" int spc_scale(void *stream, float *x, int64_t n, float factor)
 {
     if (n <= 0)
         return n < 0 ? (int)cudaErrorInvalidValue : 0;
-    k_scale<<<ew_blocks(n), EW_THREADS, 0, (cudaStream_t)stream>>>(x, n, factor);
+    spc_launch(k_scale, dim3(ew_blocks(n)), dim3(EW_THREADS), (cudaStream_t)stream, true, x, n,
+               factor);
     return spc_launch_status();
 }
 
@@ -299,7 +317,8 @@ extern "C" int spc_swiglu(void *stream, const float *g, const float *u, int64_t 
 {
     if (n <= 0)
         return n < 0 ? (int)cudaErrorInvalidValue : 0;
-    k_swiglu<<<ew_blocks(n), EW_THREADS, 0, (cudaStream_t)stream>>>(g, u, n, out);
+    spc_launch(k_swiglu, dim3(ew_blocks(n)), dim3(EW_THREADS), (cudaStream_t)stream, true, g, u, n,
+               out);
     return spc_launch_status();
 }
 
@@ -310,8 +329,8 @@ extern "C" int spc_gptoss_glu(void *stream, const float *gu, int64_t n_tok, int6
         return (int)cudaErrorInvalidValue;
     if (n_tok * I == 0)
         return 0;
-    k_gptoss_glu<<<ew_blocks(n_tok * I), EW_THREADS, 0, (cudaStream_t)stream>>>(gu, n_tok, I, alpha,
-                                                                                limit, h);
+    spc_launch(k_gptoss_glu, dim3(ew_blocks(n_tok * I)), dim3(EW_THREADS), (cudaStream_t)stream,
+               true, gu, n_tok, I, alpha, limit, h);
     return spc_launch_status();
 }
 
@@ -332,6 +351,7 @@ __global__ void k_kv_store(float *dst, int64_t dst_stride, const int32_t *pos, c
                            int64_t src_stride, int64_t width)
 {
     spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
     const int64_t r = blockIdx.x;
     float *d = dst + (int64_t)pos[r] * dst_stride;
     const float *s = src + r * src_stride;
@@ -346,8 +366,8 @@ extern "C" int spc_kv_store(void *stream, float *dst, int64_t dst_stride, const 
         return (int)cudaErrorInvalidValue;
     if (!rows || !width)
         return 0;
-    k_kv_store<<<(unsigned)rows, 256, 0, (cudaStream_t)stream>>>(dst, dst_stride, pos, src,
-                                                                 src_stride, width);
+    spc_launch(k_kv_store, dim3((unsigned)rows), dim3(256), (cudaStream_t)stream, true, dst,
+               dst_stride, pos, src, src_stride, width);
     return spc_launch_status();
 }
 
@@ -391,26 +411,77 @@ extern "C" void spc_graph_free(void *exec)
 #define ROPE_THREADS 128
 #define ROPE_MAX 2048
 
+/* RoPE of one head vector v (d rotated dims) in place, buf: d floats of shared memory;
+ * every thread of the block calls it. */
+static __device__ __forceinline__ void rope_head(float *v, int64_t d, const float *c,
+                                                 const float *s, int interleaved, float *buf)
+{
+    int64_t half = d / 2;
+    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+        buf[i] = interleaved ? v[2 * i] : v[i];
+        buf[i + half] = interleaved ? v[2 * i + 1] : v[i + half];
+    }
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+        float a = buf[i], b = buf[i + half];
+        v[i] = __fsub_rn(__fmul_rn(a, c[i]), __fmul_rn(b, s[i]));
+        v[i + half] = __fadd_rn(__fmul_rn(b, c[i]), __fmul_rn(a, s[i]));
+    }
+}
+
 __global__ void __launch_bounds__(ROPE_THREADS)
 k_rope(float *x, int64_t n_heads, int64_t tok_stride, int64_t head_stride, int64_t d,
        const float *__restrict__ cos_sin, int interleaved)
 {
     spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
     __shared__ float buf[ROPE_MAX];
     int64_t t = blockIdx.y, h = blockIdx.x;
-    float *v = x + t * tok_stride + h * head_stride;
-    const float *c = cos_sin + t * d, *s = c + d / 2;
-    int64_t half = d / 2;
-    for (int64_t i = threadIdx.x; i < half; i += ROPE_THREADS) {
-        buf[i] = interleaved ? v[2 * i] : v[i];
-        buf[i + half] = interleaved ? v[2 * i + 1] : v[i + half];
+    const float *c = cos_sin + t * d;
+    rope_head(x + t * tok_stride + h * head_stride, d, c, c + d / 2, interleaved, buf);
+}
+
+/* grid (n_q_heads + n_kv_heads + 1, n): q heads, k heads (rotated, then stored), the v row */
+__global__ void __launch_bounds__(ROPE_THREADS)
+k_rope_kv_store(float *q, float *k, const float *v, int64_t nq, int64_t nk, int64_t hd, int64_t d,
+                int64_t vw, const float *__restrict__ cos_sin, const int32_t *pos, float *kc,
+                float *vc)
+{
+    spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
+    __shared__ float buf[ROPE_MAX];
+    const int64_t t = blockIdx.y, h = blockIdx.x;
+    const float *c = cos_sin + t * d;
+    if (h < nq) {
+        rope_head(q + (t * nq + h) * hd, d, c, c + d / 2, 0, buf);
+    } else if (h < nq + nk) {
+        float *kv = k + (t * nk + (h - nq)) * hd;
+        rope_head(kv, d, c, c + d / 2, 0, buf);
+        __syncthreads(); /* the rotated values are in global memory, written by this block */
+        float *dst = kc + (int64_t)pos[t] * nk * hd + (h - nq) * hd;
+        for (int64_t i = threadIdx.x; i < hd; i += ROPE_THREADS)
+            dst[i] = kv[i];
+    } else {
+        float *dst = vc + (int64_t)pos[t] * vw;
+        for (int64_t i = threadIdx.x; i < vw; i += ROPE_THREADS)
+            dst[i] = v[t * vw + i];
     }
-    __syncthreads();
-    for (int64_t i = threadIdx.x; i < half; i += ROPE_THREADS) {
-        float a = buf[i], b = buf[i + half];
-        v[i] = __fsub_rn(__fmul_rn(a, c[i]), __fmul_rn(b, s[i]));
-        v[i + half] = __fadd_rn(__fmul_rn(b, c[i]), __fmul_rn(a, s[i]));
-    }
+}
+
+extern "C" int spc_rope_kv_store(void *stream, float *q, float *k, const float *v, int64_t n,
+                                 int64_t n_q_heads, int64_t n_kv_heads, int64_t head_dim,
+                                 int64_t rot_dim, int64_t v_width, const float *cos_sin,
+                                 const int32_t *pos, float *k_cache, float *v_cache)
+{
+    if (n < 0 || n > 65535 || n_q_heads < 0 || n_kv_heads < 0 || head_dim < 0 || v_width < 0 ||
+        rot_dim < 2 || rot_dim > head_dim || head_dim > ROPE_MAX || n_q_heads + n_kv_heads >= 0x7fffffff)
+        return (int)cudaErrorInvalidValue;
+    if (!n)
+        return 0;
+    dim3 grid((unsigned)(n_q_heads + n_kv_heads + 1), (unsigned)n);
+    spc_launch(k_rope_kv_store, grid, dim3(ROPE_THREADS), (cudaStream_t)stream, true, q, k, v,
+               n_q_heads, n_kv_heads, head_dim, rot_dim, v_width, cos_sin, pos, k_cache, v_cache);
+    return spc_launch_status();
 }
 
 extern "C" int spc_rope(void *stream, float *x, int64_t n_tok, int64_t n_heads, int64_t tok_stride,
@@ -422,8 +493,8 @@ extern "C" int spc_rope(void *stream, float *x, int64_t n_tok, int64_t n_heads, 
     if (!n_tok || !n_heads || rot_dim < 2)
         return 0;
     dim3 grid((unsigned)n_heads, (unsigned)n_tok);
-    k_rope<<<grid, ROPE_THREADS, 0, (cudaStream_t)stream>>>(x, n_heads, tok_stride, head_stride, rot_dim,
-                                                          cos_sin, interleaved);
+    spc_launch(k_rope, dim3(grid), dim3(ROPE_THREADS), (cudaStream_t)stream, true, x, n_heads,
+               tok_stride, head_stride, rot_dim, cos_sin, interleaved);
     return spc_launch_status();
 }
 
@@ -443,6 +514,7 @@ __global__ void __launch_bounds__(AM_THREADS)
 k_argmax(const float *logits, int64_t n, int64_t stride, int32_t *ids)
 {
     spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
     __shared__ float sv[AM_THREADS / 32];
     __shared__ int64_t si[AM_THREADS / 32];
     const float *l = logits + (int64_t)blockIdx.x * stride;
@@ -477,8 +549,8 @@ extern "C" int spc_logits_argmax(void *stream, const float *logits, int64_t rows
         return (int)cudaErrorInvalidValue;
     if (!rows)
         return 0;
-    k_argmax<<<(unsigned)rows, AM_THREADS, 0, (cudaStream_t)stream>>>(logits, n_vocab,
-                                                                      stride ? stride : n_vocab, ids);
+    spc_launch(k_argmax, dim3((unsigned)rows), dim3(AM_THREADS), (cudaStream_t)stream, true, logits,
+               n_vocab, stride ? stride : n_vocab, ids);
     return spc_launch_status();
 }
 

@@ -22,12 +22,14 @@
  *
  * Matmul reduction order (per output element, for the record): the row's columns are
  * cut into chunks of CH elements (16 bytes of weight: F32 4, BF16/F16 8, FP8 16,
- * MXFP4/NVFP4 32); chunk j belongs to lane j % 32 of a warp, each lane accumulates its
- * chunks in ascending order with fmaf, element by element; the 32 lane sums are added by
- * an xor-butterfly (16, 8, 4, 2, 1); then + bias. The same order in spc_matmul,
- * spc_matmul_multi, spc_matmul_swiglu and the row-major experts of spc_moe_ffn, whatever
- * the schedule (rows per warp, token tile 1/2/4/8 picked from n_tok, loads in flight):
- * the schedule only decides which registers hold what, never the arithmetic.
+ * MXFP4/NVFP4 32); chunk j belongs to slot j % 128 (the 128 threads of a block, slot s
+ * = lane s % 32 of warp s / 32); each slot accumulates its chunks in ascending order with
+ * fmaf, element by element; each warp adds its 32 slot sums by an xor-butterfly (16, 8,
+ * 4, 2, 1); the four warp sums are added as (w0 + w1) + (w2 + w3); then + bias. The same
+ * order in spc_matmul, spc_matmul_multi, spc_matmul_swiglu and the row-major experts of
+ * spc_moe_ffn, whatever the schedule (rows per block, token tile 1/2/4/8 picked from
+ * n_tok, loads in flight): the schedule only decides which registers hold what, never
+ * the arithmetic.
  * Each weight element is decoded to the CPU decoder's exact fp32 value before its fmaf
  * (FP4 and FP8 by exponent arithmetic that gives the same bits as the table). */
 #ifndef SP_KERNELS_CUDA_CUDA_OPS_H
@@ -142,6 +144,15 @@ int spc_kv_store(void *stream, float *dst, int64_t dst_stride, const int32_t *po
  * Bit-identical to the CPU ops. rot_dim <= 2048. */
 int spc_rope(void *stream, float *x, int64_t n_tok, int64_t n_heads, int64_t tok_stride,
              int64_t head_stride, int64_t rot_dim, const float *cos_sin, int interleaved);
+
+/* spc_rope (NeoX halves) on q's n_q_heads and k's n_kv_heads heads (head_dim apart, rows
+ * of n_q_heads * head_dim and n_kv_heads * head_dim floats), then spc_kv_store of k's and
+ * v's rows (v_width floats) to rows pos[r] of k_cache / v_cache: one launch, the same
+ * bits as the four. rot_dim <= head_dim <= 2048, n <= 65535. */
+int spc_rope_kv_store(void *stream, float *q, float *k, const float *v, int64_t n,
+                      int64_t n_q_heads, int64_t n_kv_heads, int64_t head_dim, int64_t rot_dim,
+                      int64_t v_width, const float *cos_sin, const int32_t *pos, float *k_cache,
+                      float *v_cache);
 
 /* ---- attention --------------------------------------------------------------------- */
 

@@ -159,134 +159,22 @@ static __device__ __forceinline__ uint4 spc_load16(const unsigned char *row, int
     return make_uint4(v[0], v[1], v[2], v[3]);
 }
 
-/* Decodes full chunk j (16 bytes in `raw`) of row r into out[N]: exactly spc_elem. */
-template <int FMT>
-static __device__ __forceinline__ void spc_decode_chunk(const sp_weight &w, int64_t r, int64_t j,
-                                                        uint4 raw, float *out)
-{
-    const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
-    if (FMT == SP_WF_F32) {
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            out[i] = spc_bits_f(u[i]);
-    } else if (FMT == SP_WF_BF16 || FMT == SP_WF_F16) {
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            uint32_t h = (u[i / 2] >> (16 * (i & 1))) & 0xffffu;
-            out[i] = FMT == SP_WF_BF16 ? spc_bf16(h) : spc_f16(h);
-        }
-    } else if (FMT == SP_WF_FP8_BLOCK) {
-        int64_t c0 = 16 * j;
-        float s = *(const float *)(w.scales + (size_t)((r + w.row_offset) / 128) * w.scale_row_bytes +
-                                   4 * (size_t)(c0 / 128));
-#pragma unroll
-        for (int i = 0; i < 16; i++)
-            out[i] = __fmul_rn(spc_e4m3((u[i / 4] >> (8 * (i & 3))) & 0xffu), s);
-    } else {
-        /* 32 codes; element i = bits [4i, 4i+4) of the little-endian 16 bytes */
-        const unsigned char *sc = w.scales + (size_t)r * w.scale_row_bytes;
-        float s0, s1;
-        if (FMT == SP_WF_MXFP4) {
-            s0 = s1 = spc_e8m0(sc[j]);
-        } else {
-            s0 = __fmul_rn(spc_e4m3(sc[2 * j]), w.global_scale);
-            s1 = __fmul_rn(spc_e4m3(sc[2 * j + 1]), w.global_scale);
-        }
-#pragma unroll
-        for (int i = 0; i < 32; i++)
-            out[i] = __fmul_rn(spc_e2m1((u[i / 8] >> (4 * (i & 7))) & 15u), i < 16 ? s0 : s1);
-    }
-}
-
-/* Dot products of row r of w with TT token vectors (nt <= TT valid), one warp:
- * returns in acc[t] (every lane holds the full sum after the butterfly). x_t = x +
- * t * x_stride. The order per token is independent of TT and nt. */
-template <int FMT, int TT>
-static __device__ __forceinline__ void spc_warp_row(const sp_weight &w, int64_t r, const float *x,
-                                                    int64_t x_stride, int nt, bool vec, float *acc)
-{
-    constexpr int CH = spc_chunk<FMT>::N;
-    const int lane = threadIdx.x & 31;
-    const int64_t cols = w.cols;
-    const int64_t nfull = cols / CH;
-    const unsigned char *row = w.data + (size_t)r * w.row_bytes;
-#pragma unroll
-    for (int t = 0; t < TT; t++)
-        acc[t] = 0.0f;
-    int64_t j = lane;
-    /* two chunks in flight per lane; same order as one at a time */
-    for (; j + 32 < nfull; j += 64) {
-        uint4 r0 = spc_load16(row, j, vec), r1 = spc_load16(row, j + 32, vec);
-        float wv[CH];
-        spc_decode_chunk<FMT>(w, r, j, r0, wv);
-#pragma unroll
-        for (int t = 0; t < TT; t++)
-            if (t < nt) {
-                const float *xp = x + t * x_stride + j * CH;
-#pragma unroll
-                for (int i = 0; i < CH; i++)
-                    acc[t] = fmaf(__ldg(xp + i), wv[i], acc[t]);
-            }
-        spc_decode_chunk<FMT>(w, r, j + 32, r1, wv);
-#pragma unroll
-        for (int t = 0; t < TT; t++)
-            if (t < nt) {
-                const float *xp = x + t * x_stride + (j + 32) * CH;
-#pragma unroll
-                for (int i = 0; i < CH; i++)
-                    acc[t] = fmaf(__ldg(xp + i), wv[i], acc[t]);
-            }
-    }
-    if (j < nfull) {
-        uint4 r0 = spc_load16(row, j, vec);
-        float wv[CH];
-        spc_decode_chunk<FMT>(w, r, j, r0, wv);
-#pragma unroll
-        for (int t = 0; t < TT; t++)
-            if (t < nt) {
-                const float *xp = x + t * x_stride + j * CH;
-#pragma unroll
-                for (int i = 0; i < CH; i++)
-                    acc[t] = fmaf(__ldg(xp + i), wv[i], acc[t]);
-            }
-        j += 32;
-    }
-    /* the partial last chunk (cols % CH elements) belongs to lane nfull % 32, after its
-     * full chunks (it is the lane's next chunk in ascending order) */
-    if (lane == (int)(nfull & 31) && nfull * CH < cols) {
-        for (int64_t c = nfull * CH; c < cols; c++) {
-            float wv = spc_elem<FMT>(w, r, c);
-#pragma unroll
-            for (int t = 0; t < TT; t++)
-                if (t < nt)
-                    acc[t] = fmaf(__ldg(x + t * x_stride + c), wv, acc[t]);
-        }
-    }
-#pragma unroll
-    for (int t = 0; t < TT; t++) {
-        float v = acc[t];
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1)
-            v = __fadd_rn(v, __shfl_xor_sync(SPC_FULL_MASK, v, off));
-        acc[t] = v;
-    }
-}
-
-/* ---- the fast multi-row dot product (issue 11) ---------------------------------------
+/* ---- the block dot product (issue 11) ----------------------------------------------
  *
- * spc_warp_rows: R consecutive rows of w against TT token vectors, one warp, with exactly
- * spc_warp_row's per-output order (chunk j of a row -> lane j % 32, each lane its chunks
- * ascending, element by element with fmaf, then the xor-butterfly 16, 8, 4, 2, 1), so
- * results are bit-identical to the one-row version for any R, TT, U and n_tok. What
- * changes is the schedule: U chunks per row (U * R 16-byte loads per lane, and their
- * scales) are loaded before the first is used; x is read with float4 loads when aligned,
- * once per token for all R rows; a chunk is decoded in groups of 8 elements (so x and the
- * decoded weights fit registers); FP4 and FP8 are decoded by exponent arithmetic (the
- * magnitude bits placed in a float and scaled by an exact power of two), giving the same
- * values as spc_e2m1 / spc_e4m3 (FP8 chunks holding a NaN code take the reference
- * decoder). FP4 with |scale| < 4 folds the power of two into the scale: one product per
- * code, the same single rounding of e2m1(code) * scale (checked for every code and every
- * E8M0 / E4M3 scale byte). */
+ * spc_block_rows: R consecutive rows of w against TT token vectors, one block of
+ * SPC_SLOTS threads, in the order of cuda_ops.h (chunk j of a row -> slot j % SPC_SLOTS,
+ * each slot its chunks ascending, element by element with fmaf, the warp butterfly, then
+ * the four warps in a fixed tree), so results are bit-identical for any R, TT, U and
+ * n_tok. What R, TT and U change is the schedule: U chunks per row (U * R 16-byte loads
+ * per thread, and their scales) are loaded before the first is used; x is read with
+ * float4 loads when aligned, once per token for all R rows; a chunk is decoded in groups
+ * of 8 elements (so x and the decoded weights fit registers); FP4 and FP8 are decoded by
+ * exponent arithmetic (the magnitude bits placed in a float and scaled by an exact power
+ * of two), giving the same values as spc_e2m1 / spc_e4m3 (FP8 chunks holding a NaN code
+ * take the reference decoder). FP4 with |scale| < 4 folds the power of two into the
+ * scale: one product per code, the same single rounding of e2m1(code) * scale (checked
+ * for every code and every E8M0 / E4M3 scale byte). Four warps share a row rather than
+ * one so that a matrix of few rows (2048 x 8192) still fills the GPU with loads. */
 
 /* The float value of an E2M1 code's magnitude bits m3 = code & 7, placed at bits 22..24,
  * times 2^126 (exact, denormal in between), with the sign folded into the factor. */
@@ -324,7 +212,7 @@ static __device__ __forceinline__ void spc_chunk_scales(const sp_weight &w, int6
     }
 }
 
-/* Elements [G*g, G*g + G) of a full chunk, exactly spc_decode_chunk's values. */
+/* Elements [G*g, G*g + G) of a full chunk, exactly spc_elem's values. */
 template <int FMT, int g>
 static __device__ __forceinline__ void spc_decode_group(uint4 raw, float s0, float s1, bool fp8_nan,
                                                         float *out)
@@ -413,9 +301,9 @@ static __device__ __forceinline__ void spc_load_x(const float *p, bool xvec, flo
     }
 }
 
-/* acc[t * R + rr] += x_t[chunk j] . row (r0 + rr)[chunk j] for the U chunks j0 + 32u
+/* acc[t * R + rr] += x_t[chunk j] . row (r0 + rr)[chunk j] for the U chunks j0 + STRIDE u
  * (u < nu), raw/scales already loaded. */
-template <int FMT, int TT, int R, int U>
+template <int FMT, int TT, int R, int U, int STRIDE>
 static __device__ __forceinline__ void spc_consume(const uint4 (&raw)[U][R], const float (&s0)[U][R],
                                                    const float (&s1)[U][R], int64_t j0, int nu,
                                                    const float *x, int64_t x_stride, int nt,
@@ -426,7 +314,7 @@ static __device__ __forceinline__ void spc_consume(const uint4 (&raw)[U][R], con
     for (int u = 0; u < U; u++) {
         if (u >= nu)
             break;
-        const int64_t j = j0 + 32 * u;
+        const int64_t j = j0 + STRIDE * u;
         bool nan[R];
 #pragma unroll
         for (int rr = 0; rr < R; rr++)
@@ -458,59 +346,75 @@ static __device__ __forceinline__ void spc_consume(const uint4 (&raw)[U][R], con
     }
 }
 
-/* Rows r0 .. r0 + nr - 1 (nr <= R; rows past nr repeat row r0 and are not to be stored)
- * against nt <= TT tokens: acc[t * R + rr], every lane holding the full sums. */
-template <int FMT, int TT, int R, int U>
-static __device__ __forceinline__ void spc_warp_rows(const sp_weight &w, int64_t r0, int nr,
-                                                     const float *x, int64_t x_stride, int nt,
-                                                     bool vec, bool xvec, float *acc)
+/* The dot-product block: SPC_SLOTS threads (4 warps) share every output of a launch's
+ * rows. Slot s = threadIdx.x owns the chunks j with j % SPC_SLOTS == s. Every kernel
+ * that computes a row-major product launches blocks of exactly this many threads. */
+#define SPC_SLOTS 128
+
+/* Rows r0 .. r0 + nr - 1 of wa (rr < SPLIT) and of wb (rr >= SPLIT: row r0 + rr - SPLIT;
+ * the same shape and format as wa) against nt <= TT tokens (nr <= SPLIT and <= R - SPLIT
+ * when they differ; rows past nr repeat row r0 and are not to be stored), computed by the
+ * whole block (block-uniform arguments; every thread must call it): acc[t * R + rr],
+ * every thread holding the full sums. Two matrices of one x (gate and up) share a block
+ * so that all their loads are in flight at once.
+ * The order per output (cuda_ops.h): slot s accumulates its chunks ascending with fmaf,
+ * element by element; each warp adds its 32 slots by the xor-butterfly (16, 8, 4, 2, 1);
+ * the four warp sums are added as (w0 + w1) + (w2 + w3). */
+template <int FMT, int TT, int R, int U, int SPLIT = R>
+static __device__ __forceinline__ void spc_block_rows(const sp_weight &wa, const sp_weight &wb,
+                                                      int64_t r0, int nr, const float *x,
+                                                      int64_t x_stride, int nt, bool vec, bool xvec,
+                                                      float *acc)
 {
     constexpr int CH = spc_chunk<FMT>::N;
-    const int lane = threadIdx.x & 31;
-    const int64_t cols = w.cols;
+    const int slot = threadIdx.x;
+    const int64_t cols = wa.cols;
     const int64_t nfull = cols / CH;
     const unsigned char *rowp[R];
     int64_t rix[R];
 #pragma unroll
     for (int rr = 0; rr < R; rr++) {
-        rix[rr] = rr < nr ? r0 + rr : r0;
+        const int q = rr < SPLIT ? rr : rr - SPLIT;
+        const sp_weight &w = rr < SPLIT ? wa : wb;
+        rix[rr] = q < nr ? r0 + q : r0;
         rowp[rr] = w.data + (size_t)rix[rr] * w.row_bytes;
     }
 #pragma unroll
     for (int i = 0; i < TT * R; i++)
         acc[i] = 0.0f;
-    int64_t j = lane;
+    int64_t j = slot;
     uint4 raw[U][R];
     float s0[U][R], s1[U][R];
-    /* rounds of up to U chunks per row (the last round of a lane may hold fewer): all
+    /* rounds of up to U chunks per row (the last round of a slot may hold fewer): all
      * their loads are issued before the first is used */
     bool waited = false;
-    for (; j < nfull; j += 32 * U) {
-        const int64_t left = (nfull - j + 31) / 32;
+    for (; j < nfull; j += SPC_SLOTS * U) {
+        const int64_t left = (nfull - j + SPC_SLOTS - 1) / SPC_SLOTS;
         const int nu = left < U ? (int)left : U;
 #pragma unroll
         for (int u = 0; u < U; u++)
             if (u < nu) {
 #pragma unroll
                 for (int rr = 0; rr < R; rr++) {
-                    raw[u][rr] = spc_load16(rowp[rr], j + 32 * u, vec);
-                    spc_chunk_scales<FMT>(w, rix[rr], j + 32 * u, s0[u][rr], s1[u][rr]);
+                    raw[u][rr] = spc_load16(rowp[rr], j + SPC_SLOTS * u, vec);
+                    spc_chunk_scales<FMT>(rr < SPLIT ? wa : wb, rix[rr], j + SPC_SLOTS * u,
+                                          s0[u][rr], s1[u][rr]);
                 }
             }
         if (!waited) { /* the first weights are on their way: now x may be read */
             spc_pdl_wait();
             waited = true;
         }
-        spc_consume<FMT, TT, R, U>(raw, s0, s1, j, nu, x, x_stride, nt, xvec, acc);
+        spc_consume<FMT, TT, R, U, SPC_SLOTS>(raw, s0, s1, j, nu, x, x_stride, nt, xvec, acc);
     }
     if (!waited)
         spc_pdl_wait();
-    /* the partial last chunk belongs to lane nfull % 32, after its full chunks */
-    if (lane == (int)(nfull & 31) && nfull * CH < cols) {
+    /* the partial last chunk belongs to slot nfull % SPC_SLOTS, after its full chunks */
+    if (slot == (int)(nfull % SPC_SLOTS) && nfull * CH < cols) {
         for (int64_t c = nfull * CH; c < cols; c++) {
 #pragma unroll
             for (int rr = 0; rr < R; rr++) {
-                float wv = spc_elem<FMT>(w, rix[rr], c);
+                float wv = spc_elem<FMT>(rr < SPLIT ? wa : wb, rix[rr], c);
 #pragma unroll
                 for (int t = 0; t < TT; t++)
                     if (t < nt)
@@ -526,6 +430,39 @@ static __device__ __forceinline__ void spc_warp_rows(const sp_weight &w, int64_t
             v = __fadd_rn(v, __shfl_xor_sync(SPC_FULL_MASK, v, off));
         acc[i] = v;
     }
+    __shared__ float part[SPC_SLOTS / 32][TT * R];
+    __syncthreads(); /* an earlier call's readers are done with part */
+    if ((slot & 31) == 0) {
+#pragma unroll
+        for (int i = 0; i < TT * R; i++)
+            part[slot >> 5][i] = acc[i];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < TT * R; i++)
+        acc[i] = __fadd_rn(__fadd_rn(part[0][i], part[1][i]), __fadd_rn(part[2][i], part[3][i]));
+}
+
+/* Stores the block's outputs: thread i < TT * R writes output i (token i / R, row i % R)
+ * when it is valid, as y[(t0 + t) * ld + r0 + rr] (+ bias[r] when bias). */
+template <int TT, int R>
+static __device__ __forceinline__ void spc_block_store(const float *acc, int64_t r0, int nr,
+                                                       int64_t t0, int nt, float *y, int64_t ld,
+                                                       const float *bias)
+{
+    const int i = threadIdx.x;
+    if (i >= TT * R)
+        return;
+    const int t = i / R, rr = i % R;
+    if (t >= nt || rr >= nr)
+        return;
+    float v = acc[0];
+#pragma unroll
+    for (int q = 1; q < TT * R; q++) /* a register pick, not a dynamic index */
+        if (q == i)
+            v = acc[q];
+    const int64_t r = r0 + rr;
+    y[(t0 + t) * ld + r] = bias ? __fadd_rn(v, bias[r]) : v;
 }
 
 /* 16-byte vector loads are possible for this weight (base and row pitch aligned). */
