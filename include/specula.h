@@ -76,6 +76,11 @@ typedef struct sp_model_params {
                             else the CPU */
     sp_precision precision; /* default EXACT; the CLI defaults to FAST. CPU kernels only:
                                the CUDA backend always computes EXACT */
+    /* Called while the weights are copied to a device (the CPU keeps them mapped and never
+     * calls it): bytes copied so far of total, after every 256 MiB and once at the end,
+     * from the opening thread. NULL: none. */
+    void (*load_progress)(void *ctx, uint64_t done, uint64_t total);
+    void *load_progress_ctx;
 } sp_model_params;
 
 SP_API sp_model_params sp_model_default_params(void);
@@ -139,9 +144,17 @@ typedef struct sp_model_info {
     uint64_t device_total_bytes; /* the device's own memory; 0 when it is the host's */
     int64_t default_n_ctx;     /* the context a session gets with n_ctx = 0 */
     uint64_t session_bytes;    /* KV cache + pass buffers of a default session */
+    /* Weight bytes one decode token reads (an estimate for rooflines): every matrix but the
+     * experts a token does not route to (n_experts - n_experts_per_tok per MoE layer) and
+     * the embedding table beyond its one row (unless it is the LM head too). */
+    uint64_t token_bytes;
 } sp_model_info;
 
 SP_API void sp_model_get_info(const sp_model *model, sp_model_info *info);
+/* Device-to-device copy bandwidth of the model's device in GB/s (bytes read + written per
+ * second, best of 5 copies of 512 MiB), measured now; 0 on the CPU or when it cannot be
+ * measured (not enough free memory). */
+SP_API double sp_model_copy_bandwidth(const sp_model *model);
 /* Activation scale i < info.n_input_scales: its tensor name (borrowed until close) and value.
  * specula runs FP4 and FP8 checkpoints weight-only, so these are reported, not applied.
  * Returns false when i is out of range. */

@@ -2,7 +2,9 @@
  * several runs of (prefill a random prompt, greedily decode), median of each, after an
  * untimed warm-up run (a prefill and two decode steps, as llama-bench warms up); and the
  * memory the process holds afterwards (resident and peak, from /proc/self/status) beside
- * the checkpoint's size on disk. With --draft it also runs speculative greedy generation
+ * the checkpoint's size on disk; and where the weights went: the device, the time to open
+ * the model (with a GPU: the copy's GB/s), and on a GPU the copy bandwidth measured now
+ * with the roofline of a decode token's weight reads. With --draft it also runs speculative greedy generation
  * on the same prompt in the same process and reports the speedup (the tokens are checked
  * to be identical to plain decoding's). Without -m it measures the bundled pair as `specula
  * run` uses it: plain vs speculative decoding of chat prompts rendered through the template
@@ -62,6 +64,52 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* Where the weights went and how fast decode is against reading them: the device, the
+ * load time and rate, the device copy bandwidth measured now, the bytes a token reads and
+ * the roofline they give (a GPU's; the CPU's weights stay mapped: no copy, no roofline). */
+typedef struct bench_device {
+    const char *name;
+    double load_s, load_gb_s, weights_mib, copy_gb_s, token_gb, roofline, frac;
+} bench_device;
+
+static bench_device device_figures(sp_model *m, double load_s, double decode_tok_s)
+{
+    sp_model_info info;
+    sp_model_get_info(m, &info);
+    bench_device d = {.name = info.device, .load_s = load_s};
+    d.weights_mib = (double)info.device_bytes / 1048576.0;
+    d.load_gb_s = load_s > 0 ? (double)info.device_bytes / 1e9 / load_s : 0.0;
+    d.token_gb = (double)info.token_bytes / 1e9;
+    if (info.device_bytes)
+        d.copy_gb_s = sp_model_copy_bandwidth(m);
+    if (d.copy_gb_s > 0 && d.token_gb > 0) {
+        d.roofline = d.copy_gb_s / d.token_gb;
+        d.frac = decode_tok_s / d.roofline;
+    }
+    return d;
+}
+
+static void print_device(const bench_device *d)
+{
+    printf("device: %s; opened in %.2f s", d->name, d->load_s);
+    if (d->weights_mib > 0)
+        printf(" (%.1f MiB of weights copied, %.2f GB/s)", d->weights_mib, d->load_gb_s);
+    printf("; %.1f MB of weights read per decode token", d->token_gb * 1e3);
+    if (d->roofline > 0)
+        printf("; copy bandwidth %.0f GB/s: roofline %.0f tok/s, decode at %.0f%%", d->copy_gb_s,
+               d->roofline, 100.0 * d->frac);
+    printf("\n");
+}
+
+static void print_device_json(const bench_device *d)
+{
+    printf(", \"device\": \"%s\", \"open_s\": %.3f, \"device_weights_mib\": %.1f, "
+           "\"load_gb_s\": %.3f, \"token_gb\": %.4f, \"copy_gb_s\": %.1f, "
+           "\"roofline_tok_s\": %.1f, \"roofline_fraction\": %.4f}\n",
+           d->name, d->load_s, d->weights_mib, d->load_gb_s, d->token_gb, d->copy_gb_s, d->roofline,
+           d->frac);
 }
 
 static double median(double *v, int n)
@@ -311,10 +359,12 @@ int cmd_bench(int argc, char **argv)
         rc = cli_failf("out of memory");
         goto done;
     }
+    double t_open = cli_now_ms();
     if (cli_model_open(model_dir, &mp, &m, &err) != SP_OK) {
         rc = cli_fail(&err);
         goto done;
     }
+    t_open = (cli_now_ms() - t_open) / 1e3;
     sp_session_params sp = {.n_ctx = prompt_len + gen_len};
     if (sp_session_new(m, &sp, &s, &err) != SP_OK) {
         rc = cli_fail(&err);
@@ -370,14 +420,17 @@ int cmd_bench(int argc, char **argv)
     double pfm = median(pf, (int)runs), dcm = median(dc, (int)runs);
     double rss = proc_mib("VmRSS"), peak = proc_mib("VmHWM"), file = checkpoint_mib(model_dir);
     double wmib = (double)sp_model_weight_bytes(m) / 1048576.0;
+    bench_device dv = device_figures(m, t_open, dcm);
     if (json)
         printf("{\"model\": \"%s\", \"arch\": \"%s\", \"threads\": %d, \"prompt_len\": %lld, "
                "\"gen_len\": %lld, \"runs\": %lld, \"prefill_tok_s\": %.2f, "
                "\"decode_tok_s\": %.2f, \"checkpoint_mib\": %.1f, \"weights_mib\": %.1f, "
-               "\"rss_mib\": %.1f, \"peak_rss_mib\": %.1f, \"precision\": \"%s\", \"kernels\": \"%s\"}\n",
+               "\"rss_mib\": %.1f, \"peak_rss_mib\": %.1f, \"precision\": \"%s\", \"kernels\": \"%s\"",
                model_dir, sp_model_arch_name(m), mp.n_threads, (long long)prompt_len,
                (long long)gen_len, (long long)runs, pfm, dcm, file, wmib, rss, peak,
                mp.precision == SP_PRECISION_FAST ? "fast" : "exact", sp_cpu_kernels_name());
+    if (json)
+        print_device_json(&dv);
     else
         printf("%s (%s): prefill %.1f tok/s (%lld tokens), decode %.1f tok/s (%lld tokens), "
                "median of %lld runs (%s precision, %s kernels)\nmemory: checkpoint %.1f MiB, "
@@ -385,6 +438,8 @@ int cmd_bench(int argc, char **argv)
                model_dir, sp_model_arch_name(m), pfm, (long long)prompt_len, dcm,
                (long long)gen_len, (long long)runs, mp.precision == SP_PRECISION_FAST ? "fast" : "exact",
                sp_cpu_kernels_name(), file, wmib, rss, peak);
+    if (!json)
+        print_device(&dv);
 done:
     cli_spec_close(&spec);
     free(pf);

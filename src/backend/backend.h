@@ -144,6 +144,9 @@ typedef struct sp_backend_ops {
     /* x += res (rows x dim, contiguous), then out = rmsnorm(x) (out not aliasing x). */
     void (*add_rmsnorm)(sp_backend *be, float *x, const float *res, const float *w,
                         int64_t rows, int64_t dim, float eps, float *out);
+    /* (optional) GB/s of a device-to-device copy (read + written), measured now; 0 when
+     * it cannot be measured. */
+    double (*copy_bandwidth)(sp_backend *be);
     /* (optional) rope(q), rope(k), kv_store(k), kv_store(v) of one sequence's rows as one
      * op, with exactly those ops' results (k keeps its rotated values); NULL: the forward
      * pass issues the four. */

@@ -124,6 +124,8 @@ static sp_status rebase_layer(sp_backend *be, sp_exec_store *s, sp_layer *L, sp_
     return SP_OK;
 }
 
+#define UPLOAD_CHUNK ((size_t)256 << 20) /* bytes per upload call: the progress step */
+
 /* Copies every shard mapping and converted vector to the device. */
 static sp_status upload_regions(sp_model *m, sp_exec_store *s, sp_error *err)
 {
@@ -136,10 +138,19 @@ static sp_status upload_regions(sp_model *m, sp_exec_store *s, sp_error *err)
     }
     for (size_t i = 0; i < m->n_owned && st == SP_OK; i++)
         st = push_region(s, m->owned[i], (m->owned_n[i] ? m->owned_n[i] : 1) * sizeof(float), err);
+    uint64_t total = 0, done = 0;
+    for (size_t i = 0; i < s->n; i++)
+        total += s->r[i].n;
     for (size_t i = 0; i < s->n && st == SP_OK; i++) {
         st = be->ops->alloc(be, s->r[i].n, &s->r[i].dev, err);
-        if (st == SP_OK)
-            st = be->ops->upload(be, s->r[i].dev, s->r[i].host, s->r[i].n, err);
+        for (size_t off = 0; st == SP_OK && off < s->r[i].n; off += UPLOAD_CHUNK) {
+            size_t n = s->r[i].n - off < UPLOAD_CHUNK ? s->r[i].n - off : UPLOAD_CHUNK;
+            st = be->ops->upload(be, (char *)s->r[i].dev + off, (const char *)s->r[i].host + off,
+                                 n, err);
+            done += n;
+            if (st == SP_OK && m->load_progress && (n == UPLOAD_CHUNK || done == total))
+                m->load_progress(m->load_progress_ctx, done, total);
+        }
     }
     if (st == SP_OK)
         st = be->ops->finish(be, err);

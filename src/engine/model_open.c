@@ -115,6 +115,8 @@ sp_status sp_model_open(const char *dir, const sp_model_params *params, sp_model
     if (st != SP_OK)
         return st;
     pthread_mutex_init(&m->lock, NULL);
+    m->load_progress = p.load_progress;
+    m->load_progress_ctx = p.load_progress_ctx;
     st = sp_backend_open(p.device, p.n_threads, &m->be, err);
     if (st == SP_OK && m->be->host_memory && p.precision == SP_PRECISION_FAST) {
         m->precision = SP_PRECISION_FAST; /* the CPU kernels read it from their pool */
@@ -151,5 +153,10 @@ void sp_model_close(sp_model *m)
 const char *sp_model_device(const sp_model *m) { return m->be->device_name; }
 uint64_t sp_model_device_bytes(const sp_model *m) { return sp_exec_weights_device_bytes(m); }
 int sp_cuda_device_count(void) { return sp_backend_cuda_devices(); }
+
+double sp_model_copy_bandwidth(const sp_model *m)
+{
+    return m->be->ops->copy_bandwidth ? m->be->ops->copy_bandwidth(m->be) : 0.0;
+}
 sp_precision sp_model_precision(const sp_model *m) { return m->precision; }
 const char *sp_cpu_kernels_name(void) { return sp_isa_name(sp_isa_active()); }

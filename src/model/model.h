@@ -108,6 +108,8 @@ struct sp_model {
      * keeps results batch-invariant; see kernels/cpu/dsv4.h sp_index_topk). */
     int64_t v4_index_queue;
     uint64_t weight_bytes; /* resident weight bytes */
+    void (*load_progress)(void *ctx, uint64_t done, uint64_t total); /* sp_model_params' */
+    void *load_progress_ctx;
 
     /* execution: the backend, the weights as it sees them, the pass's working memory */
     sp_backend *be;

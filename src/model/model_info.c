@@ -29,6 +29,34 @@ static void count_layer(fmt_count *c, const sp_layer *L)
     }
 }
 
+/* Stored bytes of a matrix view: its rows and their scales. */
+static uint64_t stored_bytes(const sp_weight *w)
+{
+    if (!w->data)
+        return 0;
+    uint64_t b = (uint64_t)w->rows * w->row_bytes;
+    if (w->scales)
+        b += (uint64_t)(w->format == SP_WF_FP8_BLOCK ? (w->rows + 127) / 128 : w->rows) *
+             w->scale_row_bytes;
+    return b;
+}
+
+static uint64_t token_bytes(const sp_model *m)
+{
+    uint64_t b = m->weight_bytes, skip = 0;
+    if (m->lm_head.data != m->tok_embd.data && m->tok_embd.data)
+        skip += stored_bytes(&m->tok_embd) - m->tok_embd.row_bytes;
+    for (int64_t l = 0; l < m->n_layers; l++) {
+        const sp_layer *L = &m->layers[l];
+        if (!L->moe || !L->experts || L->n_experts <= L->top_k)
+            continue;
+        const sp_expert *e = &L->experts[0];
+        uint64_t one = stored_bytes(&e->gate) + stored_bytes(&e->up) + stored_bytes(&e->down);
+        skip += (uint64_t)(L->n_experts - L->top_k) * one;
+    }
+    return skip < b ? b - skip : 0;
+}
+
 void sp_model_get_info(const sp_model *m, sp_model_info *info)
 {
     memset(info, 0, sizeof *info);
@@ -75,6 +103,7 @@ void sp_model_get_info(const sp_model *m, sp_model_info *info)
     info->device_total_bytes = m->be->total_bytes;
     info->default_n_ctx = sp_model_default_ctx(m);
     info->session_bytes = sp_model_session_bytes(m, 0, 0);
+    info->token_bytes = token_bytes(m);
 }
 
 bool sp_model_input_scale(const sp_model *m, size_t i, const char **tensor, float *value)

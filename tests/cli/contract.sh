@@ -112,7 +112,7 @@ check "generate -p --json has text" bash -c "'$SPECULA' generate -m '$M' --token
 Q=$FIX/models/qwen3moe_nvfp4_modelopt
 check "inspect reports NVFP4 input scales (kept, not applied)" bash -c "'$SPECULA' inspect -m '$Q' | grep -q 'experts.3.down_proj.input_scale = '"
 check "inspect --json" bash -c "'$SPECULA' inspect -m '$FIX/models/gptoss_mxfp4' --json | python3 -c 'import json,sys; j=json.load(sys.stdin); assert j[\"quant_method\"].startswith(\"MXFP4\") and j[\"formats\"][\"MXFP4\"] == 24 and j[\"moe_layers\"] == 3'"
-check "bench on an MXFP4 MoE checkpoint reports memory" bash -c "'$SPECULA' bench -m '$FIX/models/gptoss_mxfp4' --prompt-len 8 --gen-len 4 --runs 1 --json | python3 -c 'import json,sys; j=json.load(sys.stdin); assert j[\"decode_tok_s\"] > 0 and j[\"rss_mib\"] > 0 and j[\"checkpoint_mib\"] > 0'"
+check "bench on an MXFP4 MoE checkpoint reports memory" bash -c "'$SPECULA' bench -m '$FIX/models/gptoss_mxfp4' --prompt-len 8 --gen-len 4 --runs 1 --json | python3 -c 'import json,sys; j=json.load(sys.stdin); assert j[\"decode_tok_s\"] > 0 and j[\"rss_mib\"] > 0 and j[\"checkpoint_mib\"] > 0 and 0 < j[\"token_gb\"] * 1e9 < j[\"weights_mib\"] * 1048576'"
 
 # speculative decoding
 check "generate --draft self: identical tokens, every draft accepted" python3 - "$SPECULA" "$M" <<'PY'
