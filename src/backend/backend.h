@@ -65,6 +65,10 @@ typedef struct sp_moe_args {
     const float *w;           /* [n_tok, top_k] */
     float *out;               /* [n_tok, n_embd] */
     void *scratch;            /* sp_moe_scratch_bytes() bytes of backend memory */
+    /* What a backend may specialize on (zero = unknown: the general path): */
+    sp_wformat row_format;    /* the format of every row-major expert matrix, SP_WF_NONE
+                                 when they differ */
+    bool row_major_only;      /* no expert is stored input-major */
 } sp_moe_args;
 
 /* Scratch bytes moe_ffn needs for up to n_tok tokens (any backend). */

@@ -315,6 +315,8 @@ static void cuda_moe_ffn(sp_backend *be, const sp_moe_args *a)
         .out = a->out,
         .scratch_a = sa,
         .scratch_b = sa + a->n_tok * a->top_k * wide,
+        .row_fmt = a->row_format,
+        .row_major_only = a->row_major_only,
     };
     check(cu(be), "moe_ffn", spc_moe_ffn(cu(be)->stream, &g));
     plant(cu(be), "moe_ffn", a->out, a->n_tok * a->n_embd);

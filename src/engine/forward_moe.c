@@ -11,6 +11,31 @@
 #include "engine/forward_internal.h"
 #include "util/error.h"
 
+/* From the host's expert table (hl: the model's own layer, not the backend's copy): the one
+ * format of the row-major expert matrices (SP_WF_NONE when they differ) and whether no
+ * expert is input-major. */
+static void expert_formats(const sp_layer *hl, sp_wformat *row_format, bool *row_major_only)
+{
+    sp_wformat f = SP_WF_NONE;
+    bool mixed = false, in_major = false;
+    for (int64_t e = 0; e < hl->n_experts; e++) {
+        const sp_expert *x = &hl->experts[e];
+        if (x->in_major) {
+            in_major = true;
+            continue;
+        }
+        const sp_weight *ws[3] = {&x->gate, &x->up, &x->down};
+        for (int i = 0; i < 3; i++) {
+            if (ws[i]->format == SP_WF_NONE)
+                continue;
+            mixed = mixed || (f != SP_WF_NONE && ws[i]->format != f);
+            f = ws[i]->format;
+        }
+    }
+    *row_format = mixed ? SP_WF_NONE : f;
+    *row_major_only = !in_major;
+}
+
 static sp_route_cfg route_cfg(const sp_model *m, const sp_layer *L)
 {
     const sp_hf_config *c = m->cfg;
@@ -90,6 +115,7 @@ void sp_forward_moe(sp_pass *P, int64_t l)
     if (SP_TRACE_ON(P))
         emit_selection(P, l, k);
     sp_moe_args a = {
+        .row_format = SP_WF_NONE,
         .experts = L->experts,
         .n_experts = E,
         .top_k = k,
@@ -105,6 +131,7 @@ void sp_forward_moe(sp_pass *P, int64_t l)
         .out = c->ffn,
         .scratch = c->moe_scratch,
     };
+    expert_formats(&m->layers[l], &a.row_format, &a.row_major_only);
     be->ops->moe_ffn(be, &a);
     if (L->sh_gate.format != SP_WF_NONE)
         shared_experts(P, L);

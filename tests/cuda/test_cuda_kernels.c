@@ -1008,6 +1008,19 @@ static void run_moe(sp_wformat f, int gptoss, int in_major_mix)
         bad += count_diff_bits(o1, out + t * H, H);
         free(o1);
     }
+    /* the launch specialized on the experts' one format (and, without input-major experts,
+     * no transposed pass) == the general one, bit for bit */
+    spc_moe_args spec = a;
+    spec.row_fmt = f;
+    spec.row_major_only = !in_major_mix;
+    CK(spc_memset(g_stream, dout, 0xff, (size_t)(N * H) * 4));
+    CK(spc_moe_ffn(g_stream, &spec));
+    float *os = host_of(dout, N * H);
+    int64_t bad_spec = count_diff_bits(os, out, N * H);
+    free(os);
+    if (bad_spec)
+        fail_msg("moe_ffn %s: %lld outputs of the format-specialized launch differ", sp_wformat_name(f),
+                 (long long)bad_spec);
     printf("moe_ffn %-9s %-28s%s max error %.3g (of max |sum|), alone vs batch: %lld differ\n",
            gptoss ? "gpt-oss" : "swiglu", sp_wformat_name(f), in_major_mix ? " in_major mix" : "", worst,
            (long long)bad);
@@ -1048,7 +1061,7 @@ static void test_fused(void **state)
 {
     (void)state;
     NEED_GPU();
-    const int64_t N = 64, sizes[] = {1, 5, 17, 64};
+    const int64_t N = 64, sizes[] = {1, 2, 3, 5, 17, 64};
     for (int fi = 0; fi < N_FORMATS; fi++) {
         sp_wformat f = ALL_FORMATS[fi];
         int fp4 = f == SP_WF_MXFP4 || f == SP_WF_NVFP4;
@@ -1060,7 +1073,7 @@ static void test_fused(void **state)
         fill(x, N * cols, 1.0f);
         fill(b, 67, 0.5f);
         float *dx = dev_from(x, (size_t)(N * cols) * 4), *db = dev_from(b, 67 * 4);
-        for (int si = 0; si < 4; si++) {
+        for (int si = 0; si < 6; si++) {
             int64_t n = sizes[si];
             float *ref[3], *got[3];
             const sp_weight *ws[3];
@@ -1147,7 +1160,7 @@ static void test_fused(void **state)
     spc_free(dw);
     spc_free(o1);
     spc_free(o2);
-    printf("fused: matmul_multi, matmul_swiglu, add_rmsnorm bit-identical to the unfused ops, n_tok 1/5/17/64\n");
+    printf("fused: matmul_multi, matmul_swiglu, add_rmsnorm bit-identical to the unfused ops, n_tok 1/2/3/5/17/64\n");
 }
 
 /* ---- informational timing (not asserted) ----------------------------------------- */

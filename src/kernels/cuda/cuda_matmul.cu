@@ -74,6 +74,12 @@ static void mm_launch(cudaStream_t s, const sp_weight &w, const float *x, int64_
     }
 }
 
+/* The token tile: 1, 2, 4 or 8 by n_tok (registers only; never a token's arithmetic). */
+static int mm_token_tile(int64_t n_tok)
+{
+    return n_tok == 1 ? 1 : n_tok == 2 ? 2 : n_tok <= 4 ? 4 : 8;
+}
+
 extern "C" int spc_matmul(void *stream, const sp_weight *w, const float *x, int64_t n_tok, float *y,
                           const float *bias)
 {
@@ -81,8 +87,7 @@ extern "C" int spc_matmul(void *stream, const sp_weight *w, const float *x, int6
         return (int)cudaErrorInvalidValue;
     if (n_tok == 0 || w->rows == 0)
         return 0;
-    /* the token tile only sizes registers; it never changes a token's arithmetic */
-    const int tt = n_tok == 1 ? 1 : n_tok == 2 ? 2 : n_tok <= 4 ? 4 : 8;
+    const int tt = mm_token_tile(n_tok);
     if ((n_tok + tt - 1) / tt > 65535)
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
@@ -171,12 +176,16 @@ static bool fused_fmt(sp_wformat f)
 template <int FMT>
 static void multi_launch(cudaStream_t s, const mm_multi &g, const float *x, int64_t n_tok, bool xvec)
 {
-    const int tt = n_tok == 1 ? 1 : 8;
+    const int tt = mm_token_tile(n_tok);
     dim3 grid(g.blk0[g.n], (unsigned)((n_tok + tt - 1) / tt));
-    if (tt == 1)
-        spc_launch(k_matmul_multi<FMT, 1>, grid, dim3(SPC_SLOTS), s, true, g, x, n_tok, xvec);
-    else
-        spc_launch(k_matmul_multi<FMT, 8>, grid, dim3(SPC_SLOTS), s, true, g, x, n_tok, xvec);
+#define MULTI_LAUNCH(T) spc_launch(k_matmul_multi<FMT, T>, grid, dim3(SPC_SLOTS), s, true, g, x, n_tok, xvec)
+    switch (tt) {
+    case 1: MULTI_LAUNCH(1); break;
+    case 2: MULTI_LAUNCH(2); break;
+    case 4: MULTI_LAUNCH(4); break;
+    default: MULTI_LAUNCH(8); break;
+    }
+#undef MULTI_LAUNCH
 }
 
 extern "C" int spc_matmul_multi(void *stream, int n, const sp_weight *const *ws, const float *x,
@@ -233,16 +242,19 @@ template <int FMT>
 static void glu_launch(cudaStream_t s, const sp_weight &wg, const sp_weight &wu, const float *x,
                        int64_t n_tok, float *y, bool xvec)
 {
-    const int tt = n_tok == 1 ? 1 : 8;
+    const int tt = mm_token_tile(n_tok);
     const int64_t rpb = mm_rows_per_block(wg.format, n_tok) / 2; /* gate + up rows share R */
     dim3 grid((unsigned)((wg.rows + rpb - 1) / rpb), (unsigned)((n_tok + tt - 1) / tt));
     const bool vec = spc_weight_vec_ok(&wg) && spc_weight_vec_ok(&wu);
-    if (tt == 1)
-        spc_launch(k_matmul_swiglu<FMT, 1>, grid, dim3(SPC_SLOTS), s, true, wg, wu, x, n_tok, y,
-                   vec, xvec);
-    else
-        spc_launch(k_matmul_swiglu<FMT, 8>, grid, dim3(SPC_SLOTS), s, true, wg, wu, x, n_tok, y,
-                   vec, xvec);
+#define GLU_LAUNCH(T)                                                                          \
+    spc_launch(k_matmul_swiglu<FMT, T>, grid, dim3(SPC_SLOTS), s, true, wg, wu, x, n_tok, y, vec, xvec)
+    switch (tt) {
+    case 1: GLU_LAUNCH(1); break;
+    case 2: GLU_LAUNCH(2); break;
+    case 4: GLU_LAUNCH(4); break;
+    default: GLU_LAUNCH(8); break;
+    }
+#undef GLU_LAUNCH
 }
 
 extern "C" int spc_swiglu(void *stream, const float *g, const float *u, int64_t n, float *out);

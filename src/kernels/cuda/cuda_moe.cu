@@ -72,8 +72,8 @@ static __device__ void rt_renorm(float *w, int64_t k, float eps)
         w[j] = __fdiv_rn(w[j], sum);
 }
 
-/* One block per token; its first thread runs the sequential reference algorithm on
- * shared-memory arrays (no large per-thread stack: local memory is reserved for every
+/* One block per token: its threads load the logits, then its first thread runs the
+ * sequential reference algorithm on shared-memory arrays (no large per-thread stack: local memory is reserved for every
  * resident thread of the device). */
 __global__ void __launch_bounds__(RT_THREADS)
 k_moe_route(const rt_cfg c, const float *__restrict__ logits, int64_t n_tok, int32_t *ids_out,
@@ -88,11 +88,18 @@ k_moe_route(const rt_cfg c, const float *__restrict__ logits, int64_t n_tok, int
     __shared__ float gscore[RT_MAX_G];
     __shared__ int32_t keep[RT_MAX_G], two[2];
     __shared__ bool kept[RT_MAX_G];
+    __shared__ float lg[RT_MAX_E];
     const int64_t t = blockIdx.x;
-    if (threadIdx.x != 0 || t >= n_tok)
+    if (t >= n_tok)
         return;
     const int64_t E = c.E, k = c.k;
-    const float *l = logits + t * E;
+    /* the block loads the token's logits together; then its first thread alone */
+    for (int64_t i = threadIdx.x; i < E; i += RT_THREADS)
+        lg[i] = logits[t * E + i];
+    __syncthreads();
+    if (threadIdx.x != 0)
+        return;
+    const float *l = lg;
     if (c.kind == SP_MOE_SOFTMAX_TOPK) {
         for (int64_t i = 0; i < E; i++)
             s[i] = l[i];
@@ -184,7 +191,10 @@ static __device__ __forceinline__ const float *mx_bias(const spc_expert &e, int 
 }
 
 /* Row-major experts: one block of SPC_SLOTS threads per MR_ROWS output rows (the
- * matmul's block order, spc_block_rows), one (token, slot) pair per grid.y. */
+ * matmul's block order, spc_block_rows), one (token, slot) pair per grid.y. FMT: the one
+ * format of every row-major expert (host-checked), or SP_WF_NONE for a switch per block
+ * (every format's code in one kernel: about 140 registers, 3 blocks per SM, where one
+ * format takes the matmul's 72-96). */
 template <int FMT>
 static __device__ __forceinline__ void mx_rows(const sp_weight &w, int64_t r0, int nr,
                                                const float *xr, bool vec, bool xvec, float *acc)
@@ -192,6 +202,7 @@ static __device__ __forceinline__ void mx_rows(const sp_weight &w, int64_t r0, i
     spc_block_rows<FMT, 1, MR_ROWS, 2>(w, w, r0, nr, xr, 0, 1, vec, xvec, acc);
 }
 
+template <int FMT>
 __global__ void __launch_bounds__(SPC_SLOTS)
 k_moe_rows(const spc_expert *__restrict__ experts, int64_t n_experts,
            const int32_t *__restrict__ ids, int stage, bool gptoss, const float *x, int64_t x_div,
@@ -224,7 +235,8 @@ k_moe_rows(const spc_expert *__restrict__ experts, int64_t n_experts,
     if (w.rows - r0 < nr)
         nr = (int)(w.rows - r0);
     float acc[MR_ROWS];
-    switch (w.format) {
+    const int f = FMT == SP_WF_NONE ? (int)w.format : FMT;
+    switch (f) {
     case SP_WF_F32: mx_rows<SP_WF_F32>(w, r0, nr, xr, vec, xvec, acc); break;
     case SP_WF_BF16: mx_rows<SP_WF_BF16>(w, r0, nr, xr, vec, xvec, acc); break;
     case SP_WF_F16: mx_rows<SP_WF_F16>(w, r0, nr, xr, vec, xvec, acc); break;
@@ -237,6 +249,27 @@ k_moe_rows(const spc_expert *__restrict__ experts, int64_t n_experts,
         break;
     }
     spc_block_store<1, MR_ROWS>(acc, r0, nr, 0, 1, yo, 0, bias);
+}
+
+/* Launches the row-major expert pass, specialized on the experts' one format. */
+static void moe_rows_launch(cudaStream_t s, const spc_moe_args *a, int stage, bool gptoss,
+                            const float *x, int64_t div, int64_t xs, int64_t n_out, float *y)
+{
+    const int64_t P = a->n_tok * a->k;
+    dim3 grid((unsigned)((n_out + MR_ROWS - 1) / MR_ROWS), (unsigned)P);
+#define MR_LAUNCH(F)                                                                           \
+    spc_launch(k_moe_rows<F>, grid, dim3(SPC_SLOTS), s, true, a->experts, a->n_experts, a->ids, \
+               stage, gptoss, x, div, xs, n_out, y)
+    switch (a->row_fmt) {
+    case SP_WF_F32: MR_LAUNCH(SP_WF_F32); break;
+    case SP_WF_BF16: MR_LAUNCH(SP_WF_BF16); break;
+    case SP_WF_F16: MR_LAUNCH(SP_WF_F16); break;
+    case SP_WF_MXFP4: MR_LAUNCH(SP_WF_MXFP4); break;
+    case SP_WF_NVFP4: MR_LAUNCH(SP_WF_NVFP4); break;
+    case SP_WF_FP8_BLOCK: MR_LAUNCH(SP_WF_FP8_BLOCK); break;
+    default: MR_LAUNCH(SP_WF_NONE); break;
+    }
+#undef MR_LAUNCH
 }
 
 /* Input-major experts (x @ W, W [n_in, n_out]): one thread per output column. */
@@ -348,14 +381,16 @@ extern "C" int spc_moe_ffn(void *stream, const spc_moe_args *a)
     cudaStream_t s = (cudaStream_t)stream;
     float *A = a->scratch_a, *B = a->scratch_b;
     const bool gptoss = a->act == SPC_ACT_GPTOSS_GLU;
-#define ROWS(stage, x, div, xs, n_out, y)                                                       \
-    spc_launch(k_moe_rows, dim3((unsigned)(((n_out) + MR_ROWS - 1) / MR_ROWS), (unsigned)P),    \
-               dim3(SPC_SLOTS), s, true, a->experts, a->n_experts, a->ids, stage, gptoss, x,     \
-               (int64_t)(div), (int64_t)(xs), (int64_t)(n_out), y)
+#define ROWS(stage, x, div, xs, n_out, y) moe_rows_launch(s, a, stage, gptoss, x, div, xs, n_out, y)
 #define COLS(stage, x, div, xs, n_in, n_out, y)                                                 \
-    spc_launch(k_moe_cols, dim3((unsigned)(((n_out) + MC_THREADS - 1) / MC_THREADS), (unsigned)P), \
-               dim3(MC_THREADS), s, true, a->experts, a->n_experts, a->ids, stage, gptoss, x,    \
-               (int64_t)(div), (int64_t)(xs), (int64_t)(n_in), (int64_t)(n_out), y)
+    do {                                                                                       \
+        if (!a->row_major_only)                                                                \
+            spc_launch(k_moe_cols,                                                             \
+                       dim3((unsigned)(((n_out) + MC_THREADS - 1) / MC_THREADS), (unsigned)P), \
+                       dim3(MC_THREADS), s, true, a->experts, a->n_experts, a->ids, stage,       \
+                       gptoss, x, (int64_t)(div), (int64_t)(xs), (int64_t)(n_in),               \
+                       (int64_t)(n_out), y);                                                    \
+    } while (0)
     if (gptoss) {
         ROWS(0, a->x, a->k, H, 2 * I, A);
         COLS(0, a->x, a->k, H, H, 2 * I, A);

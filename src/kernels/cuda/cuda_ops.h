@@ -198,6 +198,8 @@ typedef struct spc_moe_args {
     const float *w;           /* [n_tok, k] */
     float *out;               /* [n_tok, H], overwritten */
     float *scratch_a, *scratch_b; /* each n_tok * k * max(2I, H) floats */
+    int row_fmt;              /* every row-major expert matrix's sp_wformat, or SP_WF_NONE */
+    bool row_major_only;      /* no input-major expert: the transposed pass is skipped */
 } spc_moe_args;
 
 /* out[t] = sum over the token's k experts, in ascending expert id, of w * expert(x[t])
