@@ -121,6 +121,7 @@ typedef struct sp_model_info {
     const char *architecture;  /* config.json's architectures[0] ("LlamaForCausalLM") */
     int64_t n_vocab, n_embd, n_layers;
     int64_t n_moe_layers;      /* layers whose feed-forward is a mixture of experts */
+    int64_t n_mtp_layers;      /* multi-token prediction modules bound (--draft mtp), 0 or 1 */
     int64_t n_heads, n_kv_heads, head_dim;
     int64_t n_experts, n_experts_per_tok; /* config.json's (0 when it has none) */
     int64_t expert_width;      /* moe_intermediate_size, else intermediate_size */

@@ -65,8 +65,17 @@ typedef struct sp_layer {
 typedef struct sp_weights {
     sp_weight tok_embd, lm_head;
     const float *final_norm;
-    sp_layer *layers; /* [n_layers] */
+    sp_layer *layers; /* [n_layers + n_mtp] */
 } sp_weights;
+
+/* A DeepSeek multi-token prediction module's own tensors (model_load_mtp.c; the math in
+ * forward_mtp.c). Its block is an ordinary layer, layers[n_layers]. */
+typedef struct sp_mtp {
+    const float *enorm, *hnorm; /* [H] on the token embedding, on the main model's hidden state */
+    sp_weight eh_proj;          /* [H, 2H] over [enorm(embed); hnorm(h)] */
+    sp_weight head;             /* shared_head.head [V, H] */
+    const float *head_norm;     /* shared_head.norm [H] */
+} sp_mtp;
 
 struct sp_model {
     sp_hf_config *cfg;
@@ -84,7 +93,12 @@ struct sp_model {
     sp_weight tok_embd; /* [V, H] */
     sp_weight lm_head;  /* [V, H] (may alias tok_embd) */
     const float *final_norm;
-    sp_layer *layers;
+    sp_layer *layers;   /* [n_layers + n_mtp] */
+
+    /* multi-token prediction (DeepSeek-V3): n_mtp is 1 when the checkpoint carries the first
+     * MTP module's tensors (model.layers.{n_layers}.eh_proj ...), else 0 */
+    int64_t n_mtp;
+    sp_mtp mtp;
 
     /* owned fp32 vectors, freed at close */
     float **owned;
@@ -115,6 +129,8 @@ struct sp_model {
     sp_backend *be;
     sp_precision precision;     /* as computed: FAST only on the CPU backend */
     sp_weights exec;            /* host views on a host-memory backend, else device copies */
+    sp_weights exec_mtp;        /* what an MTP pass reads: exec with the MTP module's head and
+                                   norm as lm_head and final_norm (host-memory backends) */
     struct sp_exec_store *exec_store; /* device regions behind `exec` (exec_weights.c) */
     struct sp_compute *compute; /* grown on demand (sp_model_reserve) */
     pthread_mutex_t lock;       /* one forward pass at a time: sessions may share a model */
