@@ -122,8 +122,9 @@ static void lay_out(const sp_model *m, int64_t cap, sp_compute *c, plan *p)
     if (m->arch->attn == SP_ATTN_DSV4)
         lay_out_v4(m, cap, c, p);
     if (m->n_mtp) {
-        c->mtp_h = take(p, rows(p, cap, H), 4);
-        c->mtp_in = take(p, rows(p, cap, 2 * H), 4);
+        c->mtp_h = take(p, rows(p, cap, sp_model_hidden_width(m)), 4);
+        if (m->arch->attn != SP_ATTN_DSV4)
+            c->mtp_in = take(p, rows(p, cap, 2 * H), 4);
     }
     c->tokens = take(p, (size_t)cap, 4);
     c->pos = take(p, (size_t)cap, 4);

@@ -17,7 +17,8 @@
  *   logits           [SP_LOGIT_ROWS, n_vocab]: the LM head runs in slices of rows
  *   moe_scratch      the backend's expert-block scratch (sp_moe_scratch_bytes)
  *   mtp_h, mtp_in    multi-token prediction (forward_mtp.c): the main model's hidden states
- *                    [cap, H] uploaded for an MTP pass, and [enorm(embed); hnorm(h)] [cap, 2H]
+ *                    [cap, sp_model_hidden_width] uploaded for an MTP pass, and (V3)
+ *                    [enorm(embed); hnorm(h)] [cap, 2H]
  *   v4               DeepSeek-V4 (forward_dsv4.c): x holds the hc_mult residual streams
  *                    [cap, N*H]; x2 the next streams, hc_* the mixing rows, col the collapsed
  *                    row, qres the normed q_lora row, a/b compressor and indexer rows, sel

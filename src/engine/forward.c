@@ -246,10 +246,10 @@ static void issue_body(sp_pass *P, bool gathered)
     sp_model *m = P->m;
     sp_backend *be = P->be;
     sp_compute *c = P->c;
-    if (m->arch->attn == SP_ATTN_DSV4) { /* forward_dsv4.c */
-        if ((P->st = sp_dsv4_begin(P)) != SP_OK)
+    if (m->arch->attn == SP_ATTN_DSV4) { /* forward_dsv4.c; an MTP pass: its one block */
+        if ((P->st = P->mtp ? sp_dsv4_mtp_begin(P) : sp_dsv4_begin(P)) != SP_OK)
             return;
-        for (int64_t l = 0; l < m->n_layers && P->st == SP_OK; l++)
+        for (int64_t l = P->mtp ? m->n_layers : 0; l < m->n_layers + P->mtp && P->st == SP_OK; l++)
             sp_dsv4_layer_forward(P, l);
         if (P->st == SP_OK)
             sp_dsv4_head(P);

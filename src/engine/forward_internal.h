@@ -67,6 +67,10 @@ sp_status sp_head_sliced(sp_pass *P);
 /* DeepSeek-V4 (forward_dsv4.c): cos/sin and the embedding into the streams; one layer;
  * the hc_head collapse (returns the rows for the final norm). */
 sp_status sp_dsv4_begin(sp_pass *P);
+/* An MTP pass (forward_mtp.c): streams_k = h_proj(hnorm(h_k)) + e_proj(enorm(embed)). */
+sp_status sp_dsv4_mtp_begin(sp_pass *P);
+/* The "compress" RoPE rows of the pass (sp_dsv4_begin's first step). */
+sp_status sp_dsv4_upload_rope(sp_pass *P);
 void sp_dsv4_layer_forward(sp_pass *P, int64_t l);
 float *sp_dsv4_head(sp_pass *P);
 

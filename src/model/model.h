@@ -72,9 +72,12 @@ typedef struct sp_weights {
  * forward_mtp.c). Its block is an ordinary layer, layers[n_layers]. */
 typedef struct sp_mtp {
     const float *enorm, *hnorm; /* [H] on the token embedding, on the main model's hidden state */
-    sp_weight eh_proj;          /* [H, 2H] over [enorm(embed); hnorm(h)] */
-    sp_weight head;             /* shared_head.head [V, H] */
-    const float *head_norm;     /* shared_head.norm [H] */
+    sp_weight eh_proj;          /* V3: [H, 2H] over [enorm(embed); hnorm(h)] */
+    sp_weight e_proj, h_proj;   /* V4: [H, H] each, summed (h_proj per stream) */
+    sp_weight hc_head_fn;       /* V4: the module's own hc_head [N, N H], base [N], scale [1] */
+    const float *hc_head_base, *hc_head_scale;
+    sp_weight head;             /* V3: shared_head.head [V, H]; V4: the main head */
+    const float *head_norm;     /* V3: shared_head.norm, V4: mtp.0.norm [H] */
 } sp_mtp;
 
 struct sp_model {
@@ -140,6 +143,13 @@ struct sp_model {
  * the backend, the memory check and the weights on the backend. */
 sp_status sp_model_load(const char *dir, sp_model **out, sp_error *err);
 void sp_model_unload(sp_model *m);
+
+/* Floats per position of the hidden state an MTP module reads: the residual row before the
+ * final norm, or DeepSeek-V4's hc_mult streams before hc_head. */
+static inline int64_t sp_model_hidden_width(const sp_model *m)
+{
+    return m->arch->attn == SP_ATTN_DSV4 ? m->cfg->dsv4.hc_mult * m->n_embd : m->n_embd;
+}
 
 /* Whether token is one of the model's end-of-sequence ids. */
 bool sp_model_is_eos(const sp_model *m, int32_t token);

@@ -96,6 +96,8 @@ void sp_model_get_info(const sp_model *m, sp_model_info *info)
     if (m->n_mtp) {
         count_layer(&c, &m->layers[m->n_layers]);
         count(&c, &m->mtp.eh_proj);
+        count(&c, &m->mtp.e_proj);
+        count(&c, &m->mtp.h_proj);
         if (m->mtp.head.data != m->lm_head.data)
             count(&c, &m->mtp.head);
     }

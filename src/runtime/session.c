@@ -5,6 +5,7 @@
 #include "util/ckd.h"
 #include "util/error.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,7 @@ struct sp_session {
     sp_session *mtp;    /* a target: its MTP session, or NULL */
     sp_session *target; /* an MTP session: the session it drafts for */
     int64_t n_real;     /* an MTP session: positions computed from the target's hidden states */
-    float *hidden;      /* [n_ctx, n_embd] each position's last hidden state, when recorded */
+    float *hidden;      /* [n_ctx, sp_model_hidden_width] each position's hidden state, when recorded */
     int32_t *tok;       /* [n_ctx] each position's token, when recorded */
 };
 
@@ -98,7 +99,7 @@ static sp_seq_eval seq_of(sp_session *s, const int32_t *tokens, size_t n, float 
 {
     return (sp_seq_eval){.kv = s->kv, .pos0 = s->n_past, .tokens = tokens, .n = (int64_t)n,
                          .logits = logits, .last = s->logits, .obs = s->observed ? &s->obs : NULL,
-                         .hidden_out = s->hidden ? s->hidden + s->n_past * s->m->n_embd : NULL};
+                         .hidden_out = s->hidden ? s->hidden + s->n_past * sp_model_hidden_width(s->m) : NULL};
 }
 
 static void advance(sp_session *s, const int32_t *tokens, size_t n)
@@ -217,7 +218,7 @@ void sp_session_set_perturb(sp_session *s, int layer, sp_op op, float factor)
 static sp_status record_target(sp_session *t, sp_error *err)
 {
     size_t n;
-    if (sp_ckd_mul3_size(&n, (size_t)t->n_ctx, (size_t)t->m->n_embd, sizeof *t->hidden))
+    if (sp_ckd_mul3_size(&n, (size_t)t->n_ctx, (size_t)sp_model_hidden_width(t->m), sizeof *t->hidden))
         return sp_err(err, SP_ERR_NOMEM, "hidden states of %lld positions: size overflows",
                       (long long)t->n_ctx);
     t->hidden = malloc(n);
@@ -237,13 +238,16 @@ static sp_status mtp_refuse(const sp_session *t, sp_error *err)
     const sp_model *m = t->m;
     if (t->target)
         return sp_err(err, SP_ERR_INVALID_ARG, "an MTP session cannot draft for itself");
+    bool v4 = m->arch->attn == SP_ATTN_DSV4;
+    char name[64];
+    snprintf(name, sizeof name, v4 ? "mtp.0.e_proj.weight" : "model.layers.%lld.eh_proj.weight",
+             (long long)m->n_layers);
     if (!m->n_mtp)
         return sp_err(err, SP_ERR_UNSUPPORTED, "%s: no multi-token prediction module to draft with "
-                      "(config.json: num_nextn_predict_layers = %lld; the checkpoint has no "
-                      "'model.layers.%lld.eh_proj.weight'%s)", m->dir,
-                      (long long)(m->arch->attn == SP_ATTN_DSV4 ? m->cfg->dsv4.n_mtp : m->cfg->n_nextn),
-                      (long long)m->n_layers,
-                      m->arch->attn == SP_ATTN_MLA ? "" : "; MTP drafting is implemented for DeepSeek-V3 only");
+                      "(config.json: num_nextn_predict_layers = %lld; the checkpoint has no '%s'%s)",
+                      m->dir, (long long)(v4 ? m->cfg->dsv4.n_mtp : m->cfg->n_nextn), name,
+                      v4 || m->arch->attn == SP_ATTN_MLA ? ""
+                                                         : "; MTP drafting is implemented for DeepSeek-V3 and V4 only");
     if (!m->be->host_memory)
         return sp_err(err, SP_ERR_UNSUPPORTED, "%s: MTP drafting runs on the CPU backend only so far "
                       "(device %s; use --device cpu)", m->dir, m->be->device_name);
@@ -271,7 +275,7 @@ sp_status sp_session_new_mtp(sp_session *t, sp_session **out, sp_error *err)
     s->n_batch = t->n_batch;
     s->logits = malloc((size_t)m->n_vocab * sizeof *s->logits);
     size_t hb;
-    if (!s->logits || sp_ckd_mul3_size(&hb, (size_t)s->n_ctx, (size_t)m->n_embd, sizeof(float)) ||
+    if (!s->logits || sp_ckd_mul3_size(&hb, (size_t)s->n_ctx, (size_t)sp_model_hidden_width(m), sizeof(float)) ||
         !(s->hidden = malloc(hb)))
         st = sp_err(err, SP_ERR_NOMEM, "out of memory for an MTP session");
     if (st == SP_OK)
@@ -311,7 +315,7 @@ sp_session *sp_session_mtp_target(const sp_session *s) { return s->target; }
 
 const float *sp_session_hidden(const sp_session *s, int64_t pos)
 {
-    return s->hidden && pos >= 0 && pos < s->n_past ? s->hidden + pos * s->m->n_embd : NULL;
+    return s->hidden && pos >= 0 && pos < s->n_past ? s->hidden + pos * sp_model_hidden_width(s->m) : NULL;
 }
 
 const int32_t *sp_session_tokens(const sp_session *s) { return s->tok; }

@@ -22,7 +22,7 @@ void sp_session_set_perturb(sp_session *s, int layer, sp_op op, float factor);
  * records each position's last hidden state (before the final norm) and token; truncating
  * it to n also truncates its MTP session to n - 1 positions (MTP position i reads the
  * target's token i + 1). An MTP session evaluates MTP positions: row j takes tokens[j]
- * (the target's token at its position + 1) and hidden[j] ([n, n_embd]: the target's hidden
+ * (the target's token at its position + 1) and hidden[j] ([n, sp_model_hidden_width]: the target's hidden
  * state at its position, or the MTP block's own output when chaining), and records its
  * block's output as its hidden state. logits: as sp_session_eval's. */
 sp_status sp_session_eval_mtp(sp_session *s, const int32_t *tokens, const float *hidden, size_t n,
