@@ -279,7 +279,8 @@ typedef enum sp_draft_kind {
 #define SP_SPEC_MAX_K 64
 
 /* A session that drafts for `target` with its model's multi-token prediction module
- * (num_nextn_predict_layers; DeepSeek-V3's model.layers.{num_hidden_layers}.*): draft token
+ * (num_nextn_predict_layers; DeepSeek-V3's model.layers.{num_hidden_layers}.*, DeepSeek-V4's
+ * mtp.0.*): draft token
  * 1 from the target's last hidden state and the pending token, each further one from the
  * module's own output (docs/DEEPSEEK_V4.md, "MTP drafting"). It has its own KV cache for the
  * module's block, rolled back with the target's. Create it before the target evaluates
@@ -294,7 +295,7 @@ typedef struct sp_spec_params {
     sp_session *draft;     /* MODEL / SELF: the drafting session; its KV cache is its own;
                               MTP: the target's MTP session */
     int32_t k;             /* most tokens per draft, 1..SP_SPEC_MAX_K (0 = 4) */
-    float p_min;           /* MODEL / SELF: end a draft when the draft model's top probability
+    float p_min;           /* MODEL / SELF / MTP: end a draft when the draft's top probability
                               (softmax of its logits) falls below p_min; 0 = off */
     int32_t ngram_min, ngram_max; /* NGRAM: n-gram lengths tried, longest first (0 = 1..3) */
     bool adaptive;         /* acceptance gate: shorten k when drafts are rejected, pause

@@ -1,5 +1,5 @@
-/* forward_mtp.c: DeepSeek-V3 multi-token prediction (MTP) passes, and the last hidden
- * states any pass hands back.
+/* forward_mtp.c: DeepSeek multi-token prediction (MTP) passes (V3 below, V4 at
+ * sp_dsv4_mtp_begin), and the hidden states any pass hands back.
  *
  * An MTP position i takes the main model's last hidden state h_i (before its final norm)
  * and the token t_{i+1}, and predicts t_{i+2} (DeepSeek-V3 paper, section 2.2; the input

@@ -15,7 +15,8 @@
  * Only the first module (L = num_hidden_layers) is bound: it is the one DeepSeek-V3 ships
  * and the one drafting chains (forward_mtp.c). transformers drops these tensors when it
  * saves, so a checkpoint without eh_proj simply has no MTP (n_mtp = 0), whatever its config
- * says; one with eh_proj must carry the whole module. */
+ * says; one with eh_proj must carry the whole module. DeepSeek-V4's module (mtp.0.*) is
+ * bound by model_load_dsv4.c. */
 #include "model/bind.h"
 #include "model/load_internal.h"
 #include "util/error.h"
