@@ -9,6 +9,7 @@
  *  - MTP rows one position at a time equal one pass, bit for bit;
  *  - greedy speculation with MTP drafts equals plain greedy decoding (k 1, 2, 4);
  *  - the target's truncation cuts the MTP session.
+ * V4 fixtures open on the CPU whatever SPECULA_TEST_DEVICE says (test_util.c).
  * (Sampled losslessness is the loop's, tested on V3 in test_mtp.c; the module is random,
  * so acceptance here means nothing.) */
 #include "test_util.h"
@@ -69,8 +70,6 @@ static void check_prompt(sp_model *m, const int32_t *p, size_t n, const float *w
 static void test_parity(void **state)
 {
     (void)state;
-    if (strcmp(test_device(), "cpu"))
-        return; /* V4 runs on the CPU backend only */
     cJSON *ref = read_json(fixture_path("models/" FIXTURE "/reference.json"));
     size_t n_main, n_mtp;
     float *want_main = read_floats(fixture_path("models/" FIXTURE "/logits.bin"), &n_main);
@@ -128,8 +127,6 @@ static void run(sp_model *m, bool mtp, int k, const int32_t *p, size_t n, const 
 static void test_greedy_equal(void **state)
 {
     (void)state;
-    if (strcmp(test_device(), "cpu"))
-        return;
     sp_model *m = open_fixture_model(FIXTURE, 2);
     int64_t V = sp_model_n_vocab(m);
     int32_t p[24];
