@@ -390,7 +390,7 @@ static void test_sampled_lossless(void **state)
     (void)state;
     if (!on_cpu())
         return;
-    enum { RUNS = 40000 };
+    enum { RUNS = 20000 };
     sp_model *m = open_fixture_model(FIXTURE, 1);
     int64_t V = sp_model_n_vocab(m);
     sp_sampling_params smp = {.temperature = 1.0f, .top_k = 12, .top_p = 1.0f};
