@@ -121,6 +121,7 @@ typedef struct sp_model_info {
     const char *architecture;  /* config.json's architectures[0] ("LlamaForCausalLM") */
     int64_t n_vocab, n_embd, n_layers;
     int64_t n_moe_layers;      /* layers whose feed-forward is a mixture of experts */
+    int64_t n_mtp_layers;      /* multi-token prediction modules bound (--draft mtp), 0 or 1 */
     int64_t n_heads, n_kv_heads, head_dim;
     int64_t n_experts, n_experts_per_tok; /* config.json's (0 when it has none) */
     int64_t expert_width;      /* moe_intermediate_size, else intermediate_size */
@@ -271,15 +272,30 @@ typedef enum sp_draft_kind {
     SP_DRAFT_NGRAM,     /* prompt lookup over the prompt and the generated text */
     SP_DRAFT_SELF,      /* the target drafts for itself (a second session of the same model):
                            every draft must be accepted, a check of KV and positions */
+    SP_DRAFT_MTP,       /* the target's own multi-token prediction module (DeepSeek-V3): draft
+                           is its MTP session (sp_session_new_mtp) */
 } sp_draft_kind;
 
 #define SP_SPEC_MAX_K 64
 
+/* A session that drafts for `target` with its model's multi-token prediction module
+ * (num_nextn_predict_layers; DeepSeek-V3's model.layers.{num_hidden_layers}.*, DeepSeek-V4's
+ * mtp.0.*): draft token
+ * 1 from the target's last hidden state and the pending token, each further one from the
+ * module's own output (docs/DEEPSEEK_V4.md, "MTP drafting"). It has its own KV cache for the
+ * module's block, rolled back with the target's. Create it before the target evaluates
+ * anything: from then on the target records every position's last hidden state
+ * (n_ctx x hidden floats). Free it before its target. SP_ERR_UNSUPPORTED when the model has
+ * no MTP module (transformers drops these weights when it saves a checkpoint) or does not
+ * run on the CPU backend. */
+SP_API sp_status sp_session_new_mtp(sp_session *target, sp_session **out, sp_error *err);
+
 typedef struct sp_spec_params {
     sp_draft_kind kind;
-    sp_session *draft;     /* MODEL / SELF: the drafting session; its KV cache is its own */
+    sp_session *draft;     /* MODEL / SELF: the drafting session; its KV cache is its own;
+                              MTP: the target's MTP session */
     int32_t k;             /* most tokens per draft, 1..SP_SPEC_MAX_K (0 = 4) */
-    float p_min;           /* MODEL / SELF: end a draft when the draft model's top probability
+    float p_min;           /* MODEL / SELF / MTP: end a draft when the draft's top probability
                               (softmax of its logits) falls below p_min; 0 = off */
     int32_t ngram_min, ngram_max; /* NGRAM: n-gram lengths tried, longest first (0 = 1..3) */
     bool adaptive;         /* acceptance gate: shorten k when drafts are rejected, pause
@@ -514,6 +530,8 @@ typedef struct sp_check_inputs {
     sp_model *draft;          /* or NULL */
     const int32_t *prompt;    /* token ids for the generation checks */
     size_t n_prompt;
+    bool mtp;                 /* check MTP drafting even when the model has no MTP module (it
+                                 is checked whenever the model has one) */
 } sp_check_inputs;
 
 typedef struct sp_check_results sp_check_results;

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cli_spec_open(cli_spec *c, sp_model *target, const char *target_dir, sp_tokenizer *target_tok,
-                  int64_t n_ctx, const sp_model_params *tp)
+int cli_spec_open(cli_spec *c, sp_model *target, sp_session *ts, const char *target_dir,
+                  sp_tokenizer *target_tok, int64_t n_ctx, const sp_model_params *tp)
 {
     sp_error err = {0};
     sp_spec_params *p = &c->params;
@@ -22,6 +22,13 @@ int cli_spec_open(cli_spec *c, sp_model *target, const char *target_dir, sp_toke
         p->kind = SP_DRAFT_NGRAM;
         p->ngram_max = c->ngram ? (int32_t)c->ngram : 3;
         p->ngram_min = 1;
+        return CLI_OK;
+    }
+    if (!strcmp(c->draft, "mtp")) { /* the target's own multi-token prediction module */
+        p->kind = SP_DRAFT_MTP;
+        if (sp_session_new_mtp(ts, &c->draft_session, &err) != SP_OK)
+            return cli_fail(&err);
+        p->draft = c->draft_session;
         return CLI_OK;
     }
     sp_model *dm = target;

@@ -1,5 +1,5 @@
 /* cli_spec.h: the speculative-decoding options shared by `generate` and `bench`
- * (--draft DIR|ngram|self, --draft-k, --draft-p-min, --draft-ngram, --no-draft-gate):
+ * (--draft DIR|ngram|self|mtp, --draft-k, --draft-p-min, --draft-ngram, --no-draft-gate):
  * opening and checking the draft, and reporting what speculation did. */
 #ifndef SP_TOOLS_CLI_SPEC_H
 #define SP_TOOLS_CLI_SPEC_H
@@ -23,7 +23,7 @@ typedef struct cli_spec {
 
 /* Options to splice into a command's option table (6 entries). */
 #define CLI_SPEC_OPTS(c)                                                                         \
-    {"--draft", NULL, CLI_STR, &(c).draft, "speculate: a draft model DIR, 'ngram' or 'self'", 0}, \
+    {"--draft", NULL, CLI_STR, &(c).draft, "speculate: a draft model DIR, 'ngram', 'self' or 'mtp'", 0}, \
     {"--draft-k", NULL, CLI_INT, &(c).k, "most draft tokens per round (default 4)", 0},         \
     {"--draft-p-min", NULL, CLI_FLOAT, &(c).p_min, "end a draft below this draft probability", 0}, \
     {"--draft-ngram", NULL, CLI_INT, &(c).ngram, "longest n-gram for --draft ngram (default 3)", 0}, \
@@ -32,9 +32,10 @@ typedef struct cli_spec {
 
 /* Opens what --draft names for `target` (tokenizer: the target's, or NULL) with a KV cache
  * of n_ctx tokens; a draft model is budgeted on top of the target and checked for
- * compatibility. Fills c->params. Returns a CLI exit code. */
-int cli_spec_open(cli_spec *c, sp_model *target, const char *target_dir, sp_tokenizer *target_tok,
-                  int64_t n_ctx, const sp_model_params *target_params);
+ * compatibility; 'mtp' opens target_session's MTP session (the session must be empty).
+ * Fills c->params. Returns a CLI exit code. */
+int cli_spec_open(cli_spec *c, sp_model *target, sp_session *target_session, const char *target_dir,
+                  sp_tokenizer *target_tok, int64_t n_ctx, const sp_model_params *target_params);
 void cli_spec_close(cli_spec *c);
 
 /* The "spec" JSON object (no trailing newline) and the one-line summary. */

@@ -101,7 +101,7 @@ int cli_talk_open_model(cli_talk *t, int64_t n_ctx, int threads)
         return cli_fail(&err);
     }
     if (t->spec.draft) {
-        int rc = cli_spec_open(&t->spec, t->m, t->dir, t->tok, n_ctx, &mp);
+        int rc = cli_spec_open(&t->spec, t->m, t->s, t->dir, t->tok, n_ctx, &mp);
         if (rc) {
             if (show)
                 fprintf(stderr, "\n");
@@ -194,14 +194,15 @@ sp_status cli_talk_generate(cli_talk *t, const int32_t *ids, size_t n_ids, const
 int64_t cli_talk_truncate(cli_talk *t, int64_t n)
 {
     int64_t have = sp_session_n_past(t->s);
-    if (t->spec.draft_session) {
+    bool follows = t->spec.params.kind == SP_DRAFT_MTP; /* an MTP session follows its target */
+    if (t->spec.draft_session && !follows) {
         int64_t d = sp_session_n_past(t->spec.draft_session);
         have = d < have ? d : have;
     }
     if (n > have)
         n = have;
     sp_session_truncate(t->s, n, NULL);
-    if (t->spec.draft_session)
+    if (t->spec.draft_session && !follows)
         sp_session_truncate(t->spec.draft_session, n, NULL);
     return n;
 }

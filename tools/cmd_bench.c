@@ -211,7 +211,7 @@ static int bench_default(cli_spec *spec, int64_t gen_len, int64_t runs, double t
     if (!t.spec.draft)
         t.spec.draft = draft;
     if (!strcmp(t.spec.draft, "none"))
-        return cli_failf("bench: the default pair is measured with a draft (--draft DIR|ngram|self)");
+        return cli_failf("bench: the default pair is measured with a draft (--draft DIR|ngram|self|mtp)");
     int32_t *ids[N_DEFAULT_PROMPTS] = {0};
     size_t n_ids[N_DEFAULT_PROMPTS] = {0};
     int32_t *a = malloc((size_t)gen_len * sizeof *a), *b = malloc((size_t)gen_len * sizeof *b);
@@ -309,7 +309,7 @@ int cmd_bench(int argc, char **argv)
         {0},
     };
     const char *usage = "specula bench -m DIR [--prompt-len N] [--gen-len N] [--runs R] [--tokens IDS] "
-                        "[--draft DIR|ngram|self [--draft-k K]] [--json]\n"
+                        "[--draft DIR|ngram|self|mtp [--draft-k K]] [--json]\n"
                         "       specula bench [--temp T] [--gen-len N] [--runs R] [--json]   (the bundled pair, "
                         "plain vs speculative)";
     int rc = cli_parse(argc, argv, opts, usage);
@@ -390,7 +390,7 @@ int cmd_bench(int argc, char **argv)
             goto done;
         }
     if (spec.draft) {
-        if ((rc = cli_spec_open(&spec, m, model_dir, NULL, prompt_len + gen_len, &mp)) == CLI_OK)
+        if ((rc = cli_spec_open(&spec, m, s, model_dir, NULL, prompt_len + gen_len, &mp)) == CLI_OK)
             rc = bench_spec(model_dir, s, &spec, prompt, prompt_len, gen_len, runs, json);
         goto done;
     }

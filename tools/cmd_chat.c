@@ -1,4 +1,4 @@
-/* cmd_chat.c: `specula chat [-m DIR] [--draft DIR|ngram|self|none] [--system TEXT]`: a
+/* cmd_chat.c: `specula chat [-m DIR] [--draft DIR|ngram|self|mtp|none] [--system TEXT]`: a
  * conversation in the terminal, one line per user turn.
  *
  * Each turn the whole history is rendered again through the model's chat template
@@ -86,7 +86,7 @@ int cmd_chat(int argc, char **argv)
         CLI_SPEC_OPTS(t.spec),
         {0},
     };
-    const char *usage = "specula chat [-m DIR] [--draft DIR|ngram|self|none] [--system TEXT] [-n N] "
+    const char *usage = "specula chat [-m DIR] [--draft DIR|ngram|self|mtp|none] [--system TEXT] [-n N] "
                         "[--temp T] [--verbose]";
     int rc = cli_parse(argc, argv, opts, usage);
     if (rc)

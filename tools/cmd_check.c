@@ -1,4 +1,4 @@
-/* cmd_check.c: `specula check -m DIR [--draft DIR] [--tokens IDS | -p TEXT]`: the self-tests
+/* cmd_check.c: `specula check -m DIR [--draft DIR|mtp] [--tokens IDS | -p TEXT]`: the self-tests
  * of src/diag/check.h, one line per check (pass / warn / FAIL and the reason). Exit 1 when
  * any check fails. Without a prompt, the generation checks use what the model's users send:
  * a one-message conversation rendered through its chat template; a model without a
@@ -39,7 +39,7 @@ int cmd_check(int argc, char **argv)
     const char *precision_s = NULL;
     cli_opt opts[] = {
         {"--model", "-m", CLI_STR, &dir, "model directory", 0},
-        {"--draft", NULL, CLI_STR, &draft_dir, "a draft model to check with it", 0},
+        {"--draft", NULL, CLI_STR, &draft_dir, "a draft model to check with it, or 'mtp'", 0},
         {"--tokens", NULL, CLI_STR, &tokens_s, "prompt ids for the generation checks", 0},
         {"--prompt", "-p", CLI_STR, &prompt, "prompt text for the generation checks", 0},
         {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
@@ -47,7 +47,7 @@ int cmd_check(int argc, char **argv)
         {"--precision", NULL, CLI_STR, &precision_s, "matmul arithmetic: fast (bf16 inputs, default) or exact (fp32)", 0},
         {0},
     };
-    const char *usage = "specula check -m DIR [--draft DIR] [--tokens IDS | -p TEXT]";
+    const char *usage = "specula check -m DIR [--draft DIR|mtp] [--tokens IDS | -p TEXT]";
     int rc = cli_parse(argc, argv, opts, usage);
     if (rc)
         return rc < 0 ? CLI_OK : rc;
@@ -71,7 +71,8 @@ int cmd_check(int argc, char **argv)
         rc = cli_fail(&err);
         goto done;
     }
-    if (draft_dir) {
+    bool mtp = draft_dir && !strcmp(draft_dir, "mtp"); /* checked whenever the model has it */
+    if (draft_dir && !mtp) {
         mp.reserved_bytes = sp_model_budget_bytes(m, 0);
         if (sp_model_open(draft_dir, &mp, &d, &err) != SP_OK) {
             rc = cli_fail(&err);
@@ -109,7 +110,7 @@ int cmd_check(int argc, char **argv)
                        (long long)sp_model_n_ctx_max(m));
         goto done;
     }
-    sp_check_inputs in = {m, dir, tok, d, ids, n};
+    sp_check_inputs in = {m, dir, tok, d, ids, n, mtp};
     sp_check_results *rep;
     if (sp_check_model(&in, &rep, &err) != SP_OK) {
         rc = cli_fail(&err);

@@ -1,5 +1,5 @@
 /* cmd_generate.c: `specula generate -m DIR (--tokens IDS | -p TEXT) -n N [sampling]
- * [--draft DIR|ngram|self ...] [--json]`. Sampling defaults come from generation_config.json (greedy when it does not
+ * [--draft DIR|ngram|self|mtp ...] [--json]`. Sampling defaults come from generation_config.json (greedy when it does not
  * sample); --temp 0 is greedy. With -p the prompt is encoded with the model's tokenizer
  * and generated text streams to stdout as it completes (whole UTF-8 characters only);
  * with --tokens the generated ids stream instead. A summary goes to stderr. --json prints
@@ -110,7 +110,7 @@ int cmd_generate(int argc, char **argv)
         {0},
     };
     const char *usage = "specula generate -m DIR (--tokens IDS | -p TEXT) -n N [--temp T] "
-                        "[--top-k K] [--top-p P] [--min-p P] [--seed S] [--draft DIR|ngram|self] "
+                        "[--top-k K] [--top-p P] [--min-p P] [--seed S] [--draft DIR|ngram|self|mtp] "
                         "[--draft-k K] [--draft-p-min P] [--json]";
     int rc = cli_parse(argc, argv, opts, usage);
     if (rc)
@@ -169,7 +169,7 @@ int cmd_generate(int argc, char **argv)
         rc = cli_fail(&err);
         goto done;
     }
-    if (spec.draft && (rc = cli_spec_open(&spec, m, model_dir, tok, want_ctx, &mp)))
+    if (spec.draft && (rc = cli_spec_open(&spec, m, s, model_dir, tok, want_ctx, &mp)))
         goto done;
     sp_generate_params gp = {.n_predict = n_predict, .ignore_eos = ignore_eos};
     gp.sampling = sp_model_sampling_defaults(m);

@@ -19,6 +19,8 @@ static void print_text(const sp_model *m, const sp_model_info *in)
     if (in->n_moe_layers)
         printf("experts        %lld, top-%lld, width %lld\n", (long long)in->n_experts,
                (long long)in->n_experts_per_tok, (long long)in->expert_width);
+    if (in->n_mtp_layers)
+        printf("mtp            %lld multi-token prediction module (--draft mtp)\n", (long long)in->n_mtp_layers);
     printf("rope           %s, dim %lld, attention factor %g\n", in->rope_type,
            (long long)in->rope_dim, (double)in->rope_attention_factor);
     printf("quantization   %s", in->quant_method);

@@ -1,4 +1,4 @@
-/* cmd_run.c: `specula run [-m DIR] [--draft DIR|ngram|self|none] [-p TEXT | stdin] [-n N]
+/* cmd_run.c: `specula run [-m DIR] [--draft DIR|ngram|self|mtp|none] [-p TEXT | stdin] [-n N]
  * [--temp T] [--system TEXT] [--raw]`: one reply from a model, the way its users talk to it.
  *
  * The prompt (from -p, else all of stdin) becomes a user message, after a system message
@@ -74,7 +74,7 @@ int cmd_run(int argc, char **argv)
         CLI_SPEC_OPTS(t.spec),
         {0},
     };
-    const char *usage = "specula run [-m DIR] [--draft DIR|ngram|self|none] [-p TEXT | stdin] [-n N] "
+    const char *usage = "specula run [-m DIR] [--draft DIR|ngram|self|mtp|none] [-p TEXT | stdin] [-n N] "
                         "[--temp T] [--system TEXT] [--raw]";
     int rc = cli_parse(argc, argv, opts, usage);
     if (rc)

@@ -44,9 +44,9 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "specula: serve needs -m DIR\nusage: %s\n", usage);
         return CLI_USAGE;
     }
-    if (draft && (!strcmp(draft, "self") || !strcmp(draft, "none"))) {
-        fprintf(stderr, "specula: serve: --draft %s: serve drafts with a draft model DIR or 'ngram'\n",
-                draft);
+    if (draft && (!strcmp(draft, "self") || !strcmp(draft, "none") || !strcmp(draft, "mtp"))) {
+        fprintf(stderr, "specula: serve: --draft %s: serve drafts with a draft model DIR or 'ngram'%s\n",
+                draft, strcmp(draft, "mtp") ? "" : " (MTP drafts are not served yet: use generate, run, chat or bench)");
         return CLI_USAGE;
     }
     if (port < 0 || port > 65535 || parallel < 1 || parallel > 1024 || queue < 0 ||

@@ -61,7 +61,7 @@ int cmd_trace(int argc, char **argv)
         CLI_SPEC_OPTS(spec),
         {0},
     };
-    const char *usage = "specula trace -m DIR (--tokens IDS | -p TEXT) [-n N] [--draft DIR|ngram|self] "
+    const char *usage = "specula trace -m DIR (--tokens IDS | -p TEXT) [-n N] [--draft DIR|ngram|self|mtp] "
                         "-o FILE.jsonl";
     int rc = cli_parse(argc, argv, opts, usage);
     if (rc)
@@ -126,7 +126,7 @@ int cmd_trace(int argc, char **argv)
         rc = cli_fail(&err);
         goto done;
     }
-    if (spec.draft && (rc = cli_spec_open(&spec, m, model_dir, tok, n_ctx, &mp)))
+    if (spec.draft && (rc = cli_spec_open(&spec, m, s, model_dir, tok, n_ctx, &mp)))
         goto done;
     if (!(f = fopen(out_path, "w"))) {
         rc = cli_failf("cannot write '%s'", out_path);

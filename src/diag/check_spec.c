@@ -155,9 +155,59 @@ done:
     free(seq);
 }
 
+/* ---- MTP drafting: greedy identical to plain, acceptance reported ---------------------- */
+
+static sp_status generate_mtp(const sp_check_inputs *in, float temp, int32_t *out, sp_spec_stats *ss,
+                              sp_error *err)
+{
+    sp_session *s = NULL, *d = NULL;
+    sp_session_params sp = {.n_ctx = (int64_t)in->n_prompt + GEN + 1};
+    sp_generate_params gp = {.n_predict = GEN, .ignore_eos = true, .sampling = sp_sampling_default_params()};
+    gp.sampling.temperature = temp;
+    gp.sampling.seed = 1;
+    sp_generate_stats st;
+    sp_status rc = sp_session_new(in->model, &sp, &s, err);
+    if (rc == SP_OK)
+        rc = sp_session_new_mtp(s, &d, err);
+    if (rc == SP_OK) {
+        sp_spec_params spp = {.kind = SP_DRAFT_MTP, .draft = d, .k = 2};
+        rc = sp_generate_spec(s, in->prompt, in->n_prompt, &gp, &spp, NULL, NULL, out, &st, ss, err);
+    }
+    sp_session_free(d);
+    sp_session_free(s);
+    return rc;
+}
+
+static void mtp_equal(const sp_check_inputs *in, sp_check_report *rep)
+{
+    const char *name = "speculative (mtp)";
+    int32_t plain[GEN], spec[GEN], sampled[GEN];
+    sp_generate_stats st;
+    sp_spec_stats ss, ss2;
+    sp_error err = {0};
+    if (generate(in->model, NULL, false, in->prompt, in->n_prompt, 0, plain, &st, NULL, NULL, &err) ||
+        generate_mtp(in, 0, spec, &ss, &err) || generate_mtp(in, 0.7f, sampled, &ss2, &err)) {
+        sp_check_add(rep, name, SP_CHECK_FAIL, "%s", err.msg);
+        return;
+    }
+    int d = first_diff(plain, spec, GEN);
+    if (d >= 0)
+        sp_check_add(rep, name, SP_CHECK_FAIL, "greedy MTP-drafted output differs from plain greedy at "
+                     "token %d (%d vs %d)", d, spec[d], plain[d]);
+    else
+        sp_check_add(rep, name, ss.drafted ? SP_CHECK_PASS : SP_CHECK_FAIL, "%d greedy tokens identical "
+                     "to plain decoding; %lld/%lld greedy and %lld/%lld sampled (T 0.7) drafts accepted",
+                     GEN, (long long)ss.accepted, (long long)ss.drafted, (long long)ss2.accepted,
+                     (long long)ss2.drafted);
+}
+
 void sp_check_speculative(const sp_check_inputs *in, sp_check_report *rep)
 {
     spec_equal(in, "speculative (self)", NULL, true, rep);
+    sp_model_info info;
+    sp_model_get_info(in->model, &info);
+    if (in->mtp || info.n_mtp_layers)
+        mtp_equal(in, rep);
     if (in->draft) {
         sp_error err = {0};
         if (sp_spec_check_compat(in->model, in->draft, NULL, NULL, &err) != SP_OK) {

@@ -57,7 +57,7 @@ static void mlp_widths(const sp_model *m, int64_t *dense, int64_t *expert)
 {
     *dense = max64(m->cfg->intermediate_size, 0);
     *expert = 0;
-    for (int64_t l = 0; l < m->n_layers; l++) {
+    for (int64_t l = 0; l < m->n_layers + m->n_mtp; l++) {
         const sp_layer *L = &m->layers[l];
         if (!L->moe)
             *dense = max64(*dense, L->w_gate.rows);
@@ -121,6 +121,11 @@ static void lay_out(const sp_model *m, int64_t cap, sp_compute *c, plan *p)
     }
     if (m->arch->attn == SP_ATTN_DSV4)
         lay_out_v4(m, cap, c, p);
+    if (m->n_mtp) {
+        c->mtp_h = take(p, rows(p, cap, sp_model_hidden_width(m)), 4);
+        if (m->arch->attn != SP_ATTN_DSV4)
+            c->mtp_in = take(p, rows(p, cap, 2 * H), 4);
+    }
     c->tokens = take(p, (size_t)cap, 4);
     c->pos = take(p, (size_t)cap, 4);
     c->rope_cs = take(p, rows(p, cap, m->rope.dim), 4);

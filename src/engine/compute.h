@@ -16,6 +16,9 @@
  *   rope_cs          [cap, rope dim] cos/sin of each row's position  } adjacent: one upload
  *   logits           [SP_LOGIT_ROWS, n_vocab]: the LM head runs in slices of rows
  *   moe_scratch      the backend's expert-block scratch (sp_moe_scratch_bytes)
+ *   mtp_h, mtp_in    multi-token prediction (forward_mtp.c): the main model's hidden states
+ *                    [cap, sp_model_hidden_width] uploaded for an MTP pass, and (V3)
+ *                    [enorm(embed); hnorm(h)] [cap, 2H]
  *   v4               DeepSeek-V4 (forward_dsv4.c): x holds the hc_mult residual streams
  *                    [cap, N*H]; x2 the next streams, hc_* the mixing rows, col the collapsed
  *                    row, qres the normed q_lora row, a/b compressor and indexer rows, sel
@@ -41,6 +44,7 @@ typedef struct sp_compute {
     int32_t *moe_ids, *tokens, *pos;
     float *rope_cs, *logits;
     void *moe_scratch;
+    float *mtp_h, *mtp_in; /* NULL without an MTP module */
     struct {
         float *x2, *hc_t, *hc_mix, *hc_pre, *hc_post, *hc_comb, *col, *qres, *a, *b, *iw;
         float *g, *g2, *oa, *cs2, *ecs, *head;

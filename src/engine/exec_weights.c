@@ -189,6 +189,8 @@ sp_status sp_exec_weights_build(sp_model *m, sp_error *err)
 {
     if (m->be->host_memory) {
         m->exec = (sp_weights){m->tok_embd, m->lm_head, m->final_norm, m->layers};
+        if (m->n_mtp) /* MTP passes run on host-memory backends only (sp_session_new_mtp) */
+            m->exec_mtp = (sp_weights){m->tok_embd, m->mtp.head, m->mtp.head_norm, m->layers};
         return SP_OK;
     }
     return build_device(m, err);

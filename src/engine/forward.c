@@ -246,13 +246,20 @@ static void issue_body(sp_pass *P, bool gathered)
     sp_model *m = P->m;
     sp_backend *be = P->be;
     sp_compute *c = P->c;
-    if (m->arch->attn == SP_ATTN_DSV4) { /* forward_dsv4.c */
-        if ((P->st = sp_dsv4_begin(P)) != SP_OK)
+    if (m->arch->attn == SP_ATTN_DSV4) { /* forward_dsv4.c; an MTP pass: its one block */
+        if ((P->st = P->mtp ? sp_dsv4_mtp_begin(P) : sp_dsv4_begin(P)) != SP_OK)
             return;
-        for (int64_t l = 0; l < m->n_layers && P->st == SP_OK; l++)
+        for (int64_t l = P->mtp ? m->n_layers : 0; l < m->n_layers + P->mtp && P->st == SP_OK; l++)
             sp_dsv4_layer_forward(P, l);
         if (P->st == SP_OK)
             sp_dsv4_head(P);
+        if (gathered && P->st == SP_OK)
+            sp_head_gathered(P);
+        return;
+    }
+    if (P->mtp) { /* forward_mtp.c: the MTP module's input stage, its block, its head */
+        sp_mtp_begin(P);
+        layer_forward(P, m->n_layers);
         if (gathered && P->st == SP_OK)
             sp_head_gathered(P);
         return;
@@ -277,7 +284,7 @@ static void run_body(sp_pass *P, bool gathered)
 {
     sp_backend *be = P->be;
     sp_rec_key key;
-    if (!gathered || SP_TRACE_ON(P) || !be->ops->replay || P->m->arch->attn == SP_ATTN_DSV4 ||
+    if (!gathered || SP_TRACE_ON(P) || !be->ops->replay || P->m->arch->attn == SP_ATTN_DSV4 || P->mtp ||
         !pass_key(P, &key)) {
         issue_body(P, gathered);
         return;
@@ -297,6 +304,8 @@ static sp_status run_pass(sp_pass *P)
 {
     sp_backend *be = P->be;
     sp_status st = upload_inputs(P);
+    if (st == SP_OK && P->mtp)
+        st = sp_mtp_upload(P);
     if (st != SP_OK)
         return st;
     bool gathered = sp_head_rows_wanted(P) <= SP_LOGIT_ROWS;
@@ -304,6 +313,8 @@ static sp_status run_pass(sp_pass *P)
     run_body(P, gathered);
     if (P->st != SP_OK)
         return P->st;
+    if ((st = sp_hidden_download(P)) != SP_OK)
+        return st;
     st = gathered ? sp_head_gathered_download(P) : sp_head_sliced(P);
     if (st == SP_OK)
         st = P->st;
@@ -370,10 +381,16 @@ sp_status sp_forward(sp_model *m, const sp_seq_eval *seqs, int64_t n_seqs, int64
 {
     if (!m->compute)
         return sp_err(err, SP_ERR_INTERNAL, "forward pass before sp_model_reserve");
+    bool mtp = n_seqs > 0 && seqs[0].hidden_in;
+    for (int64_t i = 1; i < n_seqs; i++)
+        if (!seqs[i].hidden_in != !mtp)
+            return sp_err(err, SP_ERR_INTERNAL, "a pass mixes MTP and main-model sequences");
+    if (mtp && !m->n_mtp)
+        return sp_err(err, SP_ERR_INTERNAL, "an MTP pass on a model without an MTP module");
     pthread_mutex_lock(&m->lock);
     sp_status st = reserve_segs(m->compute, n_seqs > 0 ? n_seqs : 1, err);
-    sp_pass P = {.m = m, .be = m->be, .c = m->compute, .w = &m->exec, .segs = m->compute->segs,
-                 .err = err};
+    sp_pass P = {.m = m, .be = m->be, .c = m->compute, .w = mtp ? &m->exec_mtp : &m->exec,
+                 .segs = m->compute->segs, .mtp = mtp, .err = err};
     int64_t max = max_tokens > 0 && max_tokens < P.c->cap ? max_tokens : P.c->cap;
     int64_t idx = 0, off = 0;
     while (st == SP_OK && idx < n_seqs) {

@@ -33,6 +33,13 @@ typedef struct sp_seq_eval {
     float *logits;         /* host [n, n_vocab]: every row's logits, or NULL */
     float *last;           /* host [n_vocab]: the last row's logits, or NULL */
     const sp_observer *obs; /* NULL: not observed */
+    /* Multi-token prediction (forward_mtp.c). hidden_in (host [n, n_embd]): the rows are MTP
+     * positions: row j takes tokens[j] and the main model's hidden state hidden_in[j], runs
+     * the MTP module (its block is layer n_layers, cached in kv) and its shared head. Every
+     * sequence of a call is MTP or none is. hidden_out (host [n, n_embd]) receives each
+     * row's last hidden state before the final norm (main model or MTP block), or NULL. */
+    const float *hidden_in;
+    float *hidden_out;
 } sp_seq_eval;
 
 /* Evaluates the sequences' tokens in passes of at most max_tokens (0: the capacity), writing

@@ -289,18 +289,26 @@ static void moe(sp_pass *P, int64_t l)
 
 /* ---- the pass --------------------------------------------------------------------------- */
 
-sp_status sp_dsv4_begin(sp_pass *P)
+sp_status sp_dsv4_upload_rope(sp_pass *P)
 {
     sp_model *m = P->m;
-    sp_backend *be = P->be;
     sp_compute *c = P->c;
-    int64_t rot = m->rope_c.dim, N = m->cfg->dsv4.hc_mult, H = m->n_embd;
+    int64_t rot = m->rope_c.dim;
     for (int64_t i = 0; i < P->n_segs; i++) {
         const sp_seg *g = &P->segs[i];
         for (int64_t t = 0; t < g->n; t++)
             sp_rope_cos_sin(&m->rope_c, g->pos0 + t, c->v4.h_cs2 + (g->row0 + t) * rot);
     }
-    sp_status st = be->ops->upload(be, c->v4.cs2, c->v4.h_cs2, (size_t)(P->n * rot) * sizeof(float), P->err);
+    return P->be->ops->upload(P->be, c->v4.cs2, c->v4.h_cs2, (size_t)(P->n * rot) * sizeof(float), P->err);
+}
+
+sp_status sp_dsv4_begin(sp_pass *P)
+{
+    sp_model *m = P->m;
+    sp_backend *be = P->be;
+    sp_compute *c = P->c;
+    int64_t N = m->cfg->dsv4.hc_mult, H = m->n_embd;
+    sp_status st = sp_dsv4_upload_rope(P);
     if (st != SP_OK)
         return st;
     be->ops->embed(be, &P->w->tok_embd, c->tokens, P->n, c->v4.col);
@@ -345,9 +353,13 @@ float *sp_dsv4_head(sp_pass *P)
     sp_backend *be = P->be;
     sp_compute *c = P->c;
     int64_t N = m->cfg->dsv4.hc_mult, H = m->n_embd, NH = N * H;
+    /* V4 runs on host-memory backends only (model_open.c); an MTP pass has its own hc_head */
+    const sp_weight *fn = P->mtp ? &m->mtp.hc_head_fn : &m->hc_head_fn;
+    const float *base = P->mtp ? m->mtp.hc_head_base : m->hc_head_base;
+    const float *scale = P->mtp ? m->mtp.hc_head_scale : m->hc_head_scale;
     be->ops->rmsnorm(be, c->x, NH, NULL, P->n, NH, (float)m->cfg->rms_norm_eps, c->v4.hc_t, NH);
-    be->ops->matmul(be, &m->hc_head_fn /* V4 runs on host-memory backends only (model_open.c) */, c->v4.hc_t, P->n, c->v4.hc_mix, NULL);
-    be->ops->hc_weights(be, c->v4.hc_mix, N, m->hc_head_base, m->hc_head_scale, P->n, N, 0,
+    be->ops->matmul(be, fn, c->v4.hc_t, P->n, c->v4.hc_mix, NULL);
+    be->ops->hc_weights(be, c->v4.hc_mix, N, base, scale, P->n, N, 0,
                         (float)m->cfg->dsv4.hc_eps, c->v4.hc_pre, NULL, NULL);
     be->ops->hc_collapse(be, c->x, c->v4.hc_pre, P->n, N, H, c->v4.head);
     sp_emit(P, -1, SP_OP_HC_HEAD, H, c->v4.head);

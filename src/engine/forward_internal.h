@@ -24,6 +24,7 @@ typedef struct sp_pass {
     sp_seg *segs;
     int64_t n_segs, n; /* segments, rows */
     bool observed;     /* some segment has an observer */
+    bool mtp;          /* an MTP pass (forward_mtp.c): w is the model's exec_mtp */
     sp_status st;      /* first failure reading an output back for an observer (or, in
                         * forward_dsv4.c, uploading mid-pass) */
     float *hx;         /* rows the final norm reads: c->x, or DeepSeek-V4's collapsed streams */
@@ -66,8 +67,19 @@ sp_status sp_head_sliced(sp_pass *P);
 /* DeepSeek-V4 (forward_dsv4.c): cos/sin and the embedding into the streams; one layer;
  * the hc_head collapse (returns the rows for the final norm). */
 sp_status sp_dsv4_begin(sp_pass *P);
+/* An MTP pass (forward_mtp.c): streams_k = h_proj(hnorm(h_k)) + e_proj(enorm(embed)). */
+sp_status sp_dsv4_mtp_begin(sp_pass *P);
+/* The "compress" RoPE rows of the pass (sp_dsv4_begin's first step). */
+sp_status sp_dsv4_upload_rope(sp_pass *P);
 void sp_dsv4_layer_forward(sp_pass *P, int64_t l);
 float *sp_dsv4_head(sp_pass *P);
+
+/* forward_mtp.c. The pass's hidden_in rows into c->mtp_h (before the body); the MTP input
+ * stage: x = eh_proj([enorm(embed); hnorm(mtp_h)]), xn = the block's attention norm of x;
+ * every segment's hidden_out rows from P->hx (after the body). */
+sp_status sp_mtp_upload(sp_pass *P);
+void sp_mtp_begin(sp_pass *P);
+sp_status sp_hidden_download(sp_pass *P);
 
 /* xn [n, H] -> c->ffn [n, H] */
 void sp_forward_moe(sp_pass *P, int64_t l);

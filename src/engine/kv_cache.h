@@ -20,6 +20,10 @@ typedef struct sp_kv {
 /* Bytes the cache of n_ctx positions takes (0 with *overflow set when it overflows). */
 uint64_t sp_kv_bytes(const sp_model *m, int64_t n_ctx, bool *overflow);
 sp_status sp_kv_new(sp_model *m, int64_t n_ctx, sp_kv **out, sp_error *err);
+/* A cache for layers [first, first + count) only (k[l], v[l] NULL below first): the MTP
+ * module's block, layer n_layers, has a cache of its own (forward_mtp.c). */
+sp_status sp_kv_new_range(sp_model *m, int64_t n_ctx, int64_t first, int64_t count, sp_kv **out,
+                          sp_error *err);
 void sp_kv_free(sp_kv *kv);
 
 #endif

@@ -276,7 +276,8 @@ static sp_status parse_moe(const cJSON *j, const char *what, sp_hf_config *c, sp
         (st = sp_json_int(j, "first_k_dense_replace", what, 0, 0, SP_MAX_LAYERS,
                           &c->first_k_dense_replace, err)) ||
         (st = sp_json_num(j, "routed_scaling_factor", what, 1.0, -1e6, 1e6,
-                          &c->routed_scaling_factor, err)))
+                          &c->routed_scaling_factor, err)) ||
+        (st = sp_json_int(j, "num_nextn_predict_layers", what, 0, 0, 64, &c->n_nextn, err)))
         return st;
     c->n_experts = ne_a ? ne_a : ne_b ? ne_b : ne_c;
     c->has_norm_topk_prob = !sp_json_absent(j, "norm_topk_prob");

@@ -93,6 +93,7 @@ typedef struct sp_hf_config {
     bool norm_topk_prob, has_norm_topk_prob;
     double routed_scaling_factor;
     bool mlp_only_layer[SP_MAX_LAYERS];
+    int64_t n_nextn; /* num_nextn_predict_layers: DeepSeek multi-token prediction modules */
 
     /* multi-head latent attention (DeepSeek) */
     int64_t q_lora_rank; /* 0 = plain q_proj */

@@ -65,8 +65,20 @@ typedef struct sp_layer {
 typedef struct sp_weights {
     sp_weight tok_embd, lm_head;
     const float *final_norm;
-    sp_layer *layers; /* [n_layers] */
+    sp_layer *layers; /* [n_layers + n_mtp] */
 } sp_weights;
+
+/* A DeepSeek multi-token prediction module's own tensors (model_load_mtp.c; the math in
+ * forward_mtp.c). Its block is an ordinary layer, layers[n_layers]. */
+typedef struct sp_mtp {
+    const float *enorm, *hnorm; /* [H] on the token embedding, on the main model's hidden state */
+    sp_weight eh_proj;          /* V3: [H, 2H] over [enorm(embed); hnorm(h)] */
+    sp_weight e_proj, h_proj;   /* V4: [H, H] each, summed (h_proj per stream) */
+    sp_weight hc_head_fn;       /* V4: the module's own hc_head [N, N H], base [N], scale [1] */
+    const float *hc_head_base, *hc_head_scale;
+    sp_weight head;             /* V3: shared_head.head [V, H]; V4: the main head */
+    const float *head_norm;     /* V3: shared_head.norm, V4: mtp.0.norm [H] */
+} sp_mtp;
 
 struct sp_model {
     sp_hf_config *cfg;
@@ -84,7 +96,12 @@ struct sp_model {
     sp_weight tok_embd; /* [V, H] */
     sp_weight lm_head;  /* [V, H] (may alias tok_embd) */
     const float *final_norm;
-    sp_layer *layers;
+    sp_layer *layers;   /* [n_layers + n_mtp] */
+
+    /* multi-token prediction (DeepSeek-V3): n_mtp is 1 when the checkpoint carries the first
+     * MTP module's tensors (model.layers.{n_layers}.eh_proj ...), else 0 */
+    int64_t n_mtp;
+    sp_mtp mtp;
 
     /* owned fp32 vectors, freed at close */
     float **owned;
@@ -115,6 +132,8 @@ struct sp_model {
     sp_backend *be;
     sp_precision precision;     /* as computed: FAST only on the CPU backend */
     sp_weights exec;            /* host views on a host-memory backend, else device copies */
+    sp_weights exec_mtp;        /* what an MTP pass reads: exec with the MTP module's head and
+                                   norm as lm_head and final_norm (host-memory backends) */
     struct sp_exec_store *exec_store; /* device regions behind `exec` (exec_weights.c) */
     struct sp_compute *compute; /* grown on demand (sp_model_reserve) */
     pthread_mutex_t lock;       /* one forward pass at a time: sessions may share a model */
@@ -124,6 +143,13 @@ struct sp_model {
  * the backend, the memory check and the weights on the backend. */
 sp_status sp_model_load(const char *dir, sp_model **out, sp_error *err);
 void sp_model_unload(sp_model *m);
+
+/* Floats per position of the hidden state an MTP module reads: the residual row before the
+ * final norm, or DeepSeek-V4's hc_mult streams before hc_head. */
+static inline int64_t sp_model_hidden_width(const sp_model *m)
+{
+    return m->arch->attn == SP_ATTN_DSV4 ? m->cfg->dsv4.hc_mult * m->n_embd : m->n_embd;
+}
 
 /* Whether token is one of the model's end-of-sequence ids. */
 bool sp_model_is_eos(const sp_model *m, int32_t token);

@@ -92,6 +92,15 @@ void sp_model_get_info(const sp_model *m, sp_model_info *info)
         count_layer(&c, &m->layers[l]);
         info->n_moe_layers += m->layers[l].moe;
     }
+    info->n_mtp_layers = m->n_mtp;
+    if (m->n_mtp) {
+        count_layer(&c, &m->layers[m->n_layers]);
+        count(&c, &m->mtp.eh_proj);
+        count(&c, &m->mtp.e_proj);
+        count(&c, &m->mtp.h_proj);
+        if (m->mtp.head.data != m->lm_head.data)
+            count(&c, &m->mtp.head);
+    }
     for (int f = SP_WF_F32; f <= SP_WF_FP8_BLOCK && info->n_formats < SP_MODEL_INFO_MAX_FORMATS; f++)
         if (c.n[f]) {
             info->formats[info->n_formats].name = sp_wformat_name((sp_wformat)f);

@@ -55,10 +55,9 @@ static sp_status bind_dense_mlp(sp_model *m, int64_t l, int64_t inter, sp_layer 
     return SP_OK;
 }
 
-static sp_status bind_layer(sp_model *m, int64_t l, sp_error *err)
+sp_status sp_bind_layer(sp_model *m, int64_t l, sp_layer *L, sp_error *err)
 {
     char n[256];
-    sp_layer *L = &m->layers[l];
     sp_status st;
     L->sliding = m->cfg->layer_sliding[l];
     if ((st = sp_bind_vector(m, sp_name(n, sizeof n, "model.layers.%lld.input_layernorm.weight",
@@ -124,13 +123,13 @@ static sp_status bind_all(sp_model *m, sp_error *err)
             return st;
         }
     }
-    m->layers = calloc((size_t)m->n_layers, sizeof *m->layers);
+    m->layers = calloc((size_t)m->n_layers + 1, sizeof *m->layers); /* + an MTP block */
     if (!m->layers)
         return sp_err(err, SP_ERR_NOMEM, "out of memory");
     for (int64_t l = 0; l < m->n_layers; l++)
-        if ((st = bind_layer(m, l, err)))
+        if ((st = sp_bind_layer(m, l, &m->layers[l], err)))
             return st;
-    return SP_OK;
+    return sp_bind_mtp(m, err);
 }
 
 sp_status sp_model_load(const char *dir, sp_model **out, sp_error *err)
@@ -171,7 +170,7 @@ void sp_model_unload(sp_model *m)
     free(m->owned);
     free(m->owned_n);
     if (m->layers)
-        for (int64_t l = 0; l < m->n_layers; l++)
+        for (int64_t l = 0; l < m->n_layers + m->n_mtp; l++)
             free(m->layers[l].experts);
     free(m->layers);
     free(m->v4);

@@ -186,16 +186,17 @@ static sp_status bind_ffn(sp_model *m, const char *lp, sp_layer *L, sp_dsv4_laye
 #undef S
 }
 
-static sp_status bind_layer(sp_model *m, const char *root, int64_t l, int32_t *hash, sp_error *err)
+/* Layer l under the name prefix lp ("layers.3.", "model.layers.3.", "mtp.0."). */
+static sp_status bind_layer(sp_model *m, const char *lp, int64_t l, int32_t *hash, sp_error *err)
 {
     const sp_dsv4_config *d = &m->cfg->dsv4;
     sp_layer *L = &m->layers[l];
     sp_dsv4_layer *v = &m->v4[l];
-    char lp[64], n[320];
-    snprintf(lp, sizeof lp, "%slayers.%lld.", root, (long long)l);
-    v->rate = d->compress_rate[l];
-    v->indexer = d->indexer[l];
-    v->hash = d->hash_moe[l];
+    char n[320];
+    bool mtp = l == m->n_layers; /* the MTP block: sliding attention, routed MoE */
+    v->rate = mtp ? 0 : d->compress_rate[l];
+    v->indexer = !mtp && d->indexer[l];
+    v->hash = !mtp && d->hash_moe[l];
     L->v4 = v;
     L->sliding = true;
     sp_status st;
@@ -227,6 +228,31 @@ static sp_status bind_top(sp_model *m, const char *root, sp_error *err)
     return sp_bind_matrix(m, pick(m, "head.weight", "lm_head.weight"), V, H, true, &m->lm_head, err);
 }
 
+/* The MTP module (hub names mtp.0.*, DeepSeek's inference/model.py MTPBlock): enorm,
+ * hnorm, e_proj, h_proj, its own hc_head and norm, and a full V4 layer (sliding attention,
+ * routed MoE) bound as layers[n_layers]; embedding and head are the main model's. Bound
+ * only when the checkpoint has mtp.0.e_proj.weight (transformers drops the module). */
+static sp_status bind_mtp(sp_model *m, sp_error *err)
+{
+    int64_t H = m->n_embd, N = m->cfg->dsv4.hc_mult;
+    if (m->cfg->dsv4.n_mtp <= 0 || !has(m, "mtp.0.e_proj.weight"))
+        return SP_OK;
+    m->n_mtp = 1; /* from here the model's cleanup owns layers[n_layers] */
+    sp_mtp *t = &m->mtp;
+    sp_status st;
+    if ((st = sp_bind_vector(m, "mtp.0.enorm.weight", H, true, &t->enorm, err)) ||
+        (st = sp_bind_vector(m, "mtp.0.hnorm.weight", H, true, &t->hnorm, err)) ||
+        (st = sp_bind_vector(m, "mtp.0.norm.weight", H, true, &t->head_norm, err)) ||
+        (st = sp_bind_matrix(m, "mtp.0.e_proj.weight", H, H, true, &t->e_proj, err)) ||
+        (st = sp_bind_matrix(m, "mtp.0.h_proj.weight", H, H, true, &t->h_proj, err)) ||
+        (st = sp_bind_matrix(m, "mtp.0.hc_head_fn", N, N * H, true, &t->hc_head_fn, err)) ||
+        (st = sp_bind_vector(m, "mtp.0.hc_head_base", N, true, &t->hc_head_base, err)) ||
+        (st = sp_bind_vector(m, "mtp.0.hc_head_scale", 1, true, &t->hc_head_scale, err)))
+        return st;
+    t->head = m->lm_head;
+    return bind_layer(m, "mtp.0.", m->n_layers, NULL, err);
+}
+
 sp_status sp_dsv4_bind(sp_model *m, sp_error *err)
 {
     const sp_hf_config *c = m->cfg;
@@ -240,17 +266,19 @@ sp_status sp_dsv4_bind(sp_model *m, sp_error *err)
     size_t table;
     if (sp_ckd_mul3_size(&table, (size_t)(n_hash ? n_hash : 1), (size_t)m->n_vocab, (size_t)c->n_experts_per_tok))
         return sp_err(err, SP_ERR_FORMAT, "%s: hash routing tables: size overflows", c->path);
-    m->layers = calloc((size_t)m->n_layers, sizeof *m->layers);
-    m->v4 = calloc((size_t)m->n_layers, sizeof *m->v4);
+    m->layers = calloc((size_t)m->n_layers + 1, sizeof *m->layers); /* + an MTP block */
+    m->v4 = calloc((size_t)m->n_layers + 1, sizeof *m->v4);
     m->v4_tid2eid = malloc(table * sizeof *m->v4_tid2eid);
     if (!m->layers || !m->v4 || !m->v4_tid2eid)
         return sp_err(err, SP_ERR_NOMEM, "out of memory");
     int32_t *hash = m->v4_tid2eid;
+    char lp[64];
     for (int64_t l = 0; l < m->n_layers; l++) {
-        if ((st = bind_layer(m, root, l, hash, err)))
+        snprintf(lp, sizeof lp, "%slayers.%lld.", root, (long long)l);
+        if ((st = bind_layer(m, lp, l, hash, err)))
             return st;
         if (c->dsv4.hash_moe[l])
             hash += m->n_vocab * c->n_experts_per_tok;
     }
-    return SP_OK;
+    return bind_mtp(m, err);
 }

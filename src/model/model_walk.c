@@ -71,6 +71,17 @@ void sp_model_walk(const sp_model *m, const sp_walk_fns *f, void *ctx)
     if (m->lm_head.data != m->tok_embd.data)
         mat(f, ctx, &m->lm_head);
     vec(f, ctx, m->final_norm, m->n_embd, "model.norm.weight", 0);
-    for (int64_t l = 0; l < m->n_layers; l++)
+    for (int64_t l = 0; l < m->n_layers + m->n_mtp; l++)
         walk_layer(m, l, f, ctx);
+    if (m->n_mtp) { /* the MTP module's own tensors (model_load_mtp.c, model_load_dsv4.c) */
+        mat(f, ctx, &m->mtp.eh_proj);
+        mat(f, ctx, &m->mtp.e_proj);
+        mat(f, ctx, &m->mtp.h_proj);
+        mat(f, ctx, &m->mtp.hc_head_fn);
+        if (m->mtp.head.data != m->lm_head.data)
+            mat(f, ctx, &m->mtp.head);
+        vec(f, ctx, m->mtp.enorm, m->n_embd, "model.layers.%lld.enorm.weight", m->n_layers);
+        vec(f, ctx, m->mtp.hnorm, m->n_embd, "model.layers.%lld.hnorm.weight", m->n_layers);
+        vec(f, ctx, m->mtp.head_norm, m->n_embd, "model.layers.%lld.shared_head.norm.weight", m->n_layers);
+    }
 }

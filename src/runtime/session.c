@@ -1,8 +1,11 @@
 /* session.c: sessions — one sequence each — evaluating tokens alone or batched with other
- * sessions of the same model, and KV rollback (see session.h and specula.h). */
+ * sessions of the same model, and KV rollback (see session.h and specula.h); MTP sessions,
+ * which run a model's multi-token prediction module for a target session of it. */
 #include "runtime/session.h"
+#include "util/ckd.h"
 #include "util/error.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +17,12 @@ struct sp_session {
     bool has_logits;
     sp_observer obs;
     bool observed;
+    /* multi-token prediction (sp_session_new_mtp) */
+    sp_session *mtp;    /* a target: its MTP session, or NULL */
+    sp_session *target; /* an MTP session: the session it drafts for */
+    int64_t n_real;     /* an MTP session: positions computed from the target's hidden states */
+    float *hidden;      /* [n_ctx, sp_model_hidden_width] each position's hidden state, when recorded */
+    int32_t *tok;       /* [n_ctx] each position's token, when recorded */
 };
 
 sp_session_params sp_session_default_params(void)
@@ -59,8 +68,14 @@ void sp_session_free(sp_session *s)
 {
     if (!s)
         return;
+    if (s->mtp)
+        s->mtp->target = NULL;
+    if (s->target)
+        s->target->mtp = NULL;
     sp_kv_free(s->kv);
     free(s->logits);
+    free(s->hidden);
+    free(s->tok);
     free(s);
 }
 
@@ -82,12 +97,15 @@ static sp_status check_tokens(const sp_session *s, const int32_t *tokens, size_t
 
 static sp_seq_eval seq_of(sp_session *s, const int32_t *tokens, size_t n, float *logits)
 {
-    return (sp_seq_eval){s->kv, s->n_past, tokens, (int64_t)n, logits, s->logits,
-                         s->observed ? &s->obs : NULL};
+    return (sp_seq_eval){.kv = s->kv, .pos0 = s->n_past, .tokens = tokens, .n = (int64_t)n,
+                         .logits = logits, .last = s->logits, .obs = s->observed ? &s->obs : NULL,
+                         .hidden_out = s->hidden ? s->hidden + s->n_past * sp_model_hidden_width(s->m) : NULL};
 }
 
-static void advance(sp_session *s, size_t n)
+static void advance(sp_session *s, const int32_t *tokens, size_t n)
 {
+    if (s->tok)
+        memcpy(s->tok + s->n_past, tokens, n * sizeof *tokens);
     s->n_past += (int64_t)n;
     s->has_logits = true;
 }
@@ -95,6 +113,9 @@ static void advance(sp_session *s, size_t n)
 sp_status sp_session_eval(sp_session *s, const int32_t *tokens, size_t n_tokens, float *logits,
                           sp_error *err)
 {
+    if (s->target)
+        return sp_err(err, SP_ERR_INVALID_ARG, "an MTP session is evaluated by speculative decoding "
+                      "(--draft mtp), not token by token");
     sp_status st = check_tokens(s, tokens, n_tokens, err);
     if (st != SP_OK)
         return st;
@@ -102,7 +123,7 @@ sp_status sp_session_eval(sp_session *s, const int32_t *tokens, size_t n_tokens,
     sp_seq_eval q = seq_of(s, tokens, n_tokens, logits);
     st = sp_forward(s->m, &q, 1, s->n_batch, err);
     if (st == SP_OK)
-        advance(s, n_tokens);
+        advance(s, tokens, n_tokens);
     return st;
 }
 
@@ -116,6 +137,8 @@ sp_status sp_batch_eval(sp_model *m, const sp_batch_item *items, size_t n_items,
         sp_session *s = items[i].session;
         if (!s || s->m != m)
             st = sp_err(err, SP_ERR_INVALID_ARG, "batch item %zu: session is not of this model", i);
+        else if (s->target)
+            st = sp_err(err, SP_ERR_INVALID_ARG, "batch item %zu: an MTP session", i);
         for (size_t j = 0; j < i && st == SP_OK; j++)
             if (items[j].session == s)
                 st = sp_err(err, SP_ERR_INVALID_ARG, "batch items %zu and %zu share a session", j, i);
@@ -132,7 +155,7 @@ sp_status sp_batch_eval(sp_model *m, const sp_batch_item *items, size_t n_items,
     }
     if (st == SP_OK)
         for (size_t i = 0; i < n_items; i++)
-            advance(items[i].session, items[i].n_tokens);
+            advance(items[i].session, items[i].tokens, items[i].n_tokens);
     free(qs);
     return st;
 }
@@ -153,6 +176,18 @@ sp_status sp_session_truncate(sp_session *s, int64_t n_past, sp_error *err)
                       (long long)n_past, (long long)s->n_past);
     s->n_past = n_past;
     s->has_logits = false;
+    if (s->n_real > n_past)
+        s->n_real = n_past;
+    if (s->mtp) { /* MTP position i reads the target's token i + 1 */
+        sp_session *d = s->mtp;
+        int64_t keep = n_past > 0 ? n_past - 1 : 0;
+        if (d->n_past > keep) {
+            d->n_past = keep;
+            d->has_logits = false;
+        }
+        if (d->n_real > keep)
+            d->n_real = keep;
+    }
     return SP_OK;
 }
 
@@ -176,3 +211,113 @@ void sp_session_set_perturb(sp_session *s, int layer, sp_op op, float factor)
     s->obs.perturb_factor = factor;
     update_observed(s);
 }
+
+/* ---- multi-token prediction ------------------------------------------------------------ */
+
+/* The target's recording: every position's hidden state and token from now on. */
+static sp_status record_target(sp_session *t, sp_error *err)
+{
+    size_t n;
+    if (sp_ckd_mul3_size(&n, (size_t)t->n_ctx, (size_t)sp_model_hidden_width(t->m), sizeof *t->hidden))
+        return sp_err(err, SP_ERR_NOMEM, "hidden states of %lld positions: size overflows",
+                      (long long)t->n_ctx);
+    t->hidden = malloc(n);
+    t->tok = malloc((size_t)t->n_ctx * sizeof *t->tok);
+    if (!t->hidden || !t->tok) {
+        free(t->hidden);
+        free(t->tok);
+        t->hidden = NULL;
+        t->tok = NULL;
+        return sp_err(err, SP_ERR_NOMEM, "out of memory for the target's hidden states");
+    }
+    return SP_OK;
+}
+
+static sp_status mtp_refuse(const sp_session *t, sp_error *err)
+{
+    const sp_model *m = t->m;
+    if (t->target)
+        return sp_err(err, SP_ERR_INVALID_ARG, "an MTP session cannot draft for itself");
+    bool v4 = m->arch->attn == SP_ATTN_DSV4;
+    char name[64];
+    snprintf(name, sizeof name, v4 ? "mtp.0.e_proj.weight" : "model.layers.%lld.eh_proj.weight",
+             (long long)m->n_layers);
+    if (!m->n_mtp)
+        return sp_err(err, SP_ERR_UNSUPPORTED, "%s: no multi-token prediction module to draft with "
+                      "(config.json: num_nextn_predict_layers = %lld; the checkpoint has no '%s'%s)",
+                      m->dir, (long long)(v4 ? m->cfg->dsv4.n_mtp : m->cfg->n_nextn), name,
+                      v4 || m->arch->attn == SP_ATTN_MLA ? ""
+                                                         : "; MTP drafting is implemented for DeepSeek-V3 and V4 only");
+    if (!m->be->host_memory)
+        return sp_err(err, SP_ERR_UNSUPPORTED, "%s: MTP drafting runs on the CPU backend only so far "
+                      "(device %s; use --device cpu)", m->dir, m->be->device_name);
+    if (t->mtp)
+        return sp_err(err, SP_ERR_INVALID_ARG, "the target session already has an MTP session");
+    if (t->n_past != 0)
+        return sp_err(err, SP_ERR_INVALID_ARG, "the target session holds %lld positions: create its "
+                      "MTP session before it evaluates tokens (their hidden states are recorded from "
+                      "then on)", (long long)t->n_past);
+    return SP_OK;
+}
+
+sp_status sp_session_new_mtp(sp_session *t, sp_session **out, sp_error *err)
+{
+    *out = NULL;
+    sp_status st = mtp_refuse(t, err);
+    if (st != SP_OK)
+        return st;
+    sp_model *m = t->m;
+    sp_session *s = calloc(1, sizeof *s);
+    if (!s)
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    s->m = m;
+    s->n_ctx = t->n_ctx;
+    s->n_batch = t->n_batch;
+    s->logits = malloc((size_t)m->n_vocab * sizeof *s->logits);
+    size_t hb;
+    if (!s->logits || sp_ckd_mul3_size(&hb, (size_t)s->n_ctx, (size_t)sp_model_hidden_width(m), sizeof(float)) ||
+        !(s->hidden = malloc(hb)))
+        st = sp_err(err, SP_ERR_NOMEM, "out of memory for an MTP session");
+    if (st == SP_OK)
+        st = sp_kv_new_range(m, s->n_ctx, m->n_layers, 1, &s->kv, err);
+    if (st == SP_OK)
+        st = sp_model_reserve(m, s->n_batch, err);
+    if (st == SP_OK && !t->hidden)
+        st = record_target(t, err);
+    if (st != SP_OK) {
+        sp_session_free(s);
+        return st;
+    }
+    s->target = t;
+    t->mtp = s;
+    *out = s;
+    return SP_OK;
+}
+
+sp_status sp_session_eval_mtp(sp_session *s, const int32_t *tokens, const float *hidden, size_t n,
+                              float *logits, sp_error *err)
+{
+    if (!s->target)
+        return sp_err(err, SP_ERR_INVALID_ARG, "not an MTP session");
+    sp_status st = check_tokens(s, tokens, n, err);
+    if (st != SP_OK)
+        return st;
+    s->has_logits = false;
+    sp_seq_eval q = seq_of(s, tokens, n, logits);
+    q.hidden_in = hidden;
+    st = sp_forward(s->m, &q, 1, s->n_batch, err);
+    if (st == SP_OK)
+        advance(s, tokens, n);
+    return st;
+}
+
+sp_session *sp_session_mtp_target(const sp_session *s) { return s->target; }
+
+const float *sp_session_hidden(const sp_session *s, int64_t pos)
+{
+    return s->hidden && pos >= 0 && pos < s->n_past ? s->hidden + pos * sp_model_hidden_width(s->m) : NULL;
+}
+
+const int32_t *sp_session_tokens(const sp_session *s) { return s->tok; }
+int64_t sp_session_mtp_real(const sp_session *s) { return s->n_real; }
+void sp_session_set_mtp_real(sp_session *s, int64_t n) { s->n_real = n; }

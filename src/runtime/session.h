@@ -18,4 +18,25 @@ void sp_session_set_trace(sp_session *s, sp_trace_cb cb, void *ctx);
  * `layer` (every position) by factor in every later pass; factor 1 removes it. */
 void sp_session_set_perturb(sp_session *s, int layer, sp_op op, float factor);
 
+/* Multi-token prediction (sp_session_new_mtp in specula.h). A target with an MTP session
+ * records each position's last hidden state (before the final norm) and token; truncating
+ * it to n also truncates its MTP session to n - 1 positions (MTP position i reads the
+ * target's token i + 1). An MTP session evaluates MTP positions: row j takes tokens[j]
+ * (the target's token at its position + 1) and hidden[j] ([n, sp_model_hidden_width]: the target's hidden
+ * state at its position, or the MTP block's own output when chaining), and records its
+ * block's output as its hidden state. logits: as sp_session_eval's. */
+sp_status sp_session_eval_mtp(sp_session *s, const int32_t *tokens, const float *hidden, size_t n,
+                              float *logits, sp_error *err);
+/* An MTP session's target (NULL: not an MTP session, or its target was freed). */
+sp_session *sp_session_mtp_target(const sp_session *s);
+/* The recorded hidden state of position pos < n_past, or NULL when none is recorded;
+ * valid until the session evaluates again at or before pos. */
+const float *sp_session_hidden(const sp_session *s, int64_t pos);
+/* The recorded tokens [n_past], or NULL. */
+const int32_t *sp_session_tokens(const sp_session *s);
+/* An MTP session's positions [0, real) were computed from its target's own hidden states
+ * (the drafter keeps it; target truncation lowers it). */
+int64_t sp_session_mtp_real(const sp_session *s);
+void sp_session_set_mtp_real(sp_session *s, int64_t n);
+
 #endif

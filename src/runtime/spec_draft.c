@@ -1,4 +1,5 @@
-/* spec_draft.c: model, self and n-gram drafters (see spec_draft.h). */
+/* spec_draft.c: model, self and n-gram drafters, and what every drafter shares (see
+ * spec_draft.h; MTP drafting: spec_draft_mtp.c). */
 #include "runtime/spec_draft.h"
 #include "util/assert.h"
 #include "util/error.h"
@@ -23,7 +24,7 @@ sp_status sp_drafter_new(const sp_drafter_config *c, sp_drafter **out, sp_error 
         return sp_err(err, SP_ERR_NOMEM, "out of memory");
     d->c = *c;
     sp_rng_seed(&d->rng, c->seed);
-    if (c->kind == SP_DRAFT_MODEL || c->kind == SP_DRAFT_SELF) {
+    if (c->kind == SP_DRAFT_MODEL || c->kind == SP_DRAFT_SELF || c->kind == SP_DRAFT_MTP) {
         const sp_model *dm = c->session ? sp_session_model(c->session) : c->draft_model;
         if (!dm) {
             sp_drafter_free(d);
@@ -176,11 +177,19 @@ sp_status sp_drafter_propose(sp_drafter *d, const int32_t *seq, int64_t n_seq, i
         propose_ngram(d, seq, n_seq, k, out, q, n_out);
         return SP_OK;
     }
+    if (d->c.kind == SP_DRAFT_MTP)
+        return sp_drafter_propose_mtp(d, seq[n_seq - 1], k, out, q, n_q, n_out, err);
     return propose_model(d, seq, n_seq, base, k, out, q, n_q, n_out, err);
 }
 
+const sp_drafter_config *sp_drafter_config_of(const sp_drafter *d) { return &d->c; }
+
 void sp_drafter_rollback(sp_drafter *d, int64_t n_valid)
 {
+    if (d->c.kind == SP_DRAFT_MTP) {
+        sp_drafter_rollback_mtp(d, n_valid);
+        return;
+    }
     if (d->c.session && sp_session_n_past(d->c.session) > n_valid)
         sp_session_truncate(d->c.session, n_valid, NULL);
 }

@@ -6,6 +6,9 @@
  * model drafter rolls its own KV cache back to it. Drafters keep all of their state (KV
  * cache, scratch, random stream) apart from the target's.
  *
+ * An MTP drafter runs the target model's multi-token prediction module (its session is an
+ * MTP session of the target: runtime/session.h); see spec_draft_mtp.c.
+ *
  * A model drafter without a session only picks tokens (sp_drafter_pick) from draft logits
  * its caller evaluated: the server runs every sequence's draft step in one batched pass of
  * the draft model, and picks each sequence's token with the rule sp_drafter_propose uses. */
@@ -19,7 +22,8 @@ typedef struct sp_drafter sp_drafter;
 
 typedef struct sp_drafter_config {
     sp_draft_kind kind;
-    sp_session *session;          /* MODEL / SELF; NULL: the caller evaluates (pick only) */
+    sp_session *session;          /* MODEL / SELF / MTP; NULL: the caller evaluates (pick only) */
+    sp_session *target;           /* MTP: the target session (its recorded hidden states) */
     const sp_model *draft_model;  /* MODEL without a session: whose logits are picked from */
     const sp_sampling_params *sampling; /* the target's: drafts sample from the same warpers */
     int32_t k_max;
@@ -58,5 +62,13 @@ int64_t sp_drafter_n_vocab(const sp_drafter *d);
 
 /* Positions [0, n_valid) are what the target kept: drop any draft state beyond them. */
 void sp_drafter_rollback(sp_drafter *d, int64_t n_valid);
+
+/* spec_draft_mtp.c: an MTP draft of up to k tokens continuing the target's sequence, whose
+ * pending (not yet evaluated) token is `pending`; tokens are picked as sp_drafter_pick. */
+sp_status sp_drafter_propose_mtp(sp_drafter *d, int32_t pending, int32_t k, int32_t *out,
+                                 const double **q, int64_t *n_q, int32_t *n_out, sp_error *err);
+/* MTP rollback: what the MTP session keeps of n_valid target positions. */
+void sp_drafter_rollback_mtp(sp_drafter *d, int64_t n_valid);
+const sp_drafter_config *sp_drafter_config_of(const sp_drafter *d);
 
 #endif

@@ -200,6 +200,12 @@ static sp_status check_params(const sp_session *t, const sp_spec_params *sp, sp_
                           lo, hi);
         return SP_OK;
     }
+    if (sp->kind == SP_DRAFT_MTP) {
+        if (!sp->draft || sp_session_mtp_target(sp->draft) != t)
+            return sp_err(err, SP_ERR_INVALID_ARG, "MTP drafting needs the target's MTP session "
+                          "(sp_session_new_mtp)");
+        return SP_OK;
+    }
     if (sp->kind != SP_DRAFT_MODEL && sp->kind != SP_DRAFT_SELF)
         return sp_err(err, SP_ERR_INVALID_ARG, "unknown draft kind %d", (int)sp->kind);
     if (!sp->draft || sp->draft == t)
@@ -261,6 +267,7 @@ static sp_status run_init(spec_run *r, const sp_spec_params *sp, size_t n_prompt
     sp_drafter_config dc = {
         .kind = sp->kind,
         .session = sp->draft,
+        .target = r->t,
         .sampling = &gp->sampling,
         .k_max = r->k_max,
         .p_min = sp->p_min,

@@ -138,6 +138,24 @@ PY
 check "generate --draft prints a summary on stderr" bash -c "'$SPECULA' generate -m '$M' --tokens 1,2,3 -n 8 --draft self 2>&1 >/dev/null | grep -q 'speculation: .* draft tokens accepted'"
 check "generate --draft: missing draft model" expect_exit 1 "cannot open" "$SPECULA" generate -m "$M" --tokens 1,2 -n 4 --draft "$TMP/none"
 check "generate --draft-k out of range" expect_exit 1 "draft-k" "$SPECULA" generate -m "$M" --tokens 1,2 -n 4 --draft self --draft-k 65
+MTP=$FIX/models/deepseekv3_mtp
+check "generate --draft mtp: tokens identical to plain, drafts made" python3 - "$SPECULA" "$MTP" <<'PY'
+import json, subprocess, sys
+spec, m = sys.argv[1], sys.argv[2]
+def run(*extra):
+    out = subprocess.run([spec, "generate", "-m", m, "--tokens", "5,17,99,3", "-n", "32", "--json", "--ignore-eos",
+                          "--precision", "exact", *extra], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+plain = run()
+for k in ("1", "3"):
+    j = run("--draft", "mtp", "--draft-k", k)
+    assert j["tokens"] == plain["tokens"], k
+    assert j["spec"]["drafted"] > 0, j["spec"]
+PY
+check "generate --draft mtp: a model without MTP layers is refused" expect_exit 1 "no multi-token prediction module" "$SPECULA" generate -m "$FIX/models/deepseekv3_qlora_yarn" --tokens 1,2 -n 4 --draft mtp
+check "bench --draft mtp" bash -c "'$SPECULA' bench -m '$MTP' --draft mtp --prompt-len 8 --gen-len 16 --runs 1 --json | python3 -c 'import json,sys; j=json.load(sys.stdin); assert j[\"spec\"][\"drafted\"] > 0'"
+check "check runs the MTP check" bash -c "'$SPECULA' check -m '$MTP' | grep -q 'pass  speculative (mtp)'"
+check "serve --draft mtp: refused with the reason" expect_exit 2 "not served yet" "$SPECULA" serve -m "$MTP" --draft mtp
 check "bench --draft reports the speedup" bash -c "'$SPECULA' bench -m '$M' --draft self --prompt-len 8 --gen-len 16 --runs 1 --json | python3 -c 'import json,sys; j=json.load(sys.stdin); assert j[\"speedup\"] > 0 and j[\"spec\"][\"accepted\"] > 0'"
 
 # diagnostics

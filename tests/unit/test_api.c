@@ -191,7 +191,7 @@ static void test_checks(void **state)
     sp_error err = {0};
     sp_model *m = open_fixture("llama_mha_bf16");
     int32_t prompt[] = {1, 2, 3, 4};
-    sp_check_inputs in = {m, fixture_path("models/llama_mha_bf16"), NULL, NULL, prompt, 4};
+    sp_check_inputs in = {m, fixture_path("models/llama_mha_bf16"), NULL, NULL, prompt, 4, false};
     sp_check_results *r;
     assert_int_equal(sp_check_model(&in, &r, &err), SP_OK);
     size_t n = sp_check_results_count(r);

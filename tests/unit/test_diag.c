@@ -202,7 +202,7 @@ static const sp_check_result *find(const sp_check_report *rep, const char *name)
 static void run_checks(sp_model *m, const char *dir, sp_tokenizer *tok, sp_check_report *rep)
 {
     int32_t prompt[6] = {1, 17, 33, 49, 65, 81};
-    sp_check_inputs in = {m, dir, tok, NULL, prompt, 6};
+    sp_check_inputs in = {m, dir, tok, NULL, prompt, 6, false};
     sp_error err = {0};
     assert_int_equal(sp_check_run(&in, rep, &err), SP_OK);
 }
