@@ -4,9 +4,10 @@
  * every thread (the caller included) claims chunks one at a time from one atomic word
  * that holds the run's generation (high 32 bits), its number of chunks and the next
  * unclaimed chunk (16 bits each): a claim is one compare-and-swap that cannot succeed
- * on a run that has ended. A thread that is slow or descheduled (the machine is shared) simply claims fewer
- * chunks, so a run ends when the work is done rather than when the slowest thread's fixed
- * share is. Which thread computes a chunk varies; what a chunk computes does not.
+ * on a run that has ended. A thread that is slow or descheduled (the machine is shared)
+ * simply claims fewer chunks, so a run ends when the work is done rather than when the
+ * slowest thread's fixed share is. Which thread computes a chunk varies; what a chunk
+ * computes does not.
  *
  * Waiting: a worker spins briefly (SPIN_ROUNDS pause instructions, a few tens of
  * microseconds) on the word before sleeping on a condition variable, because decode
