@@ -7,9 +7,11 @@
  *       [--format bf16|mxfp4] [--isa L]
  *       y = x W^T over enough distinct random matrices that they never sit in cache;
  *       prints GB/s of weights read and GFLOP/s, median of 7 passes.
- *   bench_cpu cputime --model DIR [--tokens P] [--precision P] [--reps R]
- *       one thread's CPU time per prefill of P tokens (default 128) and per decode step,
- *       median after an untimed pass: comparable while other work shares the cores.
+ *   bench_cpu cputime --model DIR [--tokens P] [--precision P] [--reps R] [--threads N]
+ *       the process's CPU time (all N threads, default 1) per prefill of P tokens
+ *       (default 128) and per decode step, median after an untimed pass: comparable
+ *       while other work shares the cores; with N > 1, CPU time above the 1-thread
+ *       figure is what the threads cost (waiting, spinning, contention). Wall time too.
  *   bench_cpu verify --model DIR [--threads N] [--precision P] [--kmax K] [--reps R]
  *       speculative verify cost: after a 128-token prefill, the median time of one pass
  *       over k+1 tokens (k = 0..K) at that position, as a multiple of one decode step.
@@ -110,6 +112,13 @@ static int membw(int threads, int64_t mib)
     return 0;
 }
 
+static double cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
 static int matmul(int threads, int64_t rows, int64_t cols, int64_t tokens, sp_precision prec,
                   sp_wformat fmt)
 {
@@ -141,17 +150,20 @@ static int matmul(int threads, int64_t rows, int64_t cols, int64_t tokens, sp_pr
     sp_pool *pool;
     if (sp_pool_new(threads, &pool, NULL) != SP_OK)
         return 1;
-    double t[7];
+    double t[7], c[7];
     int reps = tokens > 16 ? 3 : 1;
     for (int pass = 0; pass < 7; pass++) {
-        double t0 = sp_now_ms();
+        double t0 = sp_now_ms(), c0 = cpu_ms();
         for (int r = 0; r < reps; r++)
             for (int m = 0; m < n_mats; m++)
                 sp_matmul_prec(pool, prec, &w[m], x, tokens, y, NULL);
         t[pass] = (sp_now_ms() - t0) / (reps * n_mats);
+        c[pass] = (cpu_ms() - c0) / (reps * n_mats);
     }
     qsort(t, 7, sizeof t[0], cmp_d);
+    qsort(c, 7, sizeof c[0], cmp_d);
     double ms = t[3];
+    printf("cpu %.3f ms (%.1f GFLOP/s per CPU second); ", c[3], 2.0 * (double)(rows * cols * tokens) / (c[3] * 1e6));
     printf("matmul %s %lldx%lld tokens=%lld %s [%s]: %.3f ms, %.1f GB/s weights, %.1f GFLOP/s\n",
            sp_wformat_name(fmt), (long long)rows, (long long)cols, (long long)tokens,
            prec == SP_PRECISION_FAST ? "fast" : "exact", sp_matmul_kernel_name(&w[0], prec), ms,
@@ -212,21 +224,15 @@ static int verify_curve(const char *dir, int threads, sp_precision prec, int kma
     return 0;
 }
 
-static double cpu_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
-/* One thread's CPU time per prefill of `tokens` tokens and per decode step after it: on
+/* The process's CPU time per prefill of `tokens` tokens and per decode step after it: on
  * a machine shared with other work, what the engine costs regardless of what else runs
- * on the cores (wall-clock and multi-thread numbers need a quiet machine). */
-static int cpu_time(const char *dir, sp_precision prec, int64_t tokens, int reps)
+ * on the cores (wall-clock numbers need a quiet machine; they are printed beside). */
+static int cpu_time(const char *dir, sp_precision prec, int64_t tokens, int reps, int threads)
 {
     enum { GEN = 8 };
     sp_model_params mp = sp_model_default_params();
-    mp.n_threads = 1;
+    mp.n_threads = threads;
     mp.precision = prec;
     mp.device = "cpu";
     mp.n_ctx = tokens + GEN;
@@ -245,29 +251,34 @@ static int cpu_time(const char *dir, sp_precision prec, int64_t tokens, int reps
     }
     for (int64_t i = 0; i < tokens + GEN; i++)
         toks[i] = (int32_t)((i * 7919 + 13) % sp_model_n_vocab(m));
-    double pf[64], dc[64];
+    double pf[64], dc[64], pw[64], dw[64];
     if (reps > 64)
         reps = 64;
     for (int r = -1; r < reps; r++) { /* r = -1: untimed warm-up */
         sp_session_truncate(s, 0, NULL);
-        double t0 = cpu_ms();
+        double t0 = cpu_ms(), w0 = sp_now_ms();
         if (sp_session_eval(s, toks, (size_t)tokens, NULL, &err) != SP_OK)
             return 1;
-        double t1 = cpu_ms();
+        double t1 = cpu_ms(), w1 = sp_now_ms();
         for (int g = 0; g < GEN; g++)
             if (sp_session_eval(s, toks + tokens + g, 1, NULL, &err) != SP_OK)
                 return 1;
         if (r >= 0) {
             pf[r] = t1 - t0;
             dc[r] = (cpu_ms() - t1) / GEN;
+            pw[r] = w1 - w0;
+            dw[r] = (sp_now_ms() - w1) / GEN;
         }
     }
     qsort(pf, (size_t)reps, sizeof pf[0], cmp_d);
     qsort(dc, (size_t)reps, sizeof dc[0], cmp_d);
-    printf("%s, one thread, %s precision: prefill %lld tokens %.1f ms CPU (%.1f tok/s per core), "
-           "decode %.2f ms CPU per token (median of %d)\n",
-           dir, prec == SP_PRECISION_FAST ? "fast" : "exact", (long long)tokens, pf[reps / 2],
-           (double)tokens / pf[reps / 2] * 1e3, dc[reps / 2], reps);
+    qsort(pw, (size_t)reps, sizeof pw[0], cmp_d);
+    qsort(dw, (size_t)reps, sizeof dw[0], cmp_d);
+    printf("%s, %d thread(s), %s precision: prefill %lld tokens %.1f ms CPU (%.1f tok/s per CPU "
+           "second), decode %.2f ms CPU per token; wall: prefill %.1f ms, decode %.2f ms "
+           "(medians of %d)\n",
+           dir, threads, prec == SP_PRECISION_FAST ? "fast" : "exact", (long long)tokens, pf[reps / 2],
+           (double)tokens / pf[reps / 2] * 1e3, dc[reps / 2], pw[reps / 2], dw[reps / 2], reps);
     free(toks);
     sp_session_free(s);
     sp_model_close(m);
@@ -280,7 +291,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_cpu membw|matmul|verify|cputime [options]\n");
         return 2;
     }
-    int threads = 2;
+    int threads = 2, cpu_threads = 1; /* cputime defaults to one thread */
     int64_t mib = 1024, rows = 2048, cols = 8192, tokens = 1;
     sp_precision prec = SP_PRECISION_EXACT;
     sp_wformat fmt = SP_WF_BF16;
@@ -288,7 +299,7 @@ int main(int argc, char **argv)
     int kmax = 8, reps = 7;
     for (int i = 2; i + 1 < argc; i += 2) {
         const char *o = argv[i], *v = argv[i + 1];
-        if (!strcmp(o, "--threads")) threads = atoi(v);
+        if (!strcmp(o, "--threads")) threads = cpu_threads = atoi(v);
         else if (!strcmp(o, "--mib")) mib = atoll(v);
         else if (!strcmp(o, "--rows")) rows = atoll(v);
         else if (!strcmp(o, "--cols")) cols = atoll(v);
@@ -310,7 +321,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "verify") && model)
         return verify_curve(model, threads, prec, kmax, reps);
     if (!strcmp(argv[1], "cputime") && model)
-        return cpu_time(model, prec, tokens > 1 ? tokens : 128, reps);
+        return cpu_time(model, prec, tokens > 1 ? tokens : 128, reps, cpu_threads > 0 ? cpu_threads : 1);
     fprintf(stderr, "unknown mode %s\n", argv[1]);
     return 2;
 }

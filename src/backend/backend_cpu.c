@@ -233,20 +233,18 @@ static void cpu_kv_store(sp_backend *be, float *dst, int64_t dst_stride, const i
                (size_t)width * sizeof(float));
 }
 
-/* The fused ops: the unfused ones in sequence (the same bits by construction). */
+/* The fused ops: the products share one input preparation and one parallel-for; the
+ * same bits as the unfused ops in sequence (matmul.h). */
 static void cpu_matmul_multi(sp_backend *be, int n, const sp_weight *const *ws, const float *x,
                              int64_t n_tok, float *const *ys, const float *const *biases)
 {
-    for (int i = 0; i < n; i++)
-        cpu_matmul(be, ws[i], x, n_tok, ys[i], biases ? biases[i] : NULL);
+    sp_matmul_multi(cpu(be)->pool, n, ws, x, n_tok, ys, biases);
 }
 
 static void cpu_matmul_swiglu(sp_backend *be, const sp_weight *wg, const sp_weight *wu,
                               const float *x, int64_t n_tok, float *out, float *up)
 {
-    cpu_matmul(be, wg, x, n_tok, out, NULL);
-    cpu_matmul(be, wu, x, n_tok, up, NULL);
-    cpu_swiglu(be, out, up, n_tok * wg->rows, out);
+    sp_matmul_swiglu(cpu(be)->pool, wg, wu, x, n_tok, out, up);
 }
 
 static void cpu_add_rmsnorm(sp_backend *be, float *x, const float *res, const float *w,

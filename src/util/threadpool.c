@@ -1,8 +1,22 @@
 /* threadpool.c: persistent pthread workers woken per parallel-for (see threadpool.h).
- * Workers spin briefly (SPIN_ROUNDS pause instructions, a few tens of microseconds) on a
- * generation counter before sleeping on a condition variable, because decode issues
- * hundreds of short parallel-fors per token; between tokens, while another model (a
- * draft) runs, or when nothing runs, they sleep: no core spins for an idle pool. */
+ *
+ * Work sharing: a run cuts [0, n) into chunks fixed by n, grain and the thread count, and
+ * every thread (the caller included) claims chunks one at a time from one atomic word
+ * that holds the run's generation (high 32 bits), its number of chunks and the next
+ * unclaimed chunk (16 bits each): a claim is one compare-and-swap that cannot succeed
+ * on a run that has ended. A thread that is slow or descheduled (the machine is shared)
+ * simply claims fewer chunks, so a run ends when the work is done rather than when the
+ * slowest thread's fixed share is. Which thread computes a chunk varies; what a chunk
+ * computes does not.
+ *
+ * Waiting: a worker spins briefly (SPIN_ROUNDS pause instructions, a few tens of
+ * microseconds) on the word before sleeping on a condition variable, because decode
+ * issues hundreds of short parallel-fors per token; between tokens, while another model
+ * (a draft) runs, or when nothing runs, they sleep: no core spins for an idle pool. The
+ * caller, once no chunk is left, waits for the chunks still running elsewhere, spinning
+ * briefly and then yielding. A worker that wakes after its run ended finds the word's
+ * generation changed or no chunk left and goes back to waiting: the caller never waits
+ * for a thread that has nothing to do. */
 #include "util/threadpool.h"
 #include "util/error.h"
 
@@ -17,10 +31,12 @@ struct sp_pool {
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t wake;
-    atomic_uint_fast64_t generation;
-    atomic_int pending;
+    /* generation << 32 | n_chunks << 16 | next chunk: claimed with compare-and-swap */
+    atomic_uint_fast64_t work;
+    atomic_int_fast64_t done; /* chunks of the current run finished */
     atomic_bool quit;
-    /* the current job */
+    /* the current run: written before its generation is published, read only by a
+     * thread holding one of its unfinished chunks (so never while being rewritten) */
     sp_pool_fn fn;
     void *ctx;
     int64_t n, chunk;
@@ -52,14 +68,27 @@ int sp_cpu_count(void)
     return n > 0 ? (int)n : 1;
 }
 
-static void run_share(sp_pool *p, int index)
+static uint32_t gen_of(uint_fast64_t w) { return (uint32_t)(w >> 32); }
+static int64_t n_chunks_of(uint_fast64_t w) { return (int64_t)((w >> 16) & 0xffff); }
+static int64_t next_of(uint_fast64_t w) { return (int64_t)(w & 0xffff); }
+
+/* Claims and runs chunks of run `gen` until none is left (or the run is over). */
+static void run_chunks(sp_pool *p, uint32_t gen, int index)
 {
-    int64_t b = (int64_t)index * p->chunk;
-    int64_t e = b + p->chunk;
-    if (e > p->n)
-        e = p->n;
-    if (b < e)
+    for (;;) {
+        uint_fast64_t w = atomic_load_explicit(&p->work, memory_order_acquire);
+        if (gen_of(w) != gen || next_of(w) >= n_chunks_of(w))
+            return;
+        /* success means the run is still `gen` and chunk next_of(w) is ours: the run
+         * cannot end while it is unfinished, so its fields are stable until done++ */
+        if (!atomic_compare_exchange_weak_explicit(&p->work, &w, w + 1, memory_order_acq_rel,
+                                                   memory_order_relaxed))
+            continue;
+        int64_t b = next_of(w) * p->chunk;
+        int64_t e = b + p->chunk < p->n ? b + p->chunk : p->n;
         p->fn(p->ctx, b, e, index);
+        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+    }
 }
 
 static void *worker_main(void *arg)
@@ -68,26 +97,25 @@ static void *worker_main(void *arg)
     sp_pool *p = wa->pool;
     int index = wa->index;
     free(wa);
-    uint_fast64_t seen = 0;
+    uint32_t seen = 0;
     for (;;) {
-        uint_fast64_t g;
+        uint32_t g;
         int spins = 0;
-        while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen &&
+        while ((g = gen_of(atomic_load_explicit(&p->work, memory_order_acquire))) == seen &&
                !atomic_load(&p->quit)) {
             if (++spins < SPIN_ROUNDS) {
                 cpu_relax();
                 continue;
             }
             pthread_mutex_lock(&p->mu);
-            while (atomic_load(&p->generation) == seen && !atomic_load(&p->quit))
+            while (gen_of(atomic_load(&p->work)) == seen && !atomic_load(&p->quit))
                 pthread_cond_wait(&p->wake, &p->mu);
             pthread_mutex_unlock(&p->mu);
         }
         if (atomic_load(&p->quit))
             return NULL;
         seen = g;
-        run_share(p, index);
-        atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel);
+        run_chunks(p, g, index);
     }
 }
 
@@ -104,8 +132,8 @@ sp_status sp_pool_new(int n_threads, sp_pool **out, sp_error *err)
     p->n_threads = n_threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
-    atomic_init(&p->generation, 0);
-    atomic_init(&p->pending, 0);
+    atomic_init(&p->work, 0);
+    atomic_init(&p->done, 0);
     atomic_init(&p->quit, false);
     if (n_threads > 1) {
         p->threads = calloc((size_t)n_threads - 1, sizeof *p->threads);
@@ -150,6 +178,10 @@ int sp_pool_n_threads(const sp_pool *p)
     return p ? p->n_threads : 1;
 }
 
+/* Chunks per thread: enough that a thread slowed by other work on its core leaves only
+ * a small tail to the others, few enough that claiming costs nothing next to a chunk. */
+#define CHUNKS_PER_THREAD 8
+
 void sp_pool_run(sp_pool *p, int64_t n, int64_t grain, sp_pool_fn fn, void *ctx)
 {
     if (n <= 0)
@@ -162,19 +194,26 @@ void sp_pool_run(sp_pool *p, int64_t n, int64_t grain, sp_pool_fn fn, void *ctx)
         fn(ctx, 0, n, 0);
         return;
     }
-    int64_t per = (n_grains + nt - 1) / nt;
+    int64_t want = (int64_t)nt * CHUNKS_PER_THREAD; /* <= 512 * 8: fits the word's 16 bits */
+    int64_t per = (n_grains + want - 1) / want; /* grains per chunk */
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
     p->chunk = per * grain;
-    atomic_store_explicit(&p->pending, nt - 1, memory_order_release);
+    int64_t n_chunks = (n + p->chunk - 1) / p->chunk;
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    uint32_t gen = gen_of(atomic_load_explicit(&p->work, memory_order_relaxed)) + 1;
     pthread_mutex_lock(&p->mu);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_acq_rel);
+    atomic_store_explicit(&p->work, (uint_fast64_t)gen << 32 | (uint_fast64_t)n_chunks << 16,
+                          memory_order_release);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
-    run_share(p, 0);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0)
-        sched_yield();
+    run_chunks(p, gen, 0);
+    for (int spins = 0; atomic_load_explicit(&p->done, memory_order_acquire) < n_chunks;)
+        if (++spins < SPIN_ROUNDS)
+            cpu_relax();
+        else
+            sched_yield();
 }
 
 void sp_pool_set_precision(sp_pool *p, sp_precision prec)

@@ -1,10 +1,13 @@
 /* threadpool.h: a fixed pool of worker threads running one parallel-for at a time.
  *
  * sp_pool_run(pool, n, fn, ctx) calls fn(ctx, begin, end, thread) on disjoint ranges
- * covering [0, n) and returns when all are done. The split of [0, n) into ranges depends
- * only on n and the thread count, never on timing; kernels never split one output
- * element's reduction across threads, so results do not depend on the thread count.
- * The caller's thread takes part in the work. Not reentrant: one run at a time. */
+ * (chunks) covering [0, n) and returns when all are done. The chunks depend only on n,
+ * grain and the thread count; which thread runs which chunk depends on timing (threads
+ * claim chunks as they become free, so one slowed by other work on its core takes fewer).
+ * `thread` (0 = the caller) identifies the running thread, for per-thread scratch only.
+ * Kernels never split one output element's reduction across chunks, so results depend
+ * neither on the thread count nor on timing. The caller's thread takes part in the work.
+ * Idle workers sleep (after a short spin). Not reentrant: one run at a time. */
 #ifndef SP_UTIL_THREADPOOL_H
 #define SP_UTIL_THREADPOOL_H
 
@@ -20,8 +23,8 @@ sp_status sp_pool_new(int n_threads, sp_pool **out, sp_error *err);
 void sp_pool_free(sp_pool *pool);
 int sp_pool_n_threads(const sp_pool *pool);
 
-/* Splits [0, n) into at most n_threads ranges whose sizes are multiples of `grain`
- * (except the last). pool may be NULL: runs inline. */
+/* Splits [0, n) into chunks whose sizes are multiples of `grain` (except the last), a few
+ * per thread. pool may be NULL (or have one thread): one call over [0, n), inline. */
 void sp_pool_run(sp_pool *pool, int64_t n, int64_t grain, sp_pool_fn fn, void *ctx);
 
 int sp_cpu_count(void);

@@ -194,6 +194,78 @@ static void test_matmul_every_isa(void **state)
     sp_pool_free(pool);
 }
 
+/* sp_matmul_multi and sp_matmul_swiglu (one input preparation, one parallel-for) give
+ * the bits of the separate products and sp_swiglu, at every level, in both precisions,
+ * with mixed formats (which fall back to separate products) and sizes that are not
+ * multiples of the 16-row grain. */
+static void test_matmul_grouped(void **state)
+{
+    (void)state;
+    sp_pool *pool;
+    assert_int_equal(sp_pool_new(2, &pool, NULL), SP_OK);
+    sp_isa best = sp_isa_detected();
+    const int64_t cols = 96, rows[3] = {200, 37, 64};
+    sp_wformat fmts[2][3] = {{SP_WF_BF16, SP_WF_BF16, SP_WF_BF16}, {SP_WF_BF16, SP_WF_F32, SP_WF_MXFP4}};
+    for (int isa = SP_ISA_GENERIC; isa <= (int)best; isa++) {
+        assert_int_equal(sp_isa_set((sp_isa)isa), isa);
+        for (int prec = 0; prec < 2; prec++)
+            for (int fi = 0; fi < 2; fi++)
+                for (int64_t nt = 1; nt <= 70; nt += 23) {
+                    sp_pool_set_precision(pool, (sp_precision)prec);
+                    sp_weight w[3];
+                    void *d[3], *sc[3];
+                    float *y[3], *ya[3], *b[3];
+                    float *x = malloc((size_t)(nt * cols) * sizeof(float));
+                    for (int64_t i = 0; i < nt * cols; i++)
+                        x[i] = test_frand();
+                    for (int i = 0; i < 3; i++) {
+                        make_any_weight(fmts[fi][i], rows[i], cols, &w[i], &d[i], &sc[i]);
+                        y[i] = malloc((size_t)(nt * rows[i]) * sizeof(float));
+                        ya[i] = malloc((size_t)(nt * rows[i]) * sizeof(float));
+                        b[i] = malloc((size_t)rows[i] * sizeof(float));
+                        for (int64_t r = 0; r < rows[i]; r++)
+                            b[i][r] = test_frand();
+                        sp_matmul(pool, &w[i], x, nt, ya[i], b[i]);
+                    }
+                    const sp_weight *ws[3] = {&w[0], &w[1], &w[2]};
+                    const float *bs[3] = {b[0], b[1], b[2]};
+                    sp_matmul_multi(pool, 3, ws, x, nt, y, bs);
+                    for (int i = 0; i < 3; i++)
+                        assert_memory_equal(y[i], ya[i], (size_t)(nt * rows[i]) * sizeof(float));
+                    /* gate w[0] and an up projection of its shape, in the set's last format */
+                    sp_weight wu_;
+                    void *ud, *usc;
+                    make_any_weight(fmts[fi][2], rows[0], cols, &wu_, &ud, &usc);
+                    const sp_weight *wu = &wu_;
+                    size_t n0 = (size_t)(nt * rows[0]);
+                    float *ga = malloc(n0 * sizeof(float)), *ua = malloc(n0 * sizeof(float));
+                    float *up = malloc(n0 * sizeof(float));
+                    sp_matmul(pool, &w[0], x, nt, ga, NULL);
+                    sp_matmul(pool, wu, x, nt, ua, NULL);
+                    sp_swiglu(ga, ua, nt * rows[0], ga);
+                    sp_matmul_swiglu(pool, &w[0], wu, x, nt, y[0], up);
+                    assert_memory_equal(y[0], ga, n0 * sizeof(float));
+                    assert_memory_equal(up, ua, n0 * sizeof(float));
+                    free(ga);
+                    free(ua);
+                    free(up);
+                    free(ud);
+                    free(usc);
+                    for (int i = 0; i < 3; i++) {
+                        free(d[i]);
+                        free(sc[i]);
+                        free(y[i]);
+                        free(ya[i]);
+                        free(b[i]);
+                    }
+                    free(x);
+                }
+    }
+    sp_isa_set(best);
+    sp_pool_set_precision(pool, SP_PRECISION_EXACT);
+    sp_pool_free(pool);
+}
+
 /* A kernel's vectorized input preparation gives sp_mm_round_bf16's bits: ties to even,
  * NaN quieted, infinities, signed zeros, denormals, random bit patterns. */
 static void test_bf16_input_rounding(void **state)
@@ -509,6 +581,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_vs_reference), cmocka_unit_test(test_matmul_every_isa),
+        cmocka_unit_test(test_matmul_grouped),
         cmocka_unit_test(test_bf16_input_rounding), cmocka_unit_test(test_mxfp4_fast_scales),
         cmocka_unit_test(test_rmsnorm_vs_reference),
         cmocka_unit_test(test_attention_vs_reference), cmocka_unit_test(test_attention_many),

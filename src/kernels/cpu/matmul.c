@@ -5,6 +5,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/matmul_isa.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
 #include "util/dtype.h"
 
@@ -170,6 +171,34 @@ static void matmul_task(void *ctx, int64_t b, int64_t e, int thread)
     k->fn(j, b, e);
 }
 
+/* Prepares x ([n_tok, w->cols]) as kernel *k asks (matmul_isa.h) in the pool's scratch or
+ * a heap buffer (*heap, for the caller to free): the pointer for sp_mm_job.xp, or NULL
+ * when *k needs none or, out of memory, after replacing *k by an exact 8-lane kernel
+ * that needs none. */
+static const void *prepare(sp_pool *pool, sp_mm_kernel *k, const sp_weight *w, const float *x,
+                           int64_t n_tok, void **heap)
+{
+    *heap = NULL;
+    if (k->prep == SP_MM_PREP_NONE)
+        return NULL;
+    size_t bytes = (size_t)(n_tok * w->cols) * (k->prep == SP_MM_PREP_BF16 ? 2 : 4);
+    void *buf = pool ? sp_pool_scratch(pool, bytes) : NULL;
+    if (!buf)
+        buf = *heap = malloc(bytes);
+    if (!buf) { /* no memory for the prepared copy: the exact 8-lane kernels need none */
+#ifdef SP_HAVE_AVX2_KERNELS
+        *k = sp_isa_active() >= SP_ISA_AVX2 ? sp_mm_pick_avx2(w) : sp_mm_pick_generic(w);
+#else
+        *k = sp_mm_pick_generic(w);
+#endif
+        return NULL;
+    }
+    /* a prefill's inputs are worth preparing on every thread */
+    prep_job pj = {k, x, w->cols, buf};
+    sp_pool_run(n_tok * w->cols < (1 << 15) ? NULL : pool, n_tok, 1, prep_task, &pj);
+    return buf;
+}
+
 void sp_matmul_prec(sp_pool *pool, sp_precision prec, const sp_weight *w, const float *x,
                     int64_t n_tok, float *y, const float *bias)
 {
@@ -177,30 +206,128 @@ void sp_matmul_prec(sp_pool *pool, sp_precision prec, const sp_weight *w, const 
         return;
     sp_mm_kernel k = pick_kernel(w, prec);
     sp_mm_job j = {w, x, NULL, n_tok, y, bias};
-    void *heap = NULL;
-    if (k.prep != SP_MM_PREP_NONE) {
-        size_t bytes = (size_t)(n_tok * w->cols) * (k.prep == SP_MM_PREP_BF16 ? 2 : 4);
-        void *buf = pool ? sp_pool_scratch(pool, bytes) : NULL;
-        if (!buf)
-            buf = heap = malloc(bytes);
-        if (!buf) { /* no memory for the prepared copy: the exact 8-lane kernels need none */
-#ifdef SP_HAVE_AVX2_KERNELS
-            k = sp_isa_active() >= SP_ISA_AVX2 ? sp_mm_pick_avx2(w) : sp_mm_pick_generic(w);
-#else
-            k = sp_mm_pick_generic(w);
-#endif
-        } else {
-            /* a prefill's inputs are worth preparing on every thread */
-            prep_job pj = {&k, x, w->cols, buf};
-            sp_pool_run(n_tok * w->cols < (1 << 15) ? NULL : pool, n_tok, 1, prep_task, &pj);
-            j.xp = buf;
-        }
-    }
+    void *heap;
+    j.xp = prepare(pool, &k, w, x, n_tok, &heap);
     const void *ctx[2] = {&k, &j};
     /* Small products are not worth waking the workers. */
     int64_t work = w->rows * w->cols * n_tok;
     sp_pool_run(work < (1 << 15) ? NULL : pool, w->rows, 16, matmul_task, (void *)ctx);
     free(heap);
+}
+
+/* ---- products sharing one input: one preparation, one parallel-for ------------------
+ * Rows are handed out in grains of GRAIN rows of one product (each product's grains start
+ * at its row 0, as in sp_matmul_prec), so every output is computed by the same kernel in
+ * the same order as alone: the group changes the number of joins, not a bit. */
+
+enum { GROUP_MAX = 4, GRAIN = 16 };
+
+typedef struct mm_group {
+    int n;
+    sp_mm_kernel k[GROUP_MAX];
+    sp_mm_job j[GROUP_MAX];
+    int64_t first[GROUP_MAX + 1]; /* first grain of product i; first[n] = all grains */
+    bool swiglu; /* two products (gate, up) of equal shape: y0 = silu(y0) * y1 per chunk */
+} mm_group;
+
+static void group_rows(const mm_group *g, int i, int64_t gb, int64_t ge)
+{
+    int64_t rows = g->j[i].w->rows, re = ge * GRAIN < rows ? ge * GRAIN : rows;
+    g->k[i].fn(&g->j[i], gb * GRAIN, re);
+}
+
+static void group_task(void *ctx, int64_t b, int64_t e, int thread)
+{
+    (void)thread;
+    const mm_group *g = ctx;
+    if (g->swiglu) { /* grains index the rows of both products */
+        group_rows(g, 0, b, e);
+        group_rows(g, 1, b, e);
+        int64_t rows = g->j[0].w->rows, rb = b * GRAIN, re = e * GRAIN < rows ? e * GRAIN : rows;
+        for (int64_t t = 0; t < g->j[0].n_tok; t++) {
+            float *gate = g->j[0].y + t * rows + rb;
+            sp_swiglu(gate, g->j[1].y + t * rows + rb, re - rb, gate);
+        }
+        return;
+    }
+    for (int i = 0; i < g->n; i++) {
+        int64_t lo = b > g->first[i] ? b : g->first[i];
+        int64_t hi = e < g->first[i + 1] ? e : g->first[i + 1];
+        if (lo < hi)
+            group_rows(g, i, lo - g->first[i], hi - g->first[i]);
+    }
+}
+
+/* Runs the group (its kernels picked, its jobs filled but for xp): the input prepared
+ * once when every kernel wants the same preparation, else each product on its own. */
+static void group_run(sp_pool *pool, mm_group *g, const float *x)
+{
+    const sp_weight *w0 = g->j[0].w;
+    bool shared = true;
+    for (int i = 1; i < g->n; i++)
+        shared = shared && g->k[i].prep == g->k[0].prep && g->k[i].prep_fn == g->k[0].prep_fn;
+    void *heap = NULL;
+    const void *xp = NULL;
+    if (shared) {
+        sp_mm_kernel k0 = g->k[0];
+        xp = prepare(pool, &k0, w0, x, g->j[0].n_tok, &heap);
+        shared = xp || g->k[0].prep == SP_MM_PREP_NONE; /* false: out of memory */
+    }
+    if (!shared) {
+        for (int i = 0; i < g->n; i++)
+            sp_matmul_prec(pool, sp_pool_precision(pool), g->j[i].w, x, g->j[i].n_tok, g->j[i].y,
+                           g->j[i].bias);
+        if (g->swiglu)
+            sp_swiglu(g->j[0].y, g->j[1].y, g->j[0].n_tok * w0->rows, g->j[0].y);
+        return;
+    }
+    for (int i = 0; i < g->n; i++)
+        g->j[i].xp = xp;
+    int64_t work = 0;
+    for (int i = 0; i < g->n; i++)
+        work += g->j[i].w->rows * g->j[i].w->cols * g->j[i].n_tok;
+    sp_pool_run(work < (1 << 15) ? NULL : pool, g->first[g->swiglu ? 1 : g->n], 1, group_task, g);
+    free(heap);
+}
+
+void sp_matmul_multi(sp_pool *pool, int n, const sp_weight *const *ws, const float *x,
+                     int64_t n_tok, float *const *ys, const float *const *biases)
+{
+    if (n_tok <= 0)
+        return;
+    sp_precision prec = sp_pool_precision(pool);
+    for (int b = 0; b < n; b += GROUP_MAX) {
+        mm_group g = {.n = n - b < GROUP_MAX ? n - b : GROUP_MAX};
+        for (int i = 0; i < g.n; i++) {
+            const sp_weight *w = ws[b + i];
+            g.k[i] = pick_kernel(w, prec);
+            g.j[i] = (sp_mm_job){w, x, NULL, n_tok, ys[b + i], biases ? biases[b + i] : NULL};
+            g.first[i + 1] = g.first[i] + (w->rows + GRAIN - 1) / GRAIN;
+        }
+        group_run(pool, &g, x);
+    }
+}
+
+void sp_matmul_swiglu(sp_pool *pool, const sp_weight *wg, const sp_weight *wu, const float *x,
+                      int64_t n_tok, float *out, float *up)
+{
+    if (n_tok <= 0)
+        return;
+    sp_precision prec = sp_pool_precision(pool);
+    mm_group g = {.n = 2, .swiglu = wg->rows == wu->rows && wg->cols == wu->cols};
+    const sp_weight *ws[2] = {wg, wu};
+    float *ys[2] = {out, up};
+    for (int i = 0; i < 2; i++) {
+        g.k[i] = pick_kernel(ws[i], prec);
+        g.j[i] = (sp_mm_job){ws[i], x, NULL, n_tok, ys[i], NULL};
+        g.first[i + 1] = g.first[i] + (ws[i]->rows + GRAIN - 1) / GRAIN;
+    }
+    if (!g.swiglu) { /* unequal shapes: the products, then the activation */
+        sp_matmul_multi(pool, 2, ws, x, n_tok, ys, NULL);
+        sp_swiglu(out, up, n_tok * wg->rows, out);
+        return;
+    }
+    group_run(pool, &g, x);
 }
 
 void sp_matmul(sp_pool *pool, const sp_weight *w, const float *x, int64_t n_tok, float *y,

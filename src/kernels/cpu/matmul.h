@@ -25,6 +25,18 @@ void sp_matmul(sp_pool *pool, const sp_weight *w, const float *x, int64_t n_tok,
 void sp_matmul_prec(sp_pool *pool, sp_precision prec, const sp_weight *w, const float *x,
                     int64_t n_tok, float *y, const float *bias);
 
+/* Products that share their input x, in the pool's precision: ys[i] = x ws[i]^T +
+ * biases[i] (biases may be NULL). The input is prepared once and all rows are one
+ * parallel-for (one join instead of n); every output has the bits sp_matmul gives it. */
+void sp_matmul_multi(sp_pool *pool, int n, const sp_weight *const *ws, const float *x,
+                     int64_t n_tok, float *const *ys, const float *const *biases);
+
+/* out = silu(x wg^T) * (x wu^T), up = x wu^T, in one parallel-for: each chunk of rows
+ * computes both products and then the activation on its rows. Bit-identical to
+ * sp_matmul twice and sp_swiglu. */
+void sp_matmul_swiglu(sp_pool *pool, const sp_weight *wg, const sp_weight *wu, const float *x,
+                      int64_t n_tok, float *out, float *up);
+
 /* Scalar reference. */
 void sp_matmul_ref(const sp_weight *w, const float *x, int64_t n_tok, float *y,
                    const float *bias);

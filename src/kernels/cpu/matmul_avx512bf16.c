@@ -47,12 +47,42 @@ INLINE float hsum16(__m512 v)
     return _mm_cvtss_f32(b);
 }
 
+/* hsum16 of four vectors at once, with the same pairings (lane i + lane i+8, then + i+4,
+ * then + i+2, then + i+1; adds commute, so each sum is bit-identical to hsum16's): the
+ * four sums in lanes 0-3. A quarter of the shuffles and adds of four hsum16. */
+INLINE __m128 hsum16x4(__m512 a, __m512 b, __m512 c, __m512 d)
+{
+    __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee));
+    __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xee));
+    /* 128-bit lane q holds the 8-sum halves of vector q (a, b, c, d) */
+    __m512 v = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xdd));
+    v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4e));
+    v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xb1));
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0,
+                                                                          0, 0, 0, 0, 0, 0),
+                                                        v));
+}
+
 /* Adds the block sums of an R x T tile to y (the first block stores, the last adds the
- * bias). */
+ * bias): four rows of one token at a time when R is a multiple of 4, the same
+ * operations on each element as the scalar path. */
 INLINE void store_tile(const int R, const int T, __m512 acc[DR][TT], const sp_mm_job *j, int64_t r0,
                        int64_t t0, bool first, bool last)
 {
     const int64_t rows = j->w->rows;
+    if (R % 4 == 0) {
+        for (int t = 0; t < T; t++)
+            for (int r = 0; r < R; r += 4) {
+                float *y = j->y + (t0 + t) * rows + r0 + r;
+                __m128 s = hsum16x4(acc[r][t], acc[r + 1][t], acc[r + 2][t], acc[r + 3][t]);
+                if (!first)
+                    s = _mm_add_ps(_mm_loadu_ps(y), s);
+                if (last && j->bias)
+                    s = _mm_add_ps(s, _mm_loadu_ps(j->bias + r0 + r));
+                _mm_storeu_ps(y, s);
+            }
+        return;
+    }
     for (int t = 0; t < T; t++)
         for (int r = 0; r < R; r++) {
             float *y = j->y + (t0 + t) * rows + r0 + r;
@@ -97,7 +127,6 @@ INLINE void dot_tile(const int R, const int T, const unsigned char *w, size_t ws
         dot_tile(R, T, w, ws, (const uint16_t *)j->xp + t0 * n + k0, n, k1 - k0, acc);         \
         store_tile(R, T, acc, j, r0, t0, k0 == 0, k1 == n);                                    \
     }
-DOT_FN(8, 1)
 DOT_FN(8, 2)
 DOT_FN(8, 3)
 DOT_FN(4, 6)
@@ -107,6 +136,29 @@ DOT_FN(4, 3)
 DOT_FN(4, 2)
 DOT_FN(4, 1)
 DOT_FN(1, 1)
+
+/* The one-token tile of DR rows over columns [k0, k1), prefetching the tile that comes
+ * next (pf: its first row at the same column offset) one line per row per step: a whole
+ * tile of lookahead keeps enough lines in flight to stream DRAM at full rate, which the
+ * hardware prefetcher alone does not for short rows (each tile starts DR new streams). */
+NOINLINE void dot_8x1_pf(const sp_mm_job *j, const unsigned char *w, size_t ws, int64_t r0,
+                         int64_t k0, int64_t k1, const unsigned char *pf)
+{
+    __m512 acc[DR][TT];
+    const int64_t n = j->w->cols;
+    const uint16_t *x = (const uint16_t *)j->xp + k0;
+    for (int r = 0; r < DR; r++)
+        acc[r][0] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < k1 - k0; k += 32) {
+        __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(x + k));
+        for (int r = 0; r < DR; r++) {
+            _mm_prefetch((const char *)(pf + r * ws + 2 * k), _MM_HINT_T0);
+            __m512bh wv = (__m512bh)_mm512_loadu_si512((const void *)(w + r * ws + 2 * k));
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], wv, xv);
+        }
+    }
+    store_tile(DR, 1, acc, j, r0, 0, k0 == 0, k1 == n);
+}
 
 typedef void (*dot_fn)(const sp_mm_job *, const unsigned char *, size_t, int64_t, int64_t, int64_t,
                        int64_t);
@@ -175,12 +227,24 @@ static void rows_bf16_dp(const sp_mm_job *j, int64_t rb, int64_t re)
     const sp_weight *w = j->w;
     const int64_t n = w->cols, n_tok = j->n_tok;
     const size_t ws = w->row_bytes;
-    if (n_tok <= 3) { /* decode and the smallest verify batches: 8 weight streams */
-        static const dot_fn dot_8xT[4] = {NULL, dot_8x1, dot_8x2, dot_8x3};
+    if (n_tok <= 3) { /* decode and the smallest verify batches: DR weight streams */
+        static const dot_fn dot_8xT[4] = {NULL, NULL, dot_8x2, dot_8x3};
         int64_t r = rb;
-        for (; r + DR <= re; r += DR)
-            for (int64_t k = 0; k < n; k += KC)
-                dot_8xT[n_tok](j, sp_weight_row(w, r) + 2 * k, ws, r, 0, k, k + KC < n ? k + KC : n);
+        if (n_tok == 1)
+            for (; r + DR <= re; r += DR)
+                for (int64_t k = 0; k < n; k += KC) {
+                    int64_t ke = k + KC < n ? k + KC : n;
+                    /* the next tile: the next column block of these rows, else the next rows;
+                     * the range's last tile prefetches itself (nothing ahead) */
+                    int64_t nr = ke < n ? r : r + DR, nk = ke < n ? ke : 0;
+                    if (nr + DR > re)
+                        nr = r, nk = k;
+                    dot_8x1_pf(j, sp_weight_row(w, r) + 2 * k, ws, r, k, ke, sp_weight_row(w, nr) + 2 * nk);
+                }
+        else
+            for (; r + DR <= re; r += DR)
+                for (int64_t k = 0; k < n; k += KC)
+                    dot_8xT[n_tok](j, sp_weight_row(w, r) + 2 * k, ws, r, 0, k, k + KC < n ? k + KC : n);
         for (; r < re; r++)
             for (int64_t k = 0; k < n; k += KC)
                 for (int64_t t = 0; t < n_tok; t++)
