@@ -1,7 +1,10 @@
 /* verify_cost.c: the verify-cost curve of issue 11, through the public API only.
  *
- *   verify_cost -m DIR [--device cuda] [--ctx N] [--reps R] [--kmax K] [--json]
+ *   verify_cost -m DIR [--device cuda|cpu] [--precision exact|fast] [--threads N] [--ctx N]
+ *               [--reps R] [--kmax K] [--json]
  *
+ * --precision picks the CPU matmul arithmetic (default exact, the library's; the CLI runs
+ * fast) and --threads the CPU worker count (default: the library's).
  * Fills a session with a prompt of --ctx tokens (default 128), then for each k = 1..K
  * (default 8) times R (default 20) repetitions of: eval k+1 tokens with logits for every
  * row (what a speculative verify pass asks for), then sp_session_truncate back. The
@@ -45,12 +48,17 @@ static double median(double *v, int n)
 int main(int argc, char **argv)
 {
     const char *dir = NULL, *device = "cuda";
-    int ctx = 128, reps = 20, kmax = 8, json = 0;
+    const char *prec = "exact";
+    int ctx = 128, reps = 20, kmax = 8, json = 0, threads = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-m") && i + 1 < argc)
             dir = argv[++i];
         else if (!strcmp(argv[i], "--device") && i + 1 < argc)
             device = argv[++i];
+        else if (!strcmp(argv[i], "--precision") && i + 1 < argc)
+            prec = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--ctx") && i + 1 < argc)
             ctx = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
@@ -60,18 +68,22 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--json"))
             json = 1;
         else {
-            fprintf(stderr, "usage: %s -m DIR [--device D] [--ctx N] [--reps R] [--kmax K] [--json]\n",
+            fprintf(stderr, "usage: %s -m DIR [--device D] [--precision exact|fast] [--threads N] [--ctx N] [--reps R] [--kmax K] [--json]\n",
                     argv[0]);
             return 2;
         }
     }
-    if (!dir || ctx < 1 || reps < 1 || kmax < 1 || kmax > 64) {
-        fprintf(stderr, "usage: %s -m DIR [--device D] [--ctx N] [--reps R] [--kmax K] [--json]\n", argv[0]);
+    if (!dir || ctx < 1 || reps < 1 || kmax < 1 || kmax > 64 || threads < 0 ||
+        (strcmp(prec, "exact") && strcmp(prec, "fast"))) {
+        fprintf(stderr, "usage: %s -m DIR [--device D] [--precision exact|fast] [--threads N] [--ctx N] [--reps R] [--kmax K] [--json]\n", argv[0]);
         return 2;
     }
     sp_error err = {0};
     sp_model_params mp = sp_model_default_params();
     mp.device = device;
+    mp.precision = strcmp(prec, "fast") ? SP_PRECISION_EXACT : SP_PRECISION_FAST;
+    if (threads)
+        mp.n_threads = threads;
     mp.n_ctx = ctx + kmax + 16;
     sp_model *m = NULL;
     CHECK(sp_model_open(dir, &mp, &m, &err));
@@ -111,7 +123,8 @@ int main(int argc, char **argv)
     }
     base[1] = median(t, reps);
     if (!json) {
-        printf("model %s, device %s, context %d, %d reps (medians)\n", dir, sp_model_device(m), ctx, reps);
+        printf("model %s, device %s, %s precision, %s kernels, context %d, %d reps (medians)\n", dir,
+               sp_model_device(m), prec, sp_cpu_kernels_name(), ctx, reps);
         printf("decode step (1 token, last logits): %.3f ms = %.1f tok/s\n", base[0] * 1e3, 1.0 / base[0]);
         printf("1 token with its logits row:        %.3f ms\n", base[1] * 1e3);
         printf("| k | tokens | verify ms | verify / decode step | ms per token |\n|---|---|---|---|---|\n");
