@@ -287,10 +287,19 @@ def target_config():
         router_aux_loss_coef=0.02, output_router_logits=True)
 
 
-def draft_config():
+def parse_shape(text):
+    """A draft shape "HIDDENxLAYERSxMLP" (heads of 64: HIDDEN / 64 query heads, one KV head)."""
+    h, n, i = (int(v) for v in text.split("x"))
+    if h % 64 or n < 1 or i < 1:
+        raise SystemExit(f"--draft-shapes: '{text}' is not HIDDENxLAYERSxMLP with HIDDEN a multiple of 64")
+    return h, n, i
+
+
+def draft_config(shape=(192, 2, 512)):
     from transformers import LlamaConfig
-    return LlamaConfig(vocab_size=4096, hidden_size=192, intermediate_size=512, num_hidden_layers=2,
-                       num_attention_heads=3, num_key_value_heads=1, head_dim=64,
+    h, n, i = shape
+    return LlamaConfig(vocab_size=4096, hidden_size=h, intermediate_size=i, num_hidden_layers=n,
+                       num_attention_heads=h // 64, num_key_value_heads=1, head_dim=64,
                        max_position_embeddings=4096, rms_norm_eps=1e-5,
                        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
                        tie_word_embeddings=True, bos_token_id=None, eos_token_id=2, pad_token_id=0)
@@ -384,35 +393,113 @@ def train_target(model, ids, steps, budget_s, seq, batch):
     log(f"target: {step} steps in {time.time() - t0:.0f}s")
 
 
-def train_draft(draft, teacher, ids, steps, budget_s, seq, batch):
+def mixed_batches(ids, gen_ids, seq, batch, gen):
+    """Batches of the corpus alone, or with half their rows from the on-policy stream."""
+    import torch
+    if gen_ids is None or gen_ids.numel() <= seq + 1:
+        yield from batches(ids, seq, batch, gen)
+        return
+    a, b = batches(ids, seq, batch - batch // 2, gen), batches(gen_ids, seq, batch // 2, gen)
+    while True:
+        xa, ya = next(a)
+        xb, yb = next(b)
+        yield torch.cat([xa, xb]), torch.cat([ya, yb])
+
+
+def train_draft(drafts, teacher, ids, steps, budget_s, seq, batch, gen_ids=None):
+    """Distils every draft in `drafts` from one teacher forward per batch: KL(target || draft)
+    at every position, on the corpus mixed half and half with the target's own continuations
+    (gen_ids) when there are any."""
     import torch
     gen = torch.Generator().manual_seed(2)
-    opt = torch.optim.AdamW(draft.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.1)
-    draft.train()
+    opts = [torch.optim.AdamW(d.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.1) for d in drafts]
+    for d in drafts:
+        d.train()
     t0 = time.time()
     step = 0
-    for step, (x, _) in enumerate(batches(ids, seq, batch, gen)):
+    for step, (x, _) in enumerate(mixed_batches(ids, gen_ids, seq, batch, gen)):
         if step >= steps:
             break
         if time.time() - t0 > budget_s:
             log(f"draft: STOPPED EARLY at step {step} of {steps} (wall-clock guard {budget_s:.0f}s)")
             break
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, steps, 3e-3)
         x = x.cuda(non_blocking=True)
         with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
             logp_t = torch.log_softmax(teacher(input_ids=x).logits.float(), -1)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logq = torch.log_softmax(draft(input_ids=x).logits.float(), -1)
-        # KL(target || draft), mean over positions
-        kl = (logp_t.exp() * (logp_t - logq)).sum(-1).mean()
-        opt.zero_grad(set_to_none=True)
-        kl.backward()
-        torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
-        opt.step()
+        kls = []
+        for draft, opt in zip(drafts, opts):
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step, steps, 3e-3)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                logq = torch.log_softmax(draft(input_ids=x).logits.float(), -1)
+            # KL(target || draft), mean over positions
+            kl = (logp_t.exp() * (logp_t - logq)).sum(-1).mean()
+            opt.zero_grad(set_to_none=True)
+            kl.backward()
+            torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
+            opt.step()
+            kls.append(kl.item() if step % 100 == 0 else 0.0)
         if step % 100 == 0:
-            log(f"draft step {step} lr {opt.param_groups[0]['lr']:.2e} kl {kl.item():.3f}")
+            log(f"draft step {step} lr {opts[0].param_groups[0]['lr']:.2e} kl " + " ".join(f"{k:.3f}" for k in kls))
     log(f"draft: {step} steps in {time.time() - t0:.0f}s")
+
+
+def chat_prompts(docs, n, rng, exclude):
+    """Up to n prompts cut from the training conversations at the start of an assistant turn
+    (the generation prompt included), none containing a string of `exclude`."""
+    tag = "<|im_start|>assistant\n"
+    out = []
+    for d in docs:
+        ends = [m.end() for m in re.finditer(re.escape(tag), d)] if d.startswith("<|im_start|>") else []
+        if ends:
+            p = d[:rng.choice(ends)]
+            if not any(e in p for e in exclude):
+                out.append(p)
+    rng.shuffle(out)
+    return out[:n]
+
+
+def teacher_continuations(teacher, tok, prompts, new_tokens, batch, budget_s):
+    """On-policy text for the draft (as DistillSpec): the target's own continuations of chat
+    prompts, alternate batches greedy and at temperature 0.7, new_tokens each with the end of
+    turn suppressed (so they run on, as `specula bench` decodes past it). Left-padded batches
+    of prompts of similar length. Returns the token stream prompt + continuation +
+    <|endoftext|> ..., or None if generation fails (the draft then learns from the corpus)."""
+    import torch
+    enc = [tok.encode(p).ids[-192:] for p in prompts]
+    order = sorted(range(len(enc)), key=lambda i: len(enc[i]))
+    stream, t0, n_new = [], time.time(), 0
+    try:
+        for bi, b0 in enumerate(range(0, len(order), batch)):
+            if time.time() - t0 > budget_s:
+                log(f"on-policy: STOPPED EARLY after {b0} of {len(order)} prompts (guard {budget_s:.0f}s)")
+                break
+            idx = order[b0:b0 + batch]
+            L = max(len(enc[i]) for i in idx)
+            x = torch.zeros(len(idx), L, dtype=torch.long)
+            m = torch.zeros_like(x)
+            for r, i in enumerate(idx):
+                x[r, L - len(enc[i]):] = torch.tensor(enc[i])
+                m[r, L - len(enc[i]):] = 1
+            torch.manual_seed(100 + bi)
+            kw = dict(do_sample=True, temperature=0.7, top_p=1.0) if bi % 2 else dict(do_sample=False)
+            with torch.no_grad():
+                g = teacher.generate(x.cuda(), attention_mask=m.cuda(), max_new_tokens=new_tokens,
+                                     min_new_tokens=new_tokens, pad_token_id=0, **kw)
+            for r, i in enumerate(idx):
+                cont = g[r, L:].tolist()
+                stream += enc[i] + cont + [0]
+                n_new += len(cont)
+            if bi == 0:
+                log("on-policy sample:", repr(tok.decode(enc[idx[0]] + g[0, L:].tolist())[-400:]))
+    except Exception:  # noqa: BLE001
+        import traceback
+        log("on-policy generation failed, the draft learns from the corpus alone:\n" +
+            traceback.format_exc(limit=6))
+        return None
+    log(f"on-policy: {n_new / 1e6:.2f}M new tokens from {len(stream) and n_new // new_tokens} prompts "
+        f"in {time.time() - t0:.0f}s")
+    return torch.tensor(stream, dtype=torch.long)
 
 
 def evaluate(target, draft, val_ids, seq, n_batches=16, batch=16):
@@ -576,6 +663,12 @@ def main():
     ap.add_argument("--draft-steps", type=int, default=1500)
     ap.add_argument("--budget-s", type=float, default=240.0, help="wall-clock guard for both stages")
     ap.add_argument("--teacher", help="an existing target directory: train only its draft")
+    ap.add_argument("--draft-shapes", default="192x2x512",
+                    help="drafts to distil together, HIDDENxLAYERSxMLP,...: the first is written to "
+                         "OUT/default-draft, the others to OUT/default-draft-HIDDENxLAYERSxMLP")
+    ap.add_argument("--onpolicy-prompts", type=int, default=0,
+                    help="chat prompts the target continues to give the drafts on-policy text (0: none)")
+    ap.add_argument("--onpolicy-tokens", type=int, default=160, help="tokens the target adds to each")
     ap.add_argument("--corpus-only", action="store_true", help="build the corpus and stop (no torch)")
     args = ap.parse_args()
     t_start = time.time()
@@ -619,23 +712,46 @@ def main():
         teacher = target_stage(args, tok, ids, val_ids, seq, batch, out)
     teacher.generation_config.do_sample = False
 
-    torch.manual_seed(11)
-    draft = LlamaForCausalLM(draft_config()).cuda()
-    log(f"draft params {n_params(draft) / 1e6:.2f}M")
+    gen_ids = gen_val = None
+    if args.onpolicy_prompts:
+        # the prompts `specula bench` measures are left out of the on-policy prompts
+        bench = ["Write the function `dedent` from the `textwrap` module.", "Recite Psalm 23.",
+                 "What does the function `json.dumps` do?"]
+        prompts = chat_prompts(train_docs, args.onpolicy_prompts, random.Random(4), bench)
+        gen_all = teacher_continuations(teacher, tok, prompts, args.onpolicy_tokens, 256, 90.0)
+        if gen_all is not None:
+            cut = gen_all.numel() * 19 // 20  # the last 5% held out
+            gen_ids, gen_val = gen_all[:cut], gen_all[cut:]
+    shapes = [parse_shape(t) for t in args.draft_shapes.split(",")]
+    drafts = []
+    for shape in shapes:
+        torch.manual_seed(11)
+        drafts.append(LlamaForCausalLM(draft_config(shape)).cuda())
+        log(f"draft {shape} params {n_params(drafts[-1]) / 1e6:.2f}M")
     remaining = args.budget_s - (time.time() - t_start)
-    guard = remaining - 25 if args.teacher else min(remaining - 45, args.budget_s * 0.4)
-    train_draft(draft, teacher, ids, args.draft_steps, max(30.0, guard), seq, batch)
-    draft.eval()
-    ev = evaluate(teacher, draft, val_ids, seq)
-    log(f"validation: target ce {ev['target_ce']:.4f}, draft ce {ev['draft_ce']:.4f}, KL(target||draft) "
-        f"{ev['kl']:.4f}, argmax agreement {ev['agree']:.4f}")
-    dpath = os.path.join(out, "default-draft")
-    if os.path.exists(dpath):
-        shutil.rmtree(dpath)
-    draft.cpu().to(torch.bfloat16).save_pretrained(dpath)
-    generation_config(dpath)
-    save_tokenizer(tok, dpath)
-    draft.cuda().float()
+    guard = remaining - 25 - 15 * len(shapes) if args.teacher else min(remaining - 45, args.budget_s * 0.4)
+    train_draft(drafts, teacher, ids, args.draft_steps, max(30.0, guard), seq, batch, gen_ids)
+    results = []
+    for shape, d in zip(shapes, drafts):
+        d.eval()
+        ev = evaluate(teacher, d, val_ids, seq)
+        name = "default-draft" if not results else "default-draft-" + "x".join(map(str, shape))
+        msg = (f"validation {name} {shape}: target ce {ev['target_ce']:.4f}, draft ce {ev['draft_ce']:.4f}, "
+               f"KL(target||draft) {ev['kl']:.4f}, argmax agreement {ev['agree']:.4f}")
+        if gen_val is not None and gen_val.numel() > 257:
+            evg = evaluate(teacher, d, gen_val, 256, n_batches=4, batch=16)
+            ev["onpolicy_kl"], ev["onpolicy_agree"] = evg["kl"], evg["agree"]
+            msg += f"; on held-out on-policy text KL {evg['kl']:.4f}, argmax agreement {evg['agree']:.4f}"
+        log(msg)
+        dpath = os.path.join(out, name)
+        if os.path.exists(dpath):
+            shutil.rmtree(dpath)
+        d.cpu().to(torch.bfloat16).save_pretrained(dpath)
+        generation_config(dpath)
+        save_tokenizer(tok, dpath)
+        d.cuda().float()
+        results.append(dict(ev, name=name, params=n_params(d)))
+    draft, ev = drafts[0], results[0]
 
     # samples: the shipped target and the draft, greedy and at temperature 0.7
     prompts = [prompt_text("Write the function `dedent` from the `textwrap` module."),
@@ -655,8 +771,9 @@ def main():
                     log(f"SAMPLE {name} T={temp} {p!r} -> {tok.decode(g[0, x.shape[1]:].tolist())!r}")
 
     summary = {"target_val_ce": ev["target_ce"], "draft_val_ce": ev["draft_ce"], "kl": ev["kl"],
-               "argmax_agreement": ev["agree"], "draft_params": n_params(draft),
-               "train_tokens": ids.numel(), "val_tokens": val_ids.numel(), "seconds": time.time() - t_start}
+               "argmax_agreement": ev["agree"], "draft_params": n_params(draft), "drafts": results,
+               "train_tokens": ids.numel(), "val_tokens": val_ids.numel(),
+               "onpolicy_tokens": 0 if gen_ids is None else gen_ids.numel(), "seconds": time.time() - t_start}
     if args.teacher:
         log("summary", json.dumps(summary))
         return
