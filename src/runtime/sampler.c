@@ -15,6 +15,7 @@ struct sp_sampler {
     sp_sampling_params p;
     int64_t n_vocab;
     cand *order;   /* candidates sorted by descending logit */
+    uint64_t *keys, *spare; /* [n_vocab] sort keys (rank_key << 32 | id) and the radix buffer */
     double *probs; /* candidate weights, parallel to order */
     double *dist;  /* [n_vocab] distribution for sp_sampler_sample */
     sp_rng rng;    /* the public sp_sampler_next's own stream, seeded from p.seed */
@@ -93,7 +94,9 @@ sp_status sp_sampler_new(const sp_sampling_params *p, int64_t n_vocab, sp_sample
     s->order = malloc((size_t)n_vocab * sizeof *s->order);
     s->probs = malloc((size_t)n_vocab * sizeof *s->probs);
     s->dist = malloc((size_t)n_vocab * sizeof *s->dist);
-    if (!s->order || !s->probs || !s->dist) {
+    s->keys = malloc((size_t)n_vocab * sizeof *s->keys);
+    s->spare = malloc((size_t)n_vocab * sizeof *s->spare);
+    if (!s->order || !s->probs || !s->dist || !s->keys || !s->spare) {
         sp_sampler_free(s);
         return sp_err(err, SP_ERR_NOMEM, "out of memory");
     }
@@ -108,28 +111,67 @@ void sp_sampler_free(sp_sampler *s)
     free(s->order);
     free(s->probs);
     free(s->dist);
+    free(s->keys);
+    free(s->spare);
     free(s);
 }
 
 const sp_sampling_params *sp_sampler_params(const sp_sampler *s) { return &s->p; }
 
-static int cmp_desc(const void *a, const void *b)
+/* The order of the candidates: descending logit, ties (and -0 vs +0) by ascending id;
+ * NaN last. rank_key maps a logit to 32 bits whose ascending order is that logit order. */
+static uint32_t rank_key(float f)
 {
-    const cand *x = a, *y = b;
-    if (x->logit != y->logit)
-        return x->logit > y->logit ? -1 : 1;
-    return x->id < y->id ? -1 : x->id > y->id;
+    if (f != f)
+        return UINT32_MAX;
+    if (f == 0.0f)
+        f = 0.0f; /* -0 ranks as +0 */
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    uint32_t ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return ~ascending;
+}
+
+/* Sorts keys[0, n) (rank_key << 32 | id, in ascending id order) by their upper 32 bits:
+ * LSD radix in three stable passes of 11, 11 and 10 bits, so equal keys keep ascending
+ * ids. About 30 operations per candidate where qsort took ~12 comparator calls, which at
+ * temperature > 0 made sorting 4096 logits a quarter of a decode step's time. */
+static void radix_sort_keys(uint64_t *keys, uint64_t *spare, int64_t n)
+{
+    static const int shift[3] = {32, 43, 54};
+    uint64_t *src = keys, *dst = spare;
+    for (int pass = 0; pass < 3; pass++) {
+        uint32_t count[2048] = {0};
+        for (int64_t i = 0; i < n; i++)
+            count[(src[i] >> shift[pass]) & 2047]++;
+        uint32_t at = 0;
+        for (int b = 0; b < 2048; b++) {
+            uint32_t c = count[b];
+            count[b] = at;
+            at += c;
+        }
+        for (int64_t i = 0; i < n; i++)
+            dst[count[(src[i] >> shift[pass]) & 2047]++] = src[i];
+        uint64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != keys) /* three passes end in spare */
+        memcpy(keys, src, (size_t)n * sizeof *keys);
 }
 
 /* Sorts candidate ids by descending logit; with top_k, only the k best (and ties). */
 static int64_t sorted_candidates(sp_sampler *s, const float *logits)
 {
     int64_t n = s->n_vocab;
+    for (int64_t i = 0; i < n; i++)
+        s->keys[i] = (uint64_t)rank_key(logits[i]) << 32 | (uint32_t)i;
+    radix_sort_keys(s->keys, s->spare, n);
     for (int64_t i = 0; i < n; i++) {
-        s->order[i].logit = logits[i];
-        s->order[i].id = (int32_t)i;
+        int32_t id = (int32_t)(uint32_t)s->keys[i];
+        s->order[i].logit = logits[id];
+        s->order[i].id = id;
     }
-    qsort(s->order, (size_t)n, sizeof *s->order, cmp_desc);
     if (s->p.top_k > 0 && s->p.top_k < n) {
         /* transformers removes logits strictly below the k-th largest: ties stay */
         float kth = s->order[s->p.top_k - 1].logit;
