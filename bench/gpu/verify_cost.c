@@ -101,8 +101,13 @@ int main(int argc, char **argv)
     int64_t V = sp_model_n_vocab(m);
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)(ctx + kmax + 1));
     float *logits = malloc(sizeof(float) * (size_t)V * (size_t)(kmax + 1));
-    double *t = malloc(sizeof(double) * (size_t)reps);
-    if (!toks || !logits || !t)
+    /* times[shape * reps + r]: shape 0 is the decode step (1 token, last logits only), 1 is
+     * 1 token with its logits row (the verify API path at k = 0), 1 + k is k + 1 tokens with
+     * every row. Repetitions go round the shapes, so a change in the machine's load falls on
+     * every shape alike. */
+    int n_shapes = kmax + 2;
+    double *times = malloc(sizeof(double) * (size_t)reps * (size_t)n_shapes);
+    if (!toks || !logits || !times)
         return 1;
     for (int i = 0; i < ctx + kmax + 1; i++)
         toks[i] = (int32_t)(3 + (i * 7919) % (V - 3 > 1 ? V - 3 : 1));
@@ -112,23 +117,15 @@ int main(int argc, char **argv)
         CHECK(sp_session_eval(s, toks + ctx, (size_t)k + 1, k ? logits : NULL, &err));
         CHECK(sp_session_truncate(s, ctx, &err));
     }
-    double base[3] = {0};
-    /* decode step: 1 token, last logits only */
-    for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
-        CHECK(sp_session_eval(s, toks + ctx, 1, NULL, &err));
-        t[r] = now_s() - t0;
-        CHECK(sp_session_truncate(s, ctx, &err));
-    }
-    base[0] = median(t, reps);
-    /* 1 token with its logits row requested (the verify API path at k = 0) */
-    for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
-        CHECK(sp_session_eval(s, toks + ctx, 1, logits, &err));
-        t[r] = now_s() - t0;
-        CHECK(sp_session_truncate(s, ctx, &err));
-    }
-    base[1] = median(t, reps);
+    for (int r = 0; r < reps; r++)
+        for (int sh = 0; sh < n_shapes; sh++) {
+            size_t n = sh < 2 ? 1 : (size_t)sh;
+            double t0 = now_s();
+            CHECK(sp_session_eval(s, toks + ctx, n, sh ? logits : NULL, &err));
+            times[(size_t)sh * (size_t)reps + (size_t)r] = now_s() - t0;
+            CHECK(sp_session_truncate(s, ctx, &err));
+        }
+    double base[2] = {median(times, reps), median(times + reps, reps)};
     if (!json) {
         printf("model %s, device %s, %s precision, %s kernels, context %d, %d reps (medians of %s)\n", dir,
                sp_model_device(m), prec, sp_cpu_kernels_name(), ctx, reps,
@@ -141,13 +138,7 @@ int main(int argc, char **argv)
                dir, sp_model_device(m), ctx, base[0] * 1e3, base[1] * 1e3);
     }
     for (int k = 1; k <= kmax; k++) {
-        for (int r = 0; r < reps; r++) {
-            double t0 = now_s();
-            CHECK(sp_session_eval(s, toks + ctx, (size_t)k + 1, logits, &err));
-            t[r] = now_s() - t0;
-            CHECK(sp_session_truncate(s, ctx, &err));
-        }
-        double v = median(t, reps);
+        double v = median(times + (size_t)(k + 1) * (size_t)reps, reps);
         if (!json)
             printf("| %d | %d | %.3f | %.2f | %.3f |\n", k, k + 1, v * 1e3, v / base[0], v * 1e3 / (k + 1));
         else
@@ -160,6 +151,6 @@ int main(int argc, char **argv)
     sp_model_close(m);
     free(toks);
     free(logits);
-    free(t);
+    free(times);
     return 0;
 }
