@@ -13,7 +13,8 @@
  * while the inputs of a block stay in L2 and the tile's weights in L1.
  *
  * BF16 weights are used as stored; MXFP4 codes become bf16 through the block's scaled
- * 16-entry table (code value times 2^e is exact in bf16) and a vpermw: in registers when
+ * 16-entry table (code value times 2^e is exact in bf16; one table per scale byte, built
+ * once) and a vpermw: in registers when
  * decoding one token, into a small per-call buffer of KC columns per row (reused by every
  * token of the block) when there are several. Both give the same bf16 values, so the
  * two paths agree bit for bit. Other formats use the exact kernels.
@@ -24,6 +25,7 @@
 #include "util/dtype.h"
 
 #include <immintrin.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -267,7 +269,7 @@ static const uint16_t e2m1_bf16[16] = {0x0000, 0x3f00, 0x3f80, 0x3fc0, 0x4000, 0
  * 2 <= s <= 252 every nonzero product is a normal bf16 and is formed exactly by adding
  * s - 127 to the exponent field; other scales (denormal, infinite or NaN products) go
  * through fp32 as the reference decoder does, then round to bf16. Same bits either way. */
-INLINE __m512i mxfp4_block_table(uint8_t s)
+static __m512i mxfp4_block_table(uint8_t s)
 {
     const __m512i base = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)e2m1_bf16));
     if (s >= 2 && s <= 252)
@@ -277,14 +279,30 @@ INLINE __m512i mxfp4_block_table(uint8_t s)
     return _mm512_castsi256_si512((__m256i)_mm512_cvtneps_pbh(lut_s));
 }
 
+/* mxfp4_block_table for every scale byte, its 16 entries twice (words 16-31 repeat 0-15:
+ * vpermw reads the low 5 bits of an index, so a code's fifth bit need not be cleared).
+ * 16 KiB, built once (pthread_once) when the kernel is first picked. */
+static uint16_t mxfp4_tables[256][32] __attribute__((aligned(64)));
+static pthread_once_t mxfp4_tables_once = PTHREAD_ONCE_INIT;
+
+static void mxfp4_tables_build(void)
+{
+    for (int s = 0; s < 256; s++) {
+        uint16_t t[32];
+        _mm512_storeu_si512((void *)t, mxfp4_block_table((uint8_t)s));
+        memcpy(mxfp4_tables[s], t, 16 * sizeof *t);
+        memcpy(mxfp4_tables[s] + 16, t, 16 * sizeof *t);
+    }
+}
+
 /* Columns [k, k + 32) of an MXFP4 row as 32 bf16: codes through the block's table. */
 INLINE __m512i mxfp4_decode32(const unsigned char *row, const unsigned char *sc, int64_t k)
 {
-    __m512i lut_h = mxfp4_block_table(sc[k / 32]);
-    /* dword i = byte i: low nibble -> word 2i, high nibble -> word 2i+1 */
+    __m512i lut_h = _mm512_load_si512((const void *)mxfp4_tables[sc[k / 32]]);
+    /* dword i = byte i | byte i << 12: word 2i's low 5 bits are the low nibble plus bit 4
+     * (the table repeats, so it does not matter), word 2i+1's are the high nibble */
     __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(row + k / 2)));
-    __m512i idx = _mm512_or_si512(_mm512_and_si512(b, _mm512_set1_epi32(15)),
-                                  _mm512_slli_epi32(_mm512_srli_epi32(b, 4), 16));
+    __m512i idx = _mm512_or_si512(b, _mm512_slli_epi32(b, 12));
     return _mm512_permutexvar_epi16(idx, lut_h);
 }
 
@@ -422,8 +440,10 @@ sp_mm_kernel sp_mm_pick_avx512bf16(const sp_weight *w)
     if (w->cols % 32 == 0) {
         if (w->format == SP_WF_BF16)
             return (sp_mm_kernel){rows_bf16_dp, SP_MM_PREP_BF16, "avx512bf16 bf16 dot", prep_bf16};
-        if (w->format == SP_WF_MXFP4)
+        if (w->format == SP_WF_MXFP4) {
+            pthread_once(&mxfp4_tables_once, mxfp4_tables_build);
             return (sp_mm_kernel){rows_mxfp4_dp, SP_MM_PREP_BF16, "avx512bf16 mxfp4 dot", prep_bf16};
+        }
     }
     return sp_mm_pick_avx512(w);
 }
