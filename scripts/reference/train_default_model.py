@@ -2,6 +2,7 @@
 
 usage: python3 scripts/reference/train_default_model.py OUT_DIR --kjv KJV.txt
            [--target-steps N] [--draft-steps M] [--budget-s S]
+           [--teacher DIR] [--draft-shapes HxLxI,...] [--onpolicy-prompts N] [--onpolicy-tokens T]
 
 KJV.txt is the King James Bible as Debian's bible-kjv prints it, one verse a line
 (`bible -f Gen1:1-Rev22:21`, from the public-domain bible-kjv-text package).
@@ -20,6 +21,11 @@ The pair mirrors the seeds (a gpt-oss target, a small dense draft):
   OUT_DIR/default-draft  LlamaForCausalLM: hidden 192, 2 layers, 3 heads / 1 KV head of 64,
                          MLP 512, tied embeddings; trained by distillation: KL(target || draft)
                          over every position, the shipped (dequantized) target as teacher.
+                         With --onpolicy-prompts N the target first continues N chat prompts of
+                         the training conversations and half of every batch is that text (the
+                         draft learns the target on what the target writes, as DistillSpec);
+                         --draft-shapes trains several shapes from one teacher forward (the
+                         first to OUT_DIR/default-draft, the others to default-draft-HxLxI).
   OUT_DIR/default-reference  transformers' fp32 logits and greedy continuations of the
                          written target read back with Mxfp4Config(dequantize=True), for
                          specula's parity test.
