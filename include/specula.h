@@ -202,6 +202,10 @@ typedef struct sp_sampling_params {
 SP_API sp_sampling_params sp_sampling_default_params(void);
 /* The model's defaults from generation_config.json (greedy when it does not sample). */
 SP_API sp_sampling_params sp_model_sampling_defaults(const sp_model *model);
+/* generation_config.json's num_assistant_tokens: how many tokens per round this model
+ * drafts when it is the assistant (draft) of transformers' assisted generation; 0 when
+ * the file does not say. */
+SP_API int32_t sp_model_draft_tokens(const sp_model *model);
 
 typedef struct sp_generate_params {
     int64_t n_predict;           /* most tokens to generate */

@@ -78,6 +78,10 @@ int cli_spec_open(cli_spec *c, sp_model *target, sp_session *ts, const char *tar
         if (st != SP_OK)
             return cli_fail(&err);
         dm = c->draft_model;
+        /* without --draft-k, the draft's own suggestion (num_assistant_tokens) */
+        int32_t suggested = sp_model_draft_tokens(dm);
+        if (!c->k && suggested > 0)
+            p->k = suggested < SP_SPEC_MAX_K ? suggested : SP_SPEC_MAX_K;
     }
     sp_session_params sp = {.n_ctx = n_ctx};
     if (sp_session_new(dm, &sp, &c->draft_session, &err) != SP_OK)

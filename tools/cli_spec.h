@@ -24,7 +24,8 @@ typedef struct cli_spec {
 /* Options to splice into a command's option table (6 entries). */
 #define CLI_SPEC_OPTS(c)                                                                         \
     {"--draft", NULL, CLI_STR, &(c).draft, "speculate: a draft model DIR, 'ngram', 'self' or 'mtp'", 0}, \
-    {"--draft-k", NULL, CLI_INT, &(c).k, "most draft tokens per round (default 4)", 0},         \
+    {"--draft-k", NULL, CLI_INT, &(c).k,                                                          \
+     "most draft tokens per round (default: the draft's num_assistant_tokens, else 4)", 0},     \
     {"--draft-p-min", NULL, CLI_FLOAT, &(c).p_min, "end a draft below this draft probability", 0}, \
     {"--draft-ngram", NULL, CLI_INT, &(c).ngram, "longest n-gram for --draft ngram (default 3)", 0}, \
     {"--no-draft-gate", NULL, CLI_FLAG, &(c).no_gate, "keep k fixed; never pause drafting", 0}, \

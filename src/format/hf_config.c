@@ -331,6 +331,8 @@ static sp_status parse_generation(const cJSON *g, const char *what, sp_hf_config
         (st = sp_json_num(g, "top_p", what, 1.0, 0, 1, &c->gen_top_p, err)) ||
         (st = sp_json_num(g, "min_p", what, 0.0, 0, 1, &c->gen_min_p, err)) ||
         (st = sp_json_int(g, "top_k", what, 50, 0, INT32_MAX, &c->gen_top_k, err)) ||
+        (st = sp_json_int(g, "num_assistant_tokens", what, 0, 0, INT32_MAX, &c->gen_num_assistant_tokens,
+                          err)) ||
         (st = sp_json_int(g, "bos_token_id", what, c->bos_id, 0, INT32_MAX, &c->bos_id, err)))
         return st;
     return parse_eos(g, what, c, err);

@@ -107,6 +107,7 @@ typedef struct sp_hf_config {
     bool gen_do_sample;
     double gen_temperature, gen_top_p, gen_min_p;
     int64_t gen_top_k;
+    int64_t gen_num_assistant_tokens; /* draft tokens per round when this model drafts; 0: absent */
 
     sp_dsv4_config dsv4;
     cJSON *json;     /* the parsed config.json, kept for family-specific fields */

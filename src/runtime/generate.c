@@ -22,6 +22,12 @@ sp_sampling_params sp_model_sampling_defaults(const sp_model *m)
     return p;
 }
 
+int32_t sp_model_draft_tokens(const sp_model *m)
+{
+    int64_t k = m->cfg->gen_num_assistant_tokens;
+    return k > INT32_MAX ? INT32_MAX : (int32_t)k;
+}
+
 sp_status sp_generate(sp_session *s, const int32_t *prompt, size_t n_prompt,
                       const sp_generate_params *gp, sp_token_fn on_token, void *ctx,
                       int32_t *out_tokens, sp_generate_stats *stats, sp_error *err)

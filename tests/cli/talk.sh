@@ -91,6 +91,20 @@ j = json.load(open('$TMP/bench.json'))
 for k in ('plain_tok_s', 'spec_tok_s', 'speedup', 'mean_acceptance_length'):
     assert k in j and j[k] > 0, k
 assert j['model'].endswith('models/default') and j['draft'].endswith('models/default-draft')
+assert len(j['spec']['drafted_per_position']) == 3  # the draft's num_assistant_tokens
+"
+# a draft's generation_config.json num_assistant_tokens sets k; --draft-k overrides it
+mkdir -p "$TMP/d2"
+for f in config.json model.safetensors tokenizer.json tokenizer_config.json; do
+    ln -s "$ROOT/models/default-draft/$f" "$TMP/d2/$f"
+done
+echo '{"eos_token_id": 2, "num_assistant_tokens": 2}' > "$TMP/d2/generation_config.json"
+"$SPECULA" bench --json --runs 1 --gen-len 16 --draft "$TMP/d2" > "$TMP/bench_d2.json"
+"$SPECULA" bench --json --runs 1 --gen-len 16 --draft "$TMP/d2" --draft-k 5 > "$TMP/bench_d2k.json"
+check "bench: num_assistant_tokens of the draft, --draft-k over it" python3 -c "
+import json
+assert len(json.load(open('$TMP/bench_d2.json'))['spec']['drafted_per_position']) == 2
+assert len(json.load(open('$TMP/bench_d2k.json'))['spec']['drafted_per_position']) == 5
 "
 "$SPECULA" bench --json --runs 1 --gen-len 16 --temp 0.7 > "$TMP/bench7.json"
 check "bench without -m --temp 0.7" python3 -c "import json; j = json.load(open('$TMP/bench7.json')); assert j['temperature'] == 0.7 and j['spec_tok_s'] > 0"
