@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/dsv4.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -777,11 +778,15 @@ static void check_route(sp_route_cfg *cfg, int64_t n_tok, int ties)
         logits[i] = ties ? (float)(int)(rnd32() % 5) * 0.5f - 1.0f : frand() * 4.0f;
     for (int64_t i = 0; i < E; i++)
         bias[i] = ties ? 0.25f * (float)(i % 3) : frand() * 0.1f;
+    int biased = cfg->kind == SP_MOE_SIGMOID_GROUP || cfg->kind == SP_MOE_DSV4 || cfg->kind == SP_MOE_HASH;
+    int32_t *given = malloc((size_t)(n_tok * k) * 4); /* HASH: the caller's ids */
+    for (int64_t i = 0; i < n_tok * k; i++)
+        given[i] = (int32_t)((i * 7 + i / k) % E);
     float *dl = dev_from(logits, (size_t)(n_tok * E) * 4), *dbias = dev_from(bias, (size_t)E * 4);
-    int32_t *dids = dev_alloc((size_t)(n_tok * k) * 4);
+    int32_t *dids = dev_from(given, (size_t)(n_tok * k) * 4);
     float *dw = dev_poison(n_tok * k);
     sp_route_cfg dc = *cfg;
-    dc.score_bias = cfg->kind == SP_MOE_SIGMOID_GROUP ? dbias : NULL;
+    dc.score_bias = biased ? dbias : NULL;
     CK(spc_moe_route(g_stream, &dc, dl, n_tok, dids, dw));
     int32_t *ids = malloc((size_t)(n_tok * k) * 4);
     to_host(ids, dids, (size_t)(n_tok * k) * 4);
@@ -789,9 +794,10 @@ static void check_route(sp_route_cfg *cfg, int64_t n_tok, int ties)
     float *scratch = malloc((size_t)(2 * E) * 4), *rw = malloc((size_t)k * 4);
     int32_t *rid = malloc((size_t)k * 4);
     sp_route_cfg hc = *cfg;
-    hc.score_bias = cfg->kind == SP_MOE_SIGMOID_GROUP ? bias : NULL;
+    hc.score_bias = biased ? bias : NULL;
     double worst = 0;
     for (int64_t t = 0; t < n_tok; t++) {
+        memcpy(rid, given + t * k, (size_t)k * 4);
         sp_moe_route(&hc, logits + t * E, rid, rw, scratch);
         for (int64_t j = 0; j < k; j++) {
             if (rid[j] != ids[t * k + j])
@@ -806,6 +812,7 @@ static void check_route(sp_route_cfg *cfg, int64_t n_tok, int ties)
     assert_true(worst < 1e-5);
     free(logits);
     free(bias);
+    free(given);
     free(ids);
     free(w);
     free(scratch);
@@ -838,12 +845,19 @@ static void test_moe_route(void **state)
         c.top_k = 6;
         c.topk_group = 3;
         check_route(&c, 11, ties);
+        for (int sp = 0; sp < 2; sp++) { /* DeepSeek-V4: sqrt(softplus) and sigmoid scores */
+            sp_route_cfg v = {.kind = SP_MOE_DSV4, .n_experts = 64, .top_k = 6, .norm = true,
+                              .scaling = 1.5f, .sqrt_softplus = sp};
+            check_route(&v, 37, ties);
+            v.kind = SP_MOE_HASH;
+            check_route(&v, 19, ties);
+        }
     }
 }
 
 typedef struct moe_setup {
     int64_t E, H, I, k;
-    int gptoss;
+    int gptoss, limit; /* limit: DeepSeek-V4's clamped SwiGLU (at 0.5) */
     test_weight *g, *u, *dn; /* per expert */
     float **gub, **db;       /* host biases */
     float **dgub, **ddb;     /* device biases */
@@ -870,7 +884,10 @@ static void cpu_expert(const moe_setup *m, int64_t e, const float *x, float *y)
     } else {
         sp_matmul_ref(&m->g[e].h, x, 1, a, NULL);
         sp_matmul_ref(&m->u[e].h, x, 1, b, NULL);
-        sp_swiglu(a, b, I, a);
+        if (m->limit)
+            sp_swiglu_limit(a, b, I, 0.5f, a);
+        else
+            sp_swiglu(a, b, I, a);
         sp_matmul_ref(&m->dn[e].h, a, 1, y, NULL);
     }
     free(a);
@@ -942,7 +959,7 @@ static void moe_free(moe_setup *m)
 
 static void run_moe(sp_wformat f, int gptoss, int in_major_mix)
 {
-    moe_setup m = {.E = 8, .H = 96, .I = 64, .k = 3, .gptoss = gptoss};
+    moe_setup m = {.E = 8, .H = 96, .I = 64, .k = 3, .gptoss = gptoss == 1, .limit = gptoss == 2};
     if (f == SP_WF_FP8_BLOCK)
         m.H = 160; /* a partial 128-block */
     moe_build(&m, f, in_major_mix);
@@ -968,8 +985,8 @@ static void run_moe(sp_wformat f, int gptoss, int in_major_mix)
     int32_t *dids = dev_from(ids, (size_t)(N * k) * 4);
     float *da = dev_poison(sc), *dbuf = dev_poison(sc), *dout = dev_poison(N * H);
     spc_moe_args a = {.experts = m.dtable, .n_experts = m.E,
-                      .act = gptoss ? SPC_ACT_GPTOSS_GLU : SPC_ACT_SWIGLU, .H = H, .I = I,
-                      .alpha = 1.702f, .limit = 7.0f, .x = dx, .n_tok = N, .k = k, .ids = dids,
+                      .act = m.gptoss ? SPC_ACT_GPTOSS_GLU : m.limit ? SPC_ACT_SWIGLU_LIMIT : SPC_ACT_SWIGLU,
+                      .H = H, .I = I, .alpha = 1.702f, .limit = m.limit ? 0.5f : 7.0f, .x = dx, .n_tok = N, .k = k, .ids = dids,
                       .w = dw, .out = dout, .scratch_a = da, .scratch_b = dbuf};
     CK(spc_moe_ffn(g_stream, &a));
     float *out = host_of(dout, N * H);
@@ -1022,7 +1039,7 @@ static void run_moe(sp_wformat f, int gptoss, int in_major_mix)
         fail_msg("moe_ffn %s: %lld outputs of the format-specialized launch differ", sp_wformat_name(f),
                  (long long)bad_spec);
     printf("moe_ffn %-9s %-28s%s max error %.3g (of max |sum|), alone vs batch: %lld differ\n",
-           gptoss ? "gpt-oss" : "swiglu", sp_wformat_name(f), in_major_mix ? " in_major mix" : "", worst,
+           m.gptoss ? "gpt-oss" : m.limit ? "swiglu<=.5" : "swiglu", sp_wformat_name(f), in_major_mix ? " in_major mix" : "", worst,
            (long long)bad);
     if (!(worst < 1e-5) || bad)
         fail_msg("moe_ffn %s: error %.3g, %lld batch-variant", sp_wformat_name(f), worst, (long long)bad);
@@ -1051,6 +1068,8 @@ static void test_moe_ffn(void **state)
     run_moe(SP_WF_MXFP4, 1, 0);
     run_moe(SP_WF_BF16, 1, 1);
     run_moe(SP_WF_NVFP4, 1, 0);
+    run_moe(SP_WF_BF16, 2, 0); /* DeepSeek-V4's clamped SwiGLU */
+    run_moe(SP_WF_NVFP4, 2, 0);
 }
 
 /* ---- fused launches ----------------------------------------------------------------- */

@@ -25,6 +25,7 @@ struct rt_cfg {
     int64_t G, topk_group;
     float scaling;
     const float *bias;
+    bool sqrt_softplus; /* DSV4, HASH: the score function (else sigmoid) */
 };
 
 static __device__ int64_t rt_best(const float *v, int64_t n, const bool *taken)
@@ -72,6 +73,30 @@ static __device__ void rt_renorm(float *w, int64_t k, float eps)
         w[j] = __fdiv_rn(w[j], sum);
 }
 
+/* torch's softplus (beta 1, threshold 20), then the square root (moe_route.c). */
+static __device__ float rt_sqrt_softplus(float x)
+{
+    return __fsqrt_rn(x > 20.0f ? x : log1pf(expf(x)));
+}
+
+/* DeepSeek-V4: scores, top-k of score + bias (HASH: ids given), weights s / (sum + 1e-20)
+ * x scaling; an out-of-range hash id gives a NaN weight. */
+static __device__ void rt_dsv4(const rt_cfg &c, const float *l, float *s, float *choice, bool *taken,
+                               int32_t *ids, float *w)
+{
+    for (int64_t i = 0; i < c.E; i++) {
+        s[i] = c.sqrt_softplus ? rt_sqrt_softplus(l[i]) : __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-l[i])));
+        choice[i] = __fadd_rn(s[i], c.bias ? c.bias[i] : 0.0f);
+    }
+    if (c.kind == SP_MOE_DSV4)
+        rt_top_k(choice, c.E, c.k, ids, taken);
+    for (int64_t j = 0; j < c.k; j++)
+        w[j] = ids[j] >= 0 && ids[j] < c.E ? s[ids[j]] : __uint_as_float(0x7fffffffu);
+    rt_renorm(w, c.k, 1e-20f);
+    for (int64_t j = 0; j < c.k; j++)
+        w[j] = __fmul_rn(w[j], c.scaling);
+}
+
 /* One block per token: its threads load the logits, then its first thread runs the
  * sequential reference algorithm on shared-memory arrays (no large per-thread stack: local memory is reserved for every
  * resident thread of the device). */
@@ -100,7 +125,12 @@ k_moe_route(const rt_cfg c, const float *__restrict__ logits, int64_t n_tok, int
     if (threadIdx.x != 0)
         return;
     const float *l = lg;
-    if (c.kind == SP_MOE_SOFTMAX_TOPK) {
+    if (c.kind == SP_MOE_DSV4 || c.kind == SP_MOE_HASH) {
+        if (c.kind == SP_MOE_HASH)
+            for (int64_t j = 0; j < k; j++)
+                ids[j] = ids_out[t * k + j];
+        rt_dsv4(c, l, s, choice, taken, ids, w);
+    } else if (c.kind == SP_MOE_SOFTMAX_TOPK) {
         for (int64_t i = 0; i < E; i++)
             s[i] = l[i];
         rt_softmax(s, E);
@@ -155,7 +185,7 @@ extern "C" int spc_moe_route(void *stream, const sp_route_cfg *cfg, const float 
         cfg->top_k > RT_MAX_K || cfg->top_k > cfg->n_experts)
         return (int)cudaErrorInvalidValue;
     if (cfg->kind != SP_MOE_SOFTMAX_TOPK && cfg->kind != SP_MOE_TOPK_SOFTMAX &&
-        cfg->kind != SP_MOE_SIGMOID_GROUP)
+        cfg->kind != SP_MOE_SIGMOID_GROUP && cfg->kind != SP_MOE_DSV4 && cfg->kind != SP_MOE_HASH)
         return (int)cudaErrorInvalidValue;
     if (cfg->kind == SP_MOE_SIGMOID_GROUP &&
         (cfg->n_group <= 0 || cfg->n_group > RT_MAX_G || cfg->n_experts % cfg->n_group ||
@@ -164,7 +194,7 @@ extern "C" int spc_moe_route(void *stream, const sp_route_cfg *cfg, const float 
     if (!n_tok)
         return 0;
     rt_cfg c = {(int)cfg->kind, cfg->n_experts, cfg->top_k, cfg->norm, cfg->n_group,
-                cfg->topk_group, cfg->scaling, cfg->score_bias};
+                cfg->topk_group, cfg->scaling, cfg->score_bias, cfg->sqrt_softplus};
     if (n_tok > 0x7fffffff)
         return (int)cudaErrorInvalidValue;
     spc_launch(k_moe_route, dim3((unsigned)n_tok), dim3(RT_THREADS), (cudaStream_t)stream, true, c,
@@ -308,14 +338,20 @@ k_moe_cols(const spc_expert *__restrict__ experts, int64_t n_experts,
     y[p * n_out + c] = acc[0];
 }
 
-__global__ void k_moe_swiglu(const float *g, const float *u, int64_t n, float *out)
+/* silu(g) * u; clamped (DeepSeek-V4, sp_swiglu_limit): silu(min(g, L)) * clamp(u, -L, L). */
+__global__ void k_moe_swiglu(const float *g, const float *u, int64_t n, bool clamp, float limit,
+                             float *out)
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        float x = g[i];
-        out[i] = __fmul_rn(__fdiv_rn(x, __fadd_rn(1.0f, expf(-x))), u[i]);
+        float x = g[i], y = u[i];
+        if (clamp) {
+            x = fminf(x, limit);
+            y = fminf(fmaxf(y, -limit), limit);
+        }
+        out[i] = __fmul_rn(__fdiv_rn(x, __fadd_rn(1.0f, expf(-x))), y);
     }
 }
 
@@ -404,7 +440,7 @@ extern "C" int spc_moe_ffn(void *stream, const spc_moe_args *a)
         ROWS(0, a->x, a->k, H, I, A);
         ROWS(1, a->x, a->k, H, I, B);
         spc_launch(k_moe_swiglu, dim3(ew(P * I)), dim3(256), s, true, (const float *)A,
-                   (const float *)B, P * I, A);
+                   (const float *)B, P * I, a->act == SPC_ACT_SWIGLU_LIMIT, a->limit, A);
         ROWS(2, A, 1, I, H, B);
         spc_launch(k_moe_combine, dim3(ew(a->n_tok * H)), dim3(256), s, true, a->ids, a->w,
                    (const float *)B, a->n_tok, a->k, H, a->out);

@@ -36,6 +36,7 @@
 #define SP_KERNELS_CUDA_CUDA_OPS_H
 
 #include "kernels/cpu/attention.h" /* sp_attn_args */
+#include "kernels/cpu/dsv4.h"      /* sp_compress_args, sp_index_batch, sp_dsv4_attn_args */
 #include "kernels/weight.h"        /* sp_weight */
 #include "model/moe_route.h"       /* sp_route_cfg, sp_moe_kind */
 
@@ -167,6 +168,7 @@ int spc_attention(void *stream, const sp_attn_args *a);
 
 /* Per token: logits [n_tok, E] -> ids [n_tok, k] (best first) and weights [n_tok, k],
  * as sp_moe_route (ties to the lower index); cfg->score_bias is a device pointer.
+ * SP_MOE_HASH reads ids (filled by the caller) and writes the weights only.
  * n_experts <= 1024, top_k <= 64, n_group <= 64, n_experts / n_group >= 2. */
 int spc_moe_route(void *stream, const sp_route_cfg *cfg, const float *logits, int64_t n_tok,
                   int32_t *ids, float *w);
@@ -182,8 +184,9 @@ typedef struct spc_expert {
 } spc_expert;
 
 typedef enum spc_moe_act {
-    SPC_ACT_SWIGLU = 0,     /* down(silu(gate x) * up x) */
-    SPC_ACT_GPTOSS_GLU = 1, /* gate_up (+bias) interleaved, clamp, alpha, down (+bias) */
+    SPC_ACT_SWIGLU = 0,       /* down(silu(gate x) * up x) */
+    SPC_ACT_GPTOSS_GLU = 1,   /* gate_up (+bias) interleaved, clamp, alpha, down (+bias) */
+    SPC_ACT_SWIGLU_LIMIT = 2, /* down(silu(min(gate x, limit)) * clamp(up x, +-limit)) (V4) */
 } spc_moe_act;
 
 typedef struct spc_moe_args {
@@ -207,6 +210,33 @@ typedef struct spc_moe_args {
  * with the matmul's per-row order: batch-invariant. n_tok * k <= 65535 per call; an id
  * outside [0, n_experts) gives NaN outputs, not a fault. */
 int spc_moe_ffn(void *stream, const spc_moe_args *a);
+
+/* ---- DeepSeek-V4 (cuda_dsv4.cu; the CPU references are kernels/cpu/dsv4.h) -------------
+ * Same arguments as the backend ops of backend.h, device pointers throughout. Element-wise
+ * results follow the CPU reference's order operation for operation (equal bits but for
+ * expf's last bit); the entry RMSNorm and the attention reduce in a fixed tree; nothing
+ * depends on how many rows share a launch. */
+int spc_hc_weights(void *stream, const float *mix, int64_t mix_stride, const float *base,
+                   const float *scale, int64_t n, int64_t N, int64_t iters, float eps, float *pre,
+                   float *post, float *comb);
+int spc_hc_collapse(void *stream, const float *streams, const float *pre, int64_t n, int64_t N,
+                    int64_t H, float *out);
+int spc_hc_expand(void *stream, const float *streams, const float *y, const float *post,
+                  const float *comb, int64_t n, int64_t N, int64_t H, float *out);
+int spc_rope_tail(void *stream, float *x, int64_t n, int64_t n_heads, int64_t tok_stride,
+                  int64_t head_stride, int64_t rot, const float *cs, int inverse);
+/* Entries w0..w1-1 (one block each); a's pointers on the device. */
+int spc_compress(void *stream, const sp_compress_args *a, int64_t w0, int64_t w1, const float *cs,
+                 float *out, int64_t out_stride);
+/* The indexer: scores bit-identical to sp_index_topk's from the same inputs, and the same
+ * choice (torch.topk's, the CPU's own code). queue: device scratch of at least
+ * spc_index_queue_bytes(b) bytes (n_tok x max entries x 16). */
+int spc_index_queue_bytes(const sp_index_batch *b, size_t *bytes);
+int spc_index_topk(void *stream, const sp_index_batch *b, void *queue, size_t queue_bytes);
+/* One block per (query, head); the key count (window + entries) up to 51200. */
+int spc_dsv4_attention(void *stream, const sp_dsv4_attn_args *a);
+int spc_swiglu_limit(void *stream, const float *gate, const float *up, int64_t n, float limit,
+                     float *out);
 
 /* ---- sampling helpers -------------------------------------------------------------- */
 
