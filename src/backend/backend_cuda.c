@@ -41,6 +41,8 @@ typedef struct cuda_backend {
     bool graphs;           /* recording allowed */
     sp_rec_cache rec;
     sp_rec_slot *capturing; /* the slot being recorded, or NULL */
+    void *index_queue;      /* DeepSeek-V4 indexer scratch (grown on demand) */
+    size_t index_queue_bytes;
 } cuda_backend;
 
 static cuda_backend *cu(sp_backend *be) { return (cuda_backend *)be; }
@@ -69,6 +71,7 @@ static void cuda_destroy(sp_backend *be)
     cuda_backend *c = cu(be);
     spc_stream_sync(c->stream);
     sp_rec_clear(&c->rec);
+    spc_free(c->index_queue);
     spc_stream_destroy(c->stream);
     free(c);
 }
@@ -302,7 +305,9 @@ static void cuda_moe_ffn(sp_backend *be, const sp_moe_args *a)
     spc_moe_args g = {
         .experts = (const spc_expert *)a->experts,
         .n_experts = a->n_experts,
-        .act = a->glu == SP_GLU_GPTOSS ? SPC_ACT_GPTOSS_GLU : SPC_ACT_SWIGLU,
+        .act = a->glu == SP_GLU_GPTOSS         ? SPC_ACT_GPTOSS_GLU
+               : a->glu == SP_GLU_SWIGLU_LIMIT ? SPC_ACT_SWIGLU_LIMIT
+                                               : SPC_ACT_SWIGLU,
         .H = a->n_embd,
         .I = a->inter,
         .alpha = a->alpha,
@@ -320,6 +325,74 @@ static void cuda_moe_ffn(sp_backend *be, const sp_moe_args *a)
     };
     check(cu(be), "moe_ffn", spc_moe_ffn(cu(be)->stream, &g));
     plant(cu(be), "moe_ffn", a->out, a->n_tok * a->n_embd);
+}
+
+/* ---- DeepSeek-V4 ----------------------------------------------------------------- */
+
+static void cuda_hc_weights(sp_backend *be, const float *mix, int64_t mix_stride, const float *base,
+                            const float *scale, int64_t n, int64_t N, int64_t iters, float eps,
+                            float *pre, float *post, float *comb)
+{
+    check(cu(be), "hc_weights",
+          spc_hc_weights(cu(be)->stream, mix, mix_stride, base, scale, n, N, iters, eps, pre, post, comb));
+}
+
+static void cuda_hc_collapse(sp_backend *be, const float *streams, const float *pre, int64_t n,
+                             int64_t N, int64_t H, float *out)
+{
+    check(cu(be), "hc_collapse", spc_hc_collapse(cu(be)->stream, streams, pre, n, N, H, out));
+}
+
+static void cuda_hc_expand(sp_backend *be, const float *streams, const float *y, const float *post,
+                           const float *comb, int64_t n, int64_t N, int64_t H, float *out)
+{
+    check(cu(be), "hc_expand", spc_hc_expand(cu(be)->stream, streams, y, post, comb, n, N, H, out));
+}
+
+static void cuda_rope_tail(sp_backend *be, float *x, int64_t n, int64_t n_heads, int64_t tok_stride,
+                           int64_t head_stride, int64_t rot, const float *cs, bool inverse)
+{
+    check(cu(be), "rope_tail",
+          spc_rope_tail(cu(be)->stream, x, n, n_heads, tok_stride, head_stride, rot, cs, inverse));
+}
+
+static void cuda_compress(sp_backend *be, const sp_compress_args *a, int64_t w0, int64_t w1,
+                          const float *cs, float *out, int64_t out_stride)
+{
+    check(cu(be), "compress", spc_compress(cu(be)->stream, a, w0, w1, cs, out, out_stride));
+}
+
+/* The indexer's queue [n_tok, entries] in device memory, grown when a pass needs more
+ * (after the stream drains: the old one may still be read). V4 passes are never recorded,
+ * so no graph holds the old address. */
+static void cuda_index_topk(sp_backend *be, const sp_index_batch *b)
+{
+    cuda_backend *c = cu(be);
+    size_t need = 0;
+    int rc = spc_index_queue_bytes(b, &need);
+    if (!rc && need > c->index_queue_bytes) {
+        rc = spc_stream_sync(c->stream);
+        spc_free(c->index_queue);
+        c->index_queue = NULL;
+        c->index_queue_bytes = 0;
+        if (!rc && !(rc = spc_malloc(&c->index_queue, need)))
+            c->index_queue_bytes = need;
+    }
+    if (!rc)
+        rc = spc_index_topk(c->stream, b, c->index_queue, c->index_queue_bytes);
+    check(c, "index_topk", rc);
+}
+
+static void cuda_dsv4_attention(sp_backend *be, const sp_dsv4_attn_args *a)
+{
+    check(cu(be), "dsv4_attention", spc_dsv4_attention(cu(be)->stream, a));
+    plant(cu(be), "dsv4_attention", a->out, a->n_tok * a->n_heads * a->hd);
+}
+
+static void cuda_swiglu_limit(sp_backend *be, const float *gate, const float *up, int64_t n,
+                              float limit, float *out)
+{
+    check(cu(be), "swiglu_limit", spc_swiglu_limit(cu(be)->stream, gate, up, n, limit, out));
 }
 
 /* ---- recording ------------------------------------------------------------------- */
@@ -399,6 +472,14 @@ static const sp_backend_ops cuda_ops = {
     .replay = cuda_replay,
     .record_begin = cuda_record_begin,
     .record_end = cuda_record_end,
+    .hc_weights = cuda_hc_weights,
+    .hc_collapse = cuda_hc_collapse,
+    .hc_expand = cuda_hc_expand,
+    .rope_tail = cuda_rope_tail,
+    .compress = cuda_compress,
+    .index_topk = cuda_index_topk,
+    .dsv4_attention = cuda_dsv4_attention,
+    .swiglu_limit = cuda_swiglu_limit,
 };
 
 int sp_cuda_backend_devices(void) { return spc_device_count(); }

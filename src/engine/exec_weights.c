@@ -5,8 +5,9 @@
  * checkpoint shard's mapping goes to the device in one copy, in its stored bytes (packed
  * FP4/FP8 stays packed), each converted vector is copied once, and every pointer of every
  * weight view is rebased into those copies; expert tables are copied too, so a kernel can
- * pick an expert by an id it reads on the device. A pointer found in no region is a bug
- * and fails loading with the tensor's name. */
+ * pick an expert by an id it reads on the device. DeepSeek-V4 layers get rebased copies of
+ * their sp_dsv4_layer (but for the hash tables, which the forward pass reads on the host).
+ * A pointer found in no region is a bug and fails loading with the tensor's name. */
 #include "engine/exec_weights.h"
 #include "util/error.h"
 
@@ -25,6 +26,7 @@ struct sp_exec_store {
     void **tables; /* expert tables and other device allocations */
     size_t n_tables, cap_tables;
     sp_layer *layers;
+    sp_dsv4_layer *v4; /* [n_layers] DeepSeek-V4 layer copies, or NULL */
     const char *bad; /* name of a weight whose pointer is in no region */
 };
 
@@ -124,6 +126,40 @@ static sp_status rebase_layer(sp_backend *be, sp_exec_store *s, sp_layer *L, sp_
     return SP_OK;
 }
 
+/* A DeepSeek-V4 layer's own matrices and vectors; tid2eid stays a host table. */
+static void rebase_v4(sp_exec_store *s, sp_dsv4_layer *v)
+{
+    sp_weight *mats[] = {&v->wq_a, &v->wq_b, &v->wkv, &v->wo_a, &v->wo_b, &v->c_wkv, &v->c_wgate,
+                         &v->i_wkv, &v->i_wgate, &v->i_wq_b, &v->i_wproj, &v->hc_attn_fn, &v->hc_ffn_fn};
+    for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+        rebase_weight(s, mats[i]);
+    const float **vecs[] = {&v->q_norm, &v->kv_norm, &v->sinks, &v->c_ape, &v->c_norm, &v->i_ape,
+                            &v->i_norm, &v->hc_attn_base, &v->hc_attn_scale, &v->hc_ffn_base,
+                            &v->hc_ffn_scale};
+    for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++)
+        *vecs[i] = rebase(s, *vecs[i], v->wq_a.name ? v->wq_a.name : "DeepSeek-V4 layer vector");
+}
+
+static sp_status rebase_v4_layers(sp_model *m, sp_exec_store *s, sp_error *err)
+{
+    if (!m->v4)
+        return SP_OK;
+    if (!(s->v4 = calloc((size_t)m->n_layers, sizeof *s->v4)))
+        return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    for (int64_t l = 0; l < m->n_layers; l++) {
+        if (!s->layers[l].v4)
+            continue;
+        s->v4[l] = *s->layers[l].v4;
+        rebase_v4(s, &s->v4[l]);
+        s->layers[l].v4 = &s->v4[l];
+    }
+    m->exec.hc_head_fn = m->hc_head_fn;
+    rebase_weight(s, &m->exec.hc_head_fn);
+    m->exec.hc_head_base = rebase(s, m->hc_head_base, "hc_head_base");
+    m->exec.hc_head_scale = rebase(s, m->hc_head_scale, "hc_head_scale");
+    return SP_OK;
+}
+
 #define UPLOAD_CHUNK ((size_t)256 << 20) /* bytes per upload call: the progress step */
 
 /* Copies every shard mapping and converted vector to the device. */
@@ -176,6 +212,8 @@ static sp_status build_device(sp_model *m, sp_error *err)
     memcpy(s->layers, m->layers, (size_t)m->n_layers * sizeof *s->layers);
     for (int64_t l = 0; l < m->n_layers && st == SP_OK; l++)
         st = rebase_layer(m->be, s, &s->layers[l], err);
+    if (st == SP_OK)
+        st = rebase_v4_layers(m, s, err);
     m->exec.layers = s->layers;
     if (st == SP_OK && s->bad)
         st = sp_err(err, SP_ERR_INTERNAL, "%s: weight '%s' lies outside the checkpoint mappings",
@@ -188,9 +226,11 @@ static sp_status build_device(sp_model *m, sp_error *err)
 sp_status sp_exec_weights_build(sp_model *m, sp_error *err)
 {
     if (m->be->host_memory) {
-        m->exec = (sp_weights){m->tok_embd, m->lm_head, m->final_norm, m->layers};
+        m->exec = (sp_weights){m->tok_embd, m->lm_head, m->final_norm, m->layers,
+                               m->hc_head_fn, m->hc_head_base, m->hc_head_scale};
         if (m->n_mtp) /* MTP passes run on host-memory backends only (sp_session_new_mtp) */
-            m->exec_mtp = (sp_weights){m->tok_embd, m->mtp.head, m->mtp.head_norm, m->layers};
+            m->exec_mtp = (sp_weights){m->tok_embd, m->mtp.head, m->mtp.head_norm, m->layers,
+                                       m->mtp.hc_head_fn, m->mtp.hc_head_base, m->mtp.hc_head_scale};
         return SP_OK;
     }
     return build_device(m, err);
@@ -209,6 +249,7 @@ void sp_exec_weights_free(sp_model *m)
     free(s->r);
     free(s->tables);
     free(s->layers);
+    free(s->v4);
     free(s);
     m->exec_store = NULL;
 }

@@ -353,13 +353,11 @@ float *sp_dsv4_head(sp_pass *P)
     sp_backend *be = P->be;
     sp_compute *c = P->c;
     int64_t N = m->cfg->dsv4.hc_mult, H = m->n_embd, NH = N * H;
-    /* V4 runs on host-memory backends only (model_open.c); an MTP pass has its own hc_head */
-    const sp_weight *fn = P->mtp ? &m->mtp.hc_head_fn : &m->hc_head_fn;
-    const float *base = P->mtp ? m->mtp.hc_head_base : m->hc_head_base;
-    const float *scale = P->mtp ? m->mtp.hc_head_scale : m->hc_head_scale;
+    /* P->w: the model's weights as the backend sees them (exec), or an MTP pass's (exec_mtp,
+     * with the module's own hc_head) */
     be->ops->rmsnorm(be, c->x, NH, NULL, P->n, NH, (float)m->cfg->rms_norm_eps, c->v4.hc_t, NH);
-    be->ops->matmul(be, fn, c->v4.hc_t, P->n, c->v4.hc_mix, NULL);
-    be->ops->hc_weights(be, c->v4.hc_mix, N, base, scale, P->n, N, 0,
+    be->ops->matmul(be, &P->w->hc_head_fn, c->v4.hc_t, P->n, c->v4.hc_mix, NULL);
+    be->ops->hc_weights(be, c->v4.hc_mix, N, P->w->hc_head_base, P->w->hc_head_scale, P->n, N, 0,
                         (float)m->cfg->dsv4.hc_eps, c->v4.hc_pre, NULL, NULL);
     be->ops->hc_collapse(be, c->x, c->v4.hc_pre, P->n, N, H, c->v4.head);
     sp_emit(P, -1, SP_OP_HC_HEAD, H, c->v4.head);

@@ -122,10 +122,10 @@ sp_status sp_model_open(const char *dir, const sp_model_params *params, sp_model
         m->precision = SP_PRECISION_FAST; /* the CPU kernels read it from their pool */
         sp_pool_set_precision(sp_cpu_backend_pool(m->be), SP_PRECISION_FAST);
     }
-    if (st == SP_OK && m->arch->attn == SP_ATTN_DSV4 && (!m->be->host_memory || !m->be->ops->dsv4_attention))
+    if (st == SP_OK && m->arch->attn == SP_ATTN_DSV4 && !m->be->ops->dsv4_attention)
         st = sp_err(err, SP_ERR_UNSUPPORTED,
-                    "%s: DeepSeek-V4 runs on the CPU backend only so far (device %s; use --device cpu)",
-                    dir, m->be->device_name);
+                    "%s: the %s backend has no DeepSeek-V4 ops (device %s; use --device cpu)", dir,
+                    m->be->ops->name, m->be->device_name);
     if (st == SP_OK)
         st = check_memory(m, p.n_ctx, p.reserved_bytes, p.skip_mem_check, err);
     if (st == SP_OK)

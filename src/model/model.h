@@ -66,6 +66,8 @@ typedef struct sp_weights {
     sp_weight tok_embd, lm_head;
     const float *final_norm;
     sp_layer *layers; /* [n_layers + n_mtp] */
+    sp_weight hc_head_fn; /* DeepSeek-V4: the streams' collapse before the head (the model's */
+    const float *hc_head_base, *hc_head_scale; /* hc_head, or the MTP module's own) */
 } sp_weights;
 
 /* A DeepSeek multi-token prediction module's own tensors (model_load_mtp.c; the math in
