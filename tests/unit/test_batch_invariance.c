@@ -121,6 +121,16 @@ static void test_quantized(void **state)
     check_model("deepseekv3_fp8_block", 2, 1);
 }
 
+/* DeepSeek-V4: compressed entries closed by whichever pass holds a window's end, the
+ * indexer's top-k over each query's own entries (48 tokens: more CSA entries than top-k),
+ * hash and biased routing, hyper-connection streams. */
+static void test_dsv4(void **state)
+{
+    (void)state;
+    check_model("dsv4_sqrtsoftplus_bf16", 2, 1);
+    check_model("dsv4_csa_hca_nonorm_bf16", 1, 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -128,6 +138,7 @@ int main(void)
         cmocka_unit_test(test_dense_qwen3),
         cmocka_unit_test(test_moe),
         cmocka_unit_test(test_quantized),
+        cmocka_unit_test(test_dsv4),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,7 +13,8 @@
  *   2. default: prompts short enough that the indexer keeps every entry (n / rate <=
  *      index_topk, so no tie can matter) match transformers within the same bar;
  *   3. batch invariance: token by token, chunked prefill and one prefill give
- *      bit-identical logits, and so does re-evaluating after a rollback (truncate). */
+ *      bit-identical logits, and so does re-evaluating after a rollback (truncate).
+ * On the backend SPECULA_TEST_DEVICE names (the CPU by default, the GPU with cuda). */
 #include "test_util.h"
 #include "format/hf_config.h"
 #include "model/model.h"
@@ -57,7 +58,7 @@ static void open_fx(fx *f, const char *name)
     f->logits = read_floats(path, &f->n_logits);
     sp_error err = {0};
     sp_model_params mp = sp_model_default_params();
-    mp.device = "cpu";
+    mp.device = test_device(); /* SPECULA_TEST_DEVICE=cuda: the same checks on the GPU */
     mp.n_threads = 2;
     if (sp_model_open(dir, &mp, &f->m, &err) != SP_OK)
         fail_msg("%s: %s", name, err.msg);

@@ -272,6 +272,13 @@ static void test_greedy_moe(void **state)
     greedy_suite("mixtral_window", "qwen3moe_nvfp4_modelopt");
 }
 
+/* DeepSeek-V4: rejected drafts roll the compressed-entry cache back by length. */
+static void test_greedy_dsv4(void **state)
+{
+    (void)state;
+    greedy_suite("dsv4_sqrtsoftplus_bf16", NULL);
+}
+
 /* EOS, the token limit and the context limit inside a draft end generation where plain
  * decoding ends it. */
 static void test_stops_inside_drafts(void **state)
@@ -624,10 +631,14 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acceptance_rule),     cmocka_unit_test(test_greedy_dense),
-        cmocka_unit_test(test_greedy_moe),          cmocka_unit_test(test_stops_inside_drafts),
+        cmocka_unit_test(test_greedy_moe),          cmocka_unit_test(test_greedy_dsv4),
+        cmocka_unit_test(test_stops_inside_drafts),
         cmocka_unit_test(test_self_sampled),        cmocka_unit_test(test_draft_isolation),
         cmocka_unit_test(test_sampled_distribution), cmocka_unit_test(test_compat),
         cmocka_unit_test(test_memory_budget),       cmocka_unit_test(test_p_min_and_gate),
     };
+    const char *only = getenv("SPECULA_TEST_FILTER"); /* e.g. "*dsv4*": one architecture */
+    if (only && *only)
+        cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

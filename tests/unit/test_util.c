@@ -258,9 +258,7 @@ sp_model *open_fixture_model(const char *name, int n_threads)
 {
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/%s", fixture_path("models"), name);
-    /* DeepSeek-V4 runs on the CPU backend only so far (a GPU refuses it at open): its
-     * fixtures stay on the CPU whatever SPECULA_TEST_DEVICE says */
-    return open_on(dir, n_threads, strncmp(name, "dsv4_", 5) ? test_device() : "cpu");
+    return open_on(dir, n_threads, test_device());
 }
 
 float test_frand(void)
