@@ -486,10 +486,14 @@ extern "C" int spc_dsv4_attention(void *stream, const sp_dsv4_attn_args *a)
         return (int)cudaErrorInvalidValue;
     if (!a->n_tok)
         return 0;
+    if (a->pos0 > INT64_MAX - a->n_tok)
+        return (int)cudaErrorInvalidValue;
     int64_t ent = !a->comp ? 0 : a->sel ? a->n_sel : (a->pos0 + a->n_tok) / a->rate;
+    if (a->window > DV_MAX_SMEM || ent > DV_MAX_SMEM) /* keeps the sums below from overflowing */
+        return (int)cudaErrorInvalidValue;
     int64_t max_keys = a->window + ent;
     size_t bytes = (size_t)max_keys * sizeof(float) + (size_t)(a->sel ? a->n_sel : 0) * sizeof(int32_t);
-    if (max_keys > DV_MAX_SMEM || bytes > DV_MAX_SMEM)
+    if (bytes > DV_MAX_SMEM)
         return (int)cudaErrorInvalidValue;
     if (bytes > 48 * 1024) {
         cudaError_t e = cudaFuncSetAttribute(k_dsv4_attention, cudaFuncAttributeMaxDynamicSharedMemorySize,
