@@ -14,11 +14,12 @@ SANITIZE=0
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DSPECULA_CUDA=ON
 cmake --build "$BUILD_DIR" -j"$(nproc)"
 (cd "$BUILD_DIR" && ctest -L cuda --output-on-failure)
-# the model suite on the GPU: parity with transformers, batch invariance, batched sessions,
-# speculative == plain, diagnostics (a planted kernel bug), quantized formats, CLI devices
+# the model suite on the GPU: parity with transformers (DeepSeek-V4 too), batch invariance,
+# batched sessions, speculative == plain, diagnostics (a planted kernel bug), quantized
+# formats, CLI devices
 if "$BUILD_DIR/specula" inspect -m tests/fixtures/models/llama_mha_bf16 --device cuda >/dev/null 2>&1; then
     (cd "$BUILD_DIR" && SPECULA_TEST_DEVICE=cuda ctest --output-on-failure \
-        -R '^(test_parity|test_batch_invariance|test_batch_sessions|test_spec|test_diag|test_quant|cli_devices)$')
+        -R '^(test_parity|test_parity_dsv4|test_batch_invariance|test_batch_sessions|test_spec|test_diag|test_quant|cli_devices)$')
 else
     echo "no CUDA device: the model suite on the GPU is skipped"
 fi
@@ -30,18 +31,19 @@ if [ "$SANITIZE" = 1 ]; then
         echo "compute-sanitizer not found: sanitizer runs skipped"
         exit 0
     fi
-    T="$BUILD_DIR/tests/cuda/test_cuda_kernels"
-    for tool in memcheck racecheck; do
-        echo "== compute-sanitizer --tool $tool"
-        set +e
-        SPC_TEST_SANITIZER=1 "$CS" --tool "$tool" --error-exitcode 3 "$T"
-        rc=$?
-        set -e
-        # 77: no GPU (skipped); anything else but 0 is a failure
-        if [ "$rc" != 0 ] && [ "$rc" != 77 ]; then
-            echo "compute-sanitizer $tool: FAILED (exit $rc)"
-            exit 1
-        fi
-        echo "compute-sanitizer $tool: clean"
+    for T in "$BUILD_DIR/tests/cuda/test_cuda_kernels" "$BUILD_DIR/tests/cuda/test_cuda_dsv4"; do
+        for tool in memcheck racecheck; do
+            echo "== compute-sanitizer --tool $tool $T"
+            set +e
+            SPC_TEST_SANITIZER=1 "$CS" --tool "$tool" --error-exitcode 3 "$T"
+            rc=$?
+            set -e
+            # 77: no GPU (skipped); anything else but 0 is a failure
+            if [ "$rc" != 0 ] && [ "$rc" != 77 ]; then
+                echo "compute-sanitizer $tool $T: FAILED (exit $rc)"
+                exit 1
+            fi
+            echo "compute-sanitizer $tool: clean"
+        done
     done
 fi
