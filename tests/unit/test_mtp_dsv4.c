@@ -9,7 +9,8 @@
  *  - MTP rows one position at a time equal one pass, bit for bit;
  *  - greedy speculation with MTP drafts equals plain greedy decoding (k 1, 2, 4);
  *  - the target's truncation cuts the MTP session.
- * V4 fixtures open on the CPU whatever SPECULA_TEST_DEVICE says (test_util.c).
+ * MTP drafting runs on the CPU backend only (sp_session_new_mtp), so the fixtures open on
+ * the CPU whatever SPECULA_TEST_DEVICE says.
  * (Sampled losslessness is the loop's, tested on V3 in test_mtp.c; the module is random,
  * so acceptance here means nothing.) */
 #include "test_util.h"
@@ -74,7 +75,7 @@ static void test_parity(void **state)
     size_t n_main, n_mtp;
     float *want_main = read_floats(fixture_path("models/" FIXTURE "/logits.bin"), &n_main);
     float *want_mtp = read_floats(fixture_path("models/" FIXTURE "/mtp_logits.bin"), &n_mtp);
-    sp_model *m = open_fixture_model(FIXTURE, 2);
+    sp_model *m = open_fixture_model_on(FIXTURE, 2, "cpu");
     sp_model_info info;
     sp_model_get_info(m, &info);
     assert_int_equal(info.n_mtp_layers, 1);
@@ -127,7 +128,7 @@ static void run(sp_model *m, bool mtp, int k, const int32_t *p, size_t n, const 
 static void test_greedy_equal(void **state)
 {
     (void)state;
-    sp_model *m = open_fixture_model(FIXTURE, 2);
+    sp_model *m = open_fixture_model_on(FIXTURE, 2, "cpu");
     int64_t V = sp_model_n_vocab(m);
     int32_t p[24];
     for (int i = 0; i < 24; i++)

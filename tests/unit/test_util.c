@@ -254,11 +254,16 @@ sp_model *open_model_dir(const char *dir, int n_threads)
     return open_on(dir, n_threads, test_device());
 }
 
-sp_model *open_fixture_model(const char *name, int n_threads)
+sp_model *open_fixture_model_on(const char *name, int n_threads, const char *device)
 {
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/%s", fixture_path("models"), name);
-    return open_on(dir, n_threads, test_device());
+    return open_on(dir, n_threads, device);
+}
+
+sp_model *open_fixture_model(const char *name, int n_threads)
+{
+    return open_fixture_model_on(name, n_threads, test_device());
 }
 
 float test_frand(void)

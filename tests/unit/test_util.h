@@ -74,8 +74,9 @@ char *copy_fixture(const char *name, const tensor_edit *edits, size_t n_edits, c
 /* The device model tests run on: SPECULA_TEST_DEVICE, default "cpu". */
 const char *test_device(void);
 sp_model *open_model_dir(const char *dir, int n_threads);
-/* tests/fixtures/models/<name>. */
+/* tests/fixtures/models/<name>; _on: on the given device whatever SPECULA_TEST_DEVICE says. */
 sp_model *open_fixture_model(const char *name, int n_threads);
+sp_model *open_fixture_model_on(const char *name, int n_threads, const char *device);
 
 /* Runs a shell command; returns its exit status (-1 if it could not run). Output goes to
  * out_path when not NULL. */
