@@ -164,12 +164,6 @@ static char *perturbed_copy(const char *name, float amount)
 
 static sp_model *open_dir(const char *dir) { return open_model_dir(dir, 1); }
 
-typedef struct run_out {
-    int32_t tokens[128];
-    sp_generate_stats st;
-    sp_spec_stats ss;
-} run_out;
-
 static void run(sp_model *m, sp_model *draft_m, sp_draft_kind kind, int k, const int32_t *prompt,
                 size_t n, const sp_generate_params *gp, int64_t n_ctx, run_out *o)
 {
@@ -191,18 +185,6 @@ static void run(sp_model *m, sp_model *draft_m, sp_draft_kind kind, int k, const
         fail_msg("%s", err.msg);
     sp_session_free(d);
     sp_session_free(s);
-}
-
-static void expect_same(const char *what, const run_out *plain, const run_out *spec)
-{
-    if (plain->st.n_generated != spec->st.n_generated || strcmp(plain->st.stop_reason, spec->st.stop_reason))
-        fail_msg("%s: plain generated %lld (%s), speculative %lld (%s)", what,
-                 (long long)plain->st.n_generated, plain->st.stop_reason,
-                 (long long)spec->st.n_generated, spec->st.stop_reason);
-    for (int64_t i = 0; i < plain->st.n_generated; i++)
-        if (plain->tokens[i] != spec->tokens[i])
-            fail_msg("%s: token %lld differs: plain %d, speculative %d", what, (long long)i,
-                     plain->tokens[i], spec->tokens[i]);
 }
 
 /* Every draft source and k against plain greedy on one target; the model draft is the

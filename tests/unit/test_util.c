@@ -274,3 +274,15 @@ float test_frand(void)
     state ^= state << 17;
     return (float)((double)(state >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
 }
+
+void expect_same(const char *what, const run_out *plain, const run_out *spec)
+{
+    if (plain->st.n_generated != spec->st.n_generated || strcmp(plain->st.stop_reason, spec->st.stop_reason))
+        fail_msg("%s: plain generated %lld (%s), speculative %lld (%s)", what,
+                 (long long)plain->st.n_generated, plain->st.stop_reason,
+                 (long long)spec->st.n_generated, spec->st.stop_reason);
+    for (int64_t i = 0; i < plain->st.n_generated; i++)
+        if (plain->tokens[i] != spec->tokens[i])
+            fail_msg("%s: token %lld differs: plain %d, speculative %d", what, (long long)i,
+                     plain->tokens[i], spec->tokens[i]);
+}

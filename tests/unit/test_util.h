@@ -80,6 +80,15 @@ sp_model *open_fixture_model_on(const char *name, int n_threads, const char *dev
 
 /* Runs a shell command; returns its exit status (-1 if it could not run). Output goes to
  * out_path when not NULL. */
+/* One generation's tokens and statistics (plain or speculative), and the check that a
+ * speculative run produced exactly the plain run's tokens, count and stop reason. */
+typedef struct run_out {
+    int32_t tokens[128];
+    sp_generate_stats st;
+    sp_spec_stats ss;
+} run_out;
+void expect_same(const char *what, const run_out *plain, const run_out *spec);
+
 int run_cmd(const char *cmd);
 
 #endif
