@@ -21,63 +21,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void *g_stream;
-static int g_have_gpu;
-
-#define NEED_GPU()                                                                         \
-    do {                                                                                   \
-        if (!g_have_gpu) {                                                                 \
-            printf("no CUDA device: skipped\n");                                           \
-            skip();                                                                        \
-        }                                                                                  \
-    } while (0)
-
-#define CK(call)                                                                           \
-    do {                                                                                   \
-        int rc_ = (call);                                                                  \
-        if (rc_)                                                                           \
-            fail_msg("%s: %s (%d)", #call, spc_error_string(rc_), rc_);                    \
-    } while (0)
+#define CUDA_TEST_SEED 0x2545f4914f6cdd1dull
+#include "cuda_test_harness.h"
 
 /* ---- data and device buffers ----------------------------------------------------------- */
 
-static uint64_t g_rng = 0x2545f4914f6cdd1dull;
-static uint32_t rnd32(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (uint32_t)(g_rng >> 11);
-}
-static float frand(void) { return (float)((double)rnd32() / 2147483648.0 - 1.0); }
 static float *rand_host(int64_t n, float scale)
 {
     float *p = malloc((size_t)(n ? n : 1) * 4);
     for (int64_t i = 0; i < n; i++)
         p[i] = frand() * scale;
     return p;
-}
-static void *dev_from(const void *h, size_t bytes)
-{
-    void *p = NULL;
-    CK(spc_malloc(&p, bytes ? bytes : 4));
-    if (bytes)
-        CK(spc_memcpy_h2d_sync(g_stream, p, h, bytes));
-    return p;
-}
-static float *dev_poison(int64_t n)
-{
-    void *p = NULL;
-    CK(spc_malloc(&p, (size_t)(n ? n : 1) * 4));
-    CK(spc_memset(g_stream, p, 0xff, (size_t)(n ? n : 1) * 4));
-    return p;
-}
-static void *host_of(const void *d, size_t bytes)
-{
-    void *h = malloc(bytes ? bytes : 4);
-    CK(spc_stream_sync(g_stream));
-    CK(spc_memcpy_d2h_sync(g_stream, h, d, bytes));
-    return h;
 }
 
 /* Largest |got - want| over max |want| (NaN: infinite). */
@@ -112,8 +66,8 @@ static void check_hc_weights(int64_t n, int64_t N, int64_t iters, int head)
     float *dcomb = dev_poison(n * N * N);
     CK(spc_hc_weights(g_stream, dmix, ms, dbase, dscale, n, N, iters, 1e-6f, dpre, head ? NULL : dpost,
                       head ? NULL : dcomb));
-    float *pre = host_of(dpre, (size_t)(n * N) * 4), *post = host_of(dpost, (size_t)(n * N) * 4);
-    float *comb = host_of(dcomb, (size_t)(n * N * N) * 4);
+    float *pre = host_copy(dpre, (size_t)(n * N) * 4), *post = host_copy(dpost, (size_t)(n * N) * 4);
+    float *comb = host_copy(dcomb, (size_t)(n * N * N) * 4);
     float *rp = malloc((size_t)N * 4), *rq = malloc((size_t)N * 4), *rc = malloc((size_t)(N * N) * 4);
     double worst = 0;
     for (int64_t t = 0; t < n; t++) {
@@ -127,7 +81,7 @@ static void check_hc_weights(int64_t n, int64_t N, int64_t iters, int head)
     /* the last row alone */
     CK(spc_hc_weights(g_stream, dmix + (n - 1) * ms, ms, dbase, dscale, 1, N, iters, 1e-6f, dpre,
                       head ? NULL : dpost, head ? NULL : dcomb));
-    float *one = host_of(dpre, (size_t)N * 4);
+    float *one = host_copy(dpre, (size_t)N * 4);
     int64_t bad = diff_bits(one, pre + (n - 1) * N, N);
     printf("hc_weights N %lld iters %lld%s: max rel error %.3g, alone vs batch %lld differ\n", (long long)N,
            (long long)iters, head ? " (head)" : "", worst, (long long)bad);
@@ -160,7 +114,7 @@ static void test_hc_mix(void **state)
     float *dcol = dev_poison(n * H), *dexp = dev_poison(n * N * H);
     CK(spc_hc_collapse(g_stream, dst, dpre, n, N, H, dcol));
     CK(spc_hc_expand(g_stream, dst, dy, dpost, dcomb, n, N, H, dexp));
-    float *col = host_of(dcol, (size_t)(n * H) * 4), *ex = host_of(dexp, (size_t)(n * N * H) * 4);
+    float *col = host_copy(dcol, (size_t)(n * H) * 4), *ex = host_copy(dexp, (size_t)(n * N * H) * 4);
     float *rcol = malloc((size_t)(n * H) * 4), *rex = malloc((size_t)(n * N * H) * 4);
     for (int64_t t = 0; t < n; t++) {
         sp_hc_collapse(st + t * N * H, pre + t * N, N, H, rcol + t * H);
@@ -184,7 +138,7 @@ static void test_rope_tail(void **state)
         float *x = rand_host(n * ts, 2.0f), *cs = rand_host(n * rot, 1.0f);
         float *dx = dev_from(x, (size_t)(n * ts) * 4), *dcs = dev_from(cs, (size_t)(n * rot) * 4);
         CK(spc_rope_tail(g_stream, dx + hd - rot, n, nh, ts, hs, rot, dcs, inv));
-        float *got = host_of(dx, (size_t)(n * ts) * 4);
+        float *got = host_copy(dx, (size_t)(n * ts) * 4);
         for (int64_t t = 0; t < n; t++)
             for (int64_t h = 0; h < nh; h++)
                 sp_rope_tail(x + t * ts + h * hs + hd - rot, rot, cs + t * rot, inv);
@@ -216,7 +170,7 @@ static void check_compress(int overlap, int64_t rate, int64_t hd, int64_t rot)
     d.ape = dape;
     d.norm = dnorm;
     CK(spc_compress(g_stream, &d, w0, w1, dcs, dout, hd + 1));
-    float *got = host_of(dout, (size_t)((w1 - w0) * (hd + 1)) * 4), *ref = malloc((size_t)hd * 4);
+    float *got = host_copy(dout, (size_t)((w1 - w0) * (hd + 1)) * 4), *ref = malloc((size_t)hd * 4);
     double worst = 0;
     for (int64_t w = w0; w < w1; w++) {
         sp_compress_entry(&a, w, cs + (w - w0) * rot, ref);
@@ -224,7 +178,7 @@ static void check_compress(int overlap, int64_t rate, int64_t hd, int64_t rot)
     }
     /* entry 5 alone == in the batch */
     CK(spc_compress(g_stream, &d, 5, 6, dcs + (5 - w0) * rot, dout, hd + 1));
-    float *one = host_of(dout, (size_t)hd * 4);
+    float *one = host_copy(dout, (size_t)hd * 4);
     int64_t bad = diff_bits(one, got + (5 - w0) * (hd + 1), hd);
     printf("compress %s rate %lld hd %lld: max rel error %.3g, alone vs batch %lld differ\n",
            overlap ? "CSA" : "HCA", (long long)rate, (long long)hd, worst, (long long)bad);
@@ -274,7 +228,7 @@ static void check_index(int64_t n_tok, int64_t pos0, int64_t rate, int64_t topk,
     void *queue = NULL;
     CK(spc_malloc(&queue, qb ? qb : 16));
     CK(spc_index_topk(g_stream, &b, queue, qb));
-    int32_t *sel = host_of(dsel, (size_t)(n_tok * topk) * 4), *ref = malloc((size_t)topk * 4);
+    int32_t *sel = host_copy(dsel, (size_t)(n_tok * topk) * 4), *ref = malloc((size_t)topk * 4);
     int64_t most = n_keys > n_queue ? n_keys : n_queue;
     sp_topk_elem *scratch = malloc((size_t)most * sizeof *scratch);
     int64_t bad = 0, zeros = 0;
@@ -294,7 +248,7 @@ static void check_index(int64_t n_tok, int64_t pos0, int64_t rate, int64_t topk,
     one.pos0 = pos0 + n_tok - 1;
     one.n_tok = 1;
     CK(spc_index_topk(g_stream, &one, queue, qb));
-    int32_t *alone = host_of(dsel, (size_t)topk * 4);
+    int32_t *alone = host_copy(dsel, (size_t)topk * 4);
     int64_t var = memcmp(alone, sel + (n_tok - 1) * topk, (size_t)topk * 4) != 0;
     printf("index_topk pos %lld+%lld rate %lld top-%lld queue %lld%s: %lld of %lld choices differ from the "
            "CPU (%lld zero scores), alone vs batch %lld\n",
@@ -348,7 +302,7 @@ static void check_attention(const char *what, int64_t n_tok, int64_t pos0, int64
     d.q = dq, d.kv = dkv, d.comp = comp ? dce : NULL, d.sel = sel ? dids : NULL, d.sinks = dsinks;
     d.out = dout;
     CK(spc_dsv4_attention(g_stream, &d));
-    float *got = host_of(dout, (size_t)(n_tok * nh * hd) * 4), *ref = malloc((size_t)(n_tok * nh * hd) * 4);
+    float *got = host_copy(dout, (size_t)(n_tok * nh * hd) * 4), *ref = malloc((size_t)(n_tok * nh * hd) * 4);
     int64_t keys = window + (comp ? (sel ? n_sel : n_ent) : 0) + 1;
     const float **rows = malloc((size_t)keys * sizeof *rows);
     a.scratch = malloc((size_t)keys * 4);
@@ -362,7 +316,7 @@ static void check_attention(const char *what, int64_t n_tok, int64_t pos0, int64
         sp_dsv4_attn_args o = d;
         o.q = dq + t * qs, o.pos0 = pos0 + t, o.n_tok = 1, o.sel = sel ? dids + t * n_sel : NULL;
         CK(spc_dsv4_attention(g_stream, &o));
-        float *one = host_of(dout, (size_t)(nh * hd) * 4);
+        float *one = host_copy(dout, (size_t)(nh * hd) * 4);
         bad += diff_bits(one, got + t * nh * hd, nh * hd);
         free(one);
     }
@@ -391,7 +345,7 @@ static void test_swiglu_limit(void **state)
     float *g = rand_host(n, 20.0f), *u = rand_host(n, 20.0f), *ref = malloc((size_t)n * 4);
     float *dg = dev_from(g, (size_t)n * 4), *du = dev_from(u, (size_t)n * 4), *dout = dev_poison(n);
     CK(spc_swiglu_limit(g_stream, dg, du, n, 7.0f, dout));
-    float *got = host_of(dout, (size_t)n * 4);
+    float *got = host_copy(dout, (size_t)n * 4);
     sp_swiglu_limit(g, u, n, 7.0f, ref);
     double worst = 0;
     for (int64_t i = 0; i < n; i++)

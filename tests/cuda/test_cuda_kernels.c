@@ -28,71 +28,18 @@
 #include <string.h>
 #include <time.h>
 
-static void *g_stream;
-static int g_have_gpu = -1;
-
-#define NEED_GPU()                                                                         \
-    do {                                                                                   \
-        if (!g_have_gpu) {                                                                 \
-            printf("no CUDA device: skipped\n");                                           \
-            skip();                                                                        \
-        }                                                                                  \
-    } while (0)
-
-#define CK(call)                                                                           \
-    do {                                                                                   \
-        int rc_ = (call);                                                                  \
-        if (rc_)                                                                           \
-            fail_msg("%s: %s (%d)", #call, spc_error_string(rc_), rc_);                    \
-    } while (0)
+#define CUDA_TEST_SEED 0x9e3779b97f4a7c15ull
+#include "cuda_test_harness.h"
 
 /* ---- random data, device buffers --------------------------------------------------- */
 
-static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd32(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (uint32_t)(g_rng >> 11);
-}
-static float frand(void) { return (float)((double)rnd32() / 2147483648.0 - 1.0); }
 static void fill(float *p, int64_t n, float scale)
 {
     for (int64_t i = 0; i < n; i++)
         p[i] = frand() * scale;
 }
 
-static void *dev_alloc(size_t bytes)
-{
-    void *p = NULL;
-    CK(spc_malloc(&p, bytes ? bytes : 4));
-    return p;
-}
-static void *dev_from(const void *h, size_t bytes)
-{
-    void *p = dev_alloc(bytes);
-    CK(spc_memcpy_h2d_sync(g_stream, p, h, bytes));
-    return p;
-}
-/* A device buffer of n floats poisoned with NaN (every output must be written). */
-static float *dev_poison(int64_t n)
-{
-    float *p = dev_alloc((size_t)n * 4);
-    CK(spc_memset(g_stream, p, 0xff, (size_t)n * 4));
-    return p;
-}
-static void to_host(void *h, const void *d, size_t bytes)
-{
-    CK(spc_stream_sync(g_stream));
-    CK(spc_memcpy_d2h_sync(g_stream, h, d, bytes));
-}
-static float *host_of(const float *d, int64_t n)
-{
-    float *h = malloc((size_t)(n ? n : 1) * 4);
-    to_host(h, d, (size_t)n * 4);
-    return h;
-}
+static float *host_of(const float *d, int64_t n) { return host_copy(d, (size_t)n * 4); }
 
 static int same_bits(float a, float b)
 {
