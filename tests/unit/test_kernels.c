@@ -138,10 +138,11 @@ static void test_matmul_every_isa(void **state)
     assert_int_equal(sp_pool_new(2, &pool, NULL), SP_OK);
     sp_isa best = sp_isa_detected();
     sp_wformat fmts[] = {SP_WF_F32, SP_WF_BF16, SP_WF_F16, SP_WF_MXFP4, SP_WF_NVFP4, SP_WF_FP8_BLOCK};
-    /* 1056 columns: a full column block and a short one (fast kernels block by 1024);
-     * 140 tokens: two token blocks (fast kernels block by 128) */
+    /* 2080 columns: a full column block and a short one (fast kernels block by 2048);
+     * 140 tokens: two token blocks (fast kernels block by 126) and a partial input tile
+     * (tiles of 6), whose sub-batches below start at every tile offset */
     int64_t shapes[][3] = {{37, 64, 1}, {64, 96, 13}, {130, 256, 9}, {9, 2048, 7}, {40, 160, 66},
-                           {21, 1056, 140}};
+                           {21, 2080, 140}};
     for (int isa = SP_ISA_GENERIC; isa <= (int)best; isa++) {
         assert_int_equal(sp_isa_set((sp_isa)isa), isa);
         for (int prec = 0; prec < 2; prec++)

@@ -109,7 +109,7 @@ static sp_mm_kernel pick_kernel(const sp_weight *w, sp_precision prec)
 void sp_matmul_round_input(const sp_weight *w, const float *x, int64_t n, uint16_t *out)
 {
     sp_mm_kernel k = pick_kernel(w, SP_PRECISION_FAST);
-    if (k.prep == SP_MM_PREP_BF16 && k.prep_fn) {
+    if ((k.prep == SP_MM_PREP_BF16 || k.prep == SP_MM_PREP_BF16_TILED) && k.prep_fn) {
         k.prep_fn(x, n, out);
         return;
     }
@@ -122,10 +122,28 @@ const char *sp_matmul_kernel_name(const sp_weight *w, sp_precision prec)
     return pick_kernel(w, prec).name;
 }
 
-/* Writes tokens [t0, t1) of x in the layout kernel k reads (matmul_isa.h) into buf. */
-static void prepare_input(sp_mm_prep prep, const float *x, int64_t t0, int64_t t1, int64_t cols,
-                          void *buf)
+/* Writes tokens [t0, t1) of x in the layout kernel k reads (matmul_isa.h) into buf
+ * (for SP_MM_PREP_BF16_TILED, [t0, t1) is one tile of n_tok's). */
+static void prepare_input(const sp_mm_kernel *k, const float *x, int64_t t0, int64_t t1,
+                          int64_t cols, void *buf)
 {
+    sp_mm_prep prep = k->prep;
+    if (prep == SP_MM_PREP_BF16_TILED) { /* cols is a multiple of 32 */
+        uint16_t *o = (uint16_t *)buf + t0 * cols;
+        const int64_t T = t1 - t0;
+        for (int64_t t = t0; t < t1; t++)
+            for (int64_t c = 0; c < cols; c += 32) {
+                const float *xs = x + t * cols + c;
+                uint16_t *os = o + c * T + (t - t0) * 32; /* matmul_isa.h's tile order */
+                if (k->prep_fn) {
+                    k->prep_fn(xs, 32, os);
+                } else {
+                    for (int i = 0; i < 32; i++)
+                        os[i] = sp_mm_round_bf16(xs[i]);
+                }
+            }
+        return;
+    }
     if (prep == SP_MM_PREP_BF16) {
         uint16_t *o = buf;
         for (int64_t i = t0 * cols; i < t1 * cols; i++)
@@ -134,9 +152,9 @@ static void prepare_input(sp_mm_prep prep, const float *x, int64_t t0, int64_t t
     }
     float *o = buf; /* SP_MM_PREP_PAIRS: cols is a multiple of 32 */
     for (int64_t t = t0; t < t1; t++)
-        for (int64_t k = 0; k < cols; k += 32) {
-            const float *xs = x + t * cols + k;
-            float *os = o + t * cols + k;
+        for (int64_t c = 0; c < cols; c += 32) {
+            const float *xs = x + t * cols + c;
+            float *os = o + t * cols + c;
             for (int i = 0; i < 16; i++) {
                 os[i] = xs[2 * i];
                 os[16 + i] = xs[2 * i + 1];
@@ -147,7 +165,7 @@ static void prepare_input(sp_mm_prep prep, const float *x, int64_t t0, int64_t t
 typedef struct prep_job {
     const sp_mm_kernel *k;
     const float *x;
-    int64_t cols;
+    int64_t cols, n_tok;
     void *buf;
 } prep_job;
 
@@ -155,12 +173,19 @@ static void prep_task(void *ctx, int64_t b, int64_t e, int thread)
 {
     (void)thread;
     const prep_job *p = ctx;
+    if (p->k->prep == SP_MM_PREP_BF16_TILED) { /* [b, e) count tiles */
+        for (int64_t i = b; i < e; i++) {
+            int64_t t0 = i * SP_MM_TILE_TOKENS, t1 = t0 + SP_MM_TILE_TOKENS;
+            prepare_input(p->k, p->x, t0, t1 < p->n_tok ? t1 : p->n_tok, p->cols, p->buf);
+        }
+        return;
+    }
     if (p->k->prep_fn) {
-        size_t esz = p->k->prep == SP_MM_PREP_BF16 ? 2 : 4;
+        size_t esz = p->k->prep == SP_MM_PREP_BF16 ? 2 : 4; /* PAIRS: fp32 */
         p->k->prep_fn(p->x + b * p->cols, (e - b) * p->cols, (char *)p->buf + (size_t)(b * p->cols) * esz);
         return;
     }
-    prepare_input(p->k->prep, p->x, b, e, p->cols, p->buf);
+    prepare_input(p->k, p->x, b, e, p->cols, p->buf);
 }
 
 static void matmul_task(void *ctx, int64_t b, int64_t e, int thread)
@@ -181,7 +206,7 @@ static const void *prepare(sp_pool *pool, sp_mm_kernel *k, const sp_weight *w, c
     *heap = NULL;
     if (k->prep == SP_MM_PREP_NONE)
         return NULL;
-    size_t bytes = (size_t)(n_tok * w->cols) * (k->prep == SP_MM_PREP_BF16 ? 2 : 4);
+    size_t bytes = (size_t)(n_tok * w->cols) * (k->prep == SP_MM_PREP_PAIRS ? 4 : 2);
     void *buf = pool ? sp_pool_scratch(pool, bytes) : NULL;
     if (!buf)
         buf = *heap = malloc(bytes);
@@ -194,8 +219,10 @@ static const void *prepare(sp_pool *pool, sp_mm_kernel *k, const sp_weight *w, c
         return NULL;
     }
     /* a prefill's inputs are worth preparing on every thread */
-    prep_job pj = {k, x, w->cols, buf};
-    sp_pool_run(n_tok * w->cols < (1 << 15) ? NULL : pool, n_tok, 1, prep_task, &pj);
+    prep_job pj = {k, x, w->cols, n_tok, buf};
+    int64_t units = k->prep == SP_MM_PREP_BF16_TILED ? (n_tok + SP_MM_TILE_TOKENS - 1) / SP_MM_TILE_TOKENS
+                                                     : n_tok;
+    sp_pool_run(n_tok * w->cols < (1 << 15) ? NULL : pool, units, 1, prep_task, &pj);
     return buf;
 }
 

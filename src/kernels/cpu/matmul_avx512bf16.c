@@ -1,7 +1,8 @@
 /* matmul_avx512bf16.c: row kernels of the fast precision, compiled with AVX512_BF16
  * (see CMakeLists.txt); called only when cpuid reports it (cpu_isa.c).
  *
- * The input arrives rounded to bf16 in natural order (SP_MM_PREP_BF16). Each vdpbf16ps
+ * The input arrives rounded to bf16 in tiles of 6 tokens (SP_MM_PREP_BF16_TILED, see
+ * matmul_isa.h): a prefill tile reads its inputs as one sequential stream. Each vdpbf16ps
  * adds to fp32 lane l the products of columns 2l and 2l+1 of a 32-column step, so lane
  * l accumulates the pairs (2l, 2l+1) step after step in the instruction's fixed order.
  *
@@ -9,7 +10,7 @@
  * a block the 16 lanes accumulate as above and are then added in a fixed tree (hsum16);
  * the block sums are added to the output in ascending block order, the bias last. It
  * depends on cols only, never on the batch, the tile or the thread count. Blocking the
- * columns is what lets prefill stream each weight panel from DRAM once per 128 tokens
+ * columns is what lets prefill stream each weight panel from DRAM once per 126 tokens
  * while the inputs of a block stay in L2 and the tile's weights in L1.
  *
  * BF16 weights are used as stored; MXFP4 codes become bf16 through the block's scaled
@@ -33,12 +34,24 @@
 #define NOINLINE static __attribute__((noinline))
 
 enum {
-    KC = 1024, /* columns per reduction block (a multiple of 32) */
-    TB = 128,  /* tokens per cache block: KC bf16 inputs of TB tokens are 256 KiB */
+    KC = 2048, /* columns per reduction block (a multiple of 32) */
+    TB = 126,  /* tokens per cache block (whole tiles): KC bf16 inputs of TB tokens, 504 KiB */
     TR = 4,    /* rows x tokens of the prefill tile (24 of the 32 zmm accumulate) */
-    TT = 6,
-    DR = 8,    /* rows of the one-token (decode) tile: independent DRAM streams */
+    TT = SP_MM_TILE_TOKENS,
+    DR = 8,    /* rows of the decode tiles (8 x 1..3 tokens): independent DRAM streams */
 };
+_Static_assert(TT == 6 && TB % TT == 0, "token blocks hold whole input tiles");
+
+/* The prepared input of token t at column k (a multiple of 32): tokens t and t + 1 of a
+ * tile are 32 elements apart, and *step elements lead from one 32-column step of a token
+ * to the next (32 times the tokens of t's tile; 32 for a lone token). */
+INLINE const uint16_t *x_at(const sp_mm_job *j, int64_t t, int64_t k, int64_t *step)
+{
+    const int64_t t0 = t - t % TT, left = j->n_tok - t0;
+    const int64_t T = left < TT ? left : TT;
+    *step = 32 * T;
+    return (const uint16_t *)j->xp + t0 * j->w->cols + k * T + (t - t0) * 32;
+}
 
 INLINE float hsum16(__m512 v)
 {
@@ -100,18 +113,24 @@ INLINE void store_tile(const int R, const int T, __m512 acc[DR][TT], const sp_mm
 /* ---- BF16 rows (as stored, or MXFP4 decoded into a buffer) ------------------------- */
 
 /* acc[r][t] over columns [0, len) of the R rows at w (ws bytes apart) and the T bf16
- * input rows at x (xs elements apart). */
+ * inputs at x (x_at's layout: tokens 32 apart, xstep elements per 32-column step). With
+ * pf, each 32-column step also prefetches one line of each of R rows at pf (ws apart, at
+ * the same offset): the block that comes next, so that its weights arrive from DRAM
+ * while this tile computes (its first tile would otherwise wait on them, and the
+ * hardware prefetcher alone keeps too few lines in flight for short row streams). */
 INLINE void dot_tile(const int R, const int T, const unsigned char *w, size_t ws, const uint16_t *x,
-                     int64_t xs, int64_t len, __m512 acc[DR][TT])
+                     int64_t xstep, int64_t len, const unsigned char *pf, __m512 acc[DR][TT])
 {
     for (int r = 0; r < R; r++)
         for (int t = 0; t < T; t++)
             acc[r][t] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < len; k += 32) {
+    for (int64_t k = 0; k < len; k += 32, x += xstep) {
         __m512bh xv[TT];
         for (int t = 0; t < T; t++)
-            xv[t] = (__m512bh)_mm512_loadu_si512((const void *)(x + t * xs + k));
+            xv[t] = (__m512bh)_mm512_loadu_si512((const void *)(x + 32 * t));
         for (int r = 0; r < R; r++) {
+            if (pf)
+                _mm_prefetch((const char *)(pf + r * ws + 2 * k), _MM_HINT_T0);
             __m512bh wv = (__m512bh)_mm512_loadu_si512((const void *)(w + r * ws + 2 * k));
             for (int t = 0; t < T; t++)
                 acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, xv[t]);
@@ -119,16 +138,22 @@ INLINE void dot_tile(const int R, const int T, const unsigned char *w, size_t ws
     }
 }
 
-/* One R x T tile over columns [k0, k1): w points at column k0 of row r0. */
+/* One R x T tile over columns [k0, k1): w points at column k0 of row r0; pf as dot_tile
+ * (NULL: no prefetch, a branch the compiler removes). */
 #define DOT_FN(R, T)                                                                             \
     NOINLINE void dot_##R##x##T(const sp_mm_job *j, const unsigned char *w, size_t ws, int64_t r0, \
-                                int64_t t0, int64_t k0, int64_t k1)                            \
+                                int64_t t0, int64_t k0, int64_t k1, const unsigned char *pf)   \
     {                                                                                          \
         __m512 acc[DR][TT];                                                                    \
-        const int64_t n = j->w->cols;                                                          \
-        dot_tile(R, T, w, ws, (const uint16_t *)j->xp + t0 * n + k0, n, k1 - k0, acc);         \
-        store_tile(R, T, acc, j, r0, t0, k0 == 0, k1 == n);                                    \
+        int64_t step;                                                                          \
+        const uint16_t *x = x_at(j, t0, k0, &step);                                            \
+        if (pf)                                                                                \
+            dot_tile(R, T, w, ws, x, step, k1 - k0, pf, acc);                                  \
+        else                                                                                   \
+            dot_tile(R, T, w, ws, x, step, k1 - k0, NULL, acc);                                \
+        store_tile(R, T, acc, j, r0, t0, k0 == 0, k1 == j->w->cols);                           \
     }
+DOT_FN(8, 1)
 DOT_FN(8, 2)
 DOT_FN(8, 3)
 DOT_FN(4, 6)
@@ -139,42 +164,17 @@ DOT_FN(4, 2)
 DOT_FN(4, 1)
 DOT_FN(1, 1)
 
-/* The one-token tile of DR rows over columns [k0, k1), prefetching the tile that comes
- * next (pf: its first row at the same column offset) one line per row per step: a whole
- * tile of lookahead keeps enough lines in flight to stream DRAM at full rate, which the
- * hardware prefetcher alone does not for short rows (each tile starts DR new streams). */
-NOINLINE void dot_8x1_pf(const sp_mm_job *j, const unsigned char *w, size_t ws, int64_t r0,
-                         int64_t k0, int64_t k1, const unsigned char *pf)
-{
-    __m512 acc[DR][TT];
-    const int64_t n = j->w->cols;
-    const uint16_t *x = (const uint16_t *)j->xp + k0;
-    for (int r = 0; r < DR; r++)
-        acc[r][0] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < k1 - k0; k += 32) {
-        __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(x + k));
-        for (int r = 0; r < DR; r++) {
-            _mm_prefetch((const char *)(pf + r * ws + 2 * k), _MM_HINT_T0);
-            __m512bh wv = (__m512bh)_mm512_loadu_si512((const void *)(w + r * ws + 2 * k));
-            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], wv, xv);
-        }
-    }
-    store_tile(DR, 1, acc, j, r0, 0, k0 == 0, k1 == n);
-}
-
 typedef void (*dot_fn)(const sp_mm_job *, const unsigned char *, size_t, int64_t, int64_t, int64_t,
-                       int64_t);
+                       int64_t, const unsigned char *);
 static const dot_fn dot_4xT[TT + 1] = {NULL, dot_4x1, dot_4x2, dot_4x3, dot_4x4, dot_4x5, dot_4x6};
 
-/* Tokens [tb, te) x rows [r, r + TR) over columns [k0, k1), in tiles of TT tokens. */
+/* Tokens [tb, te) x rows [r, r + TR) over columns [k0, k1), in tiles of TT tokens; the
+ * first tile prefetches the next block's weights (pf, NULL: none). */
 static void dot_rows4(const sp_mm_job *j, const unsigned char *w, size_t ws, int64_t r, int64_t tb,
-                      int64_t te, int64_t k0, int64_t k1)
+                      int64_t te, int64_t k0, int64_t k1, const unsigned char *pf)
 {
-    int64_t t = tb;
-    for (; t + TT <= te; t += TT)
-        dot_4x6(j, w, ws, r, t, k0, k1);
-    if (t < te)
-        dot_4xT[te - t](j, w, ws, r, t, k0, k1);
+    for (int64_t t = tb; t < te; t += TT, pf = NULL)
+        dot_4xT[te - t < TT ? te - t : TT](j, w, ws, r, t, k0, k1, pf);
 }
 
 /* Loop order of a token block: when its inputs fit in L2 (always for a verify batch or
@@ -187,8 +187,11 @@ static bool rows_outer(int64_t n_tok, int64_t cols)
     return n_tok * cols * 2 <= 256 * 1024;
 }
 
+/* A block of rows [r, min(r + TR, re)) x tokens [tb, te) over column block k; the block
+ * visited next starts at row nr, column nk (prefetched only when it lies inside rows
+ * [rb, re) and the matrix). */
 typedef void (*block_fn)(const sp_mm_job *j, int64_t r, int64_t re, int64_t tb, int64_t te,
-                         int64_t k);
+                         int64_t k, int64_t nr, int64_t nk);
 
 /* Rows [rb, re) x all tokens in blocks of TB tokens, TR rows and KC columns: rows outermost
  * when a token block's inputs fit in L2 (rows_outer), else columns outermost. Only the
@@ -200,28 +203,35 @@ static void walk_blocks(const sp_mm_job *j, int64_t rb, int64_t re, block_fn blo
         int64_t te = tb + TB < n_tok ? tb + TB : n_tok;
         if (rows_outer(te - tb, n)) {
             for (int64_t r = rb; r < re; r += TR)
-                for (int64_t k = 0; k < n; k += KC)
-                    block(j, r, re, tb, te, k);
+                for (int64_t k = 0; k < n; k += KC) {
+                    bool last_k = k + KC >= n;
+                    block(j, r, re, tb, te, k, last_k ? r + TR : r, last_k ? 0 : k + KC);
+                }
         } else {
             for (int64_t k = 0; k < n; k += KC)
-                for (int64_t r = rb; r < re; r += TR)
-                    block(j, r, re, tb, te, k);
+                for (int64_t r = rb; r < re; r += TR) {
+                    bool last_r = r + TR >= re;
+                    block(j, r, re, tb, te, k, last_r ? rb : r + TR, last_r ? k + KC : k);
+                }
         }
     }
 }
 
-/* Rows [r, min(r + TR, re)) x tokens [tb, te) over column block k. */
-static void bf16_block(const sp_mm_job *j, int64_t r, int64_t re, int64_t tb, int64_t te, int64_t k)
+static void bf16_block(const sp_mm_job *j, int64_t r, int64_t re, int64_t tb, int64_t te, int64_t k,
+                       int64_t nr, int64_t nk)
 {
     const sp_weight *w = j->w;
     const int64_t n = w->cols, ke = k + KC < n ? k + KC : n;
     if (r + TR <= re) {
-        dot_rows4(j, sp_weight_row(w, r) + 2 * k, w->row_bytes, r, tb, te, k, ke);
+        /* the next block's full KC columns of TR rows exist (else no prefetch) */
+        bool pf_ok = nr + TR <= re && nk + (ke - k) <= n;
+        dot_rows4(j, sp_weight_row(w, r) + 2 * k, w->row_bytes, r, tb, te, k, ke,
+                  pf_ok ? sp_weight_row(w, nr) + 2 * nk : NULL);
         return;
     }
     for (; r < re; r++)
         for (int64_t t = tb; t < te; t++)
-            dot_1x1(j, sp_weight_row(w, r) + 2 * k, w->row_bytes, r, t, k, ke);
+            dot_1x1(j, sp_weight_row(w, r) + 2 * k, w->row_bytes, r, t, k, ke, NULL);
 }
 
 static void rows_bf16_dp(const sp_mm_job *j, int64_t rb, int64_t re)
@@ -230,27 +240,22 @@ static void rows_bf16_dp(const sp_mm_job *j, int64_t rb, int64_t re)
     const int64_t n = w->cols, n_tok = j->n_tok;
     const size_t ws = w->row_bytes;
     if (n_tok <= 3) { /* decode and the smallest verify batches: DR weight streams */
-        static const dot_fn dot_8xT[4] = {NULL, NULL, dot_8x2, dot_8x3};
+        static const dot_fn dot_8xT[4] = {NULL, dot_8x1, dot_8x2, dot_8x3};
         int64_t r = rb;
-        if (n_tok == 1)
-            for (; r + DR <= re; r += DR)
-                for (int64_t k = 0; k < n; k += KC) {
-                    int64_t ke = k + KC < n ? k + KC : n;
-                    /* the next tile: the next column block of these rows, else the next rows;
-                     * the range's last tile prefetches itself (nothing ahead) */
-                    int64_t nr = ke < n ? r : r + DR, nk = ke < n ? ke : 0;
-                    if (nr + DR > re)
-                        nr = r, nk = k;
-                    dot_8x1_pf(j, sp_weight_row(w, r) + 2 * k, ws, r, k, ke, sp_weight_row(w, nr) + 2 * nk);
-                }
-        else
-            for (; r + DR <= re; r += DR)
-                for (int64_t k = 0; k < n; k += KC)
-                    dot_8xT[n_tok](j, sp_weight_row(w, r) + 2 * k, ws, r, 0, k, k + KC < n ? k + KC : n);
+        for (; r + DR <= re; r += DR)
+            for (int64_t k = 0; k < n; k += KC) {
+                int64_t ke = k + KC < n ? k + KC : n;
+                /* the next block: the next column block of these rows, else the next rows;
+                 * the range's last block prefetches itself (nothing ahead) */
+                int64_t nr = ke < n ? r : r + DR, nk = ke < n ? ke : 0;
+                if (nr + DR > re)
+                    nr = r, nk = k;
+                dot_8xT[n_tok](j, sp_weight_row(w, r) + 2 * k, ws, r, 0, k, ke, sp_weight_row(w, nr) + 2 * nk);
+            }
         for (; r < re; r++)
             for (int64_t k = 0; k < n; k += KC)
                 for (int64_t t = 0; t < n_tok; t++)
-                    dot_1x1(j, sp_weight_row(w, r) + 2 * k, ws, r, t, k, k + KC < n ? k + KC : n);
+                    dot_1x1(j, sp_weight_row(w, r) + 2 * k, ws, r, t, k, k + KC < n ? k + KC : n, NULL);
         return;
     }
     walk_blocks(j, rb, re, bf16_block);
@@ -313,15 +318,16 @@ INLINE void mxfp4_tile(const int R, const int T, const sp_mm_job *j, int64_t r0,
 {
     const sp_weight *w = j->w;
     const int64_t n = w->cols;
-    const uint16_t *x = (const uint16_t *)j->xp + t0 * n;
+    int64_t step;
+    const uint16_t *x = x_at(j, t0, k0, &step);
     __m512 acc[DR][TT];
     for (int r = 0; r < R; r++)
         for (int t = 0; t < T; t++)
             acc[r][t] = _mm512_setzero_ps();
-    for (int64_t k = k0; k < k1; k += 32) {
+    for (int64_t k = k0; k < k1; k += 32, x += step) {
         __m512bh xv[TT];
         for (int t = 0; t < T; t++)
-            xv[t] = (__m512bh)_mm512_loadu_si512((const void *)(x + t * n + k));
+            xv[t] = (__m512bh)_mm512_loadu_si512((const void *)(x + 32 * t));
         for (int r = 0; r < R; r++) {
             __m512bh wv = (__m512bh)mxfp4_decode32(sp_weight_row(w, r0 + r),
                                                    w->scales + (size_t)(r0 + r) * w->scale_row_bytes, k);
@@ -387,20 +393,22 @@ static void mxfp4_decode_rows(const sp_weight *w, int64_t r0, int R, int64_t k0,
 }
 
 /* As bf16_block, decoding the block's rows to bf16 first (once for all its tokens). */
-static void mxfp4_block(const sp_mm_job *j, int64_t r, int64_t re, int64_t tb, int64_t te, int64_t k)
+static void mxfp4_block(const sp_mm_job *j, int64_t r, int64_t re, int64_t tb, int64_t te, int64_t k,
+                        int64_t nr, int64_t nk)
 {
-    _Alignas(64) unsigned char buf[TR * 2 * KC]; /* TR rows x KC bf16: 8 KiB */
+    (void)nr, (void)nk;
+    _Alignas(64) unsigned char buf[TR * 2 * KC]; /* TR rows x KC bf16: 16 KiB */
     const sp_weight *w = j->w;
     const int64_t n = w->cols, ke = k + KC < n ? k + KC : n;
     if (r + TR <= re) {
         mxfp4_decode_rows(w, r, TR, k, ke, buf);
-        dot_rows4(j, buf, 2 * KC, r, tb, te, k, ke);
+        dot_rows4(j, buf, 2 * KC, r, tb, te, k, ke, NULL);
         return;
     }
     for (; r < re; r++) {
         mxfp4_decode_rows(w, r, 1, k, ke, buf);
         for (int64_t t = tb; t < te; t++)
-            dot_1x1(j, buf, 2 * KC, r, t, k, ke);
+            dot_1x1(j, buf, 2 * KC, r, t, k, ke, NULL);
     }
 }
 
@@ -439,10 +447,10 @@ sp_mm_kernel sp_mm_pick_avx512bf16(const sp_weight *w)
 {
     if (w->cols % 32 == 0) {
         if (w->format == SP_WF_BF16)
-            return (sp_mm_kernel){rows_bf16_dp, SP_MM_PREP_BF16, "avx512bf16 bf16 dot", prep_bf16};
+            return (sp_mm_kernel){rows_bf16_dp, SP_MM_PREP_BF16_TILED, "avx512bf16 bf16 dot", prep_bf16};
         if (w->format == SP_WF_MXFP4) {
             pthread_once(&mxfp4_tables_once, mxfp4_tables_build);
-            return (sp_mm_kernel){rows_mxfp4_dp, SP_MM_PREP_BF16, "avx512bf16 mxfp4 dot", prep_bf16};
+            return (sp_mm_kernel){rows_mxfp4_dp, SP_MM_PREP_BF16_TILED, "avx512bf16 mxfp4 dot", prep_bf16};
         }
     }
     return sp_mm_pick_avx512(w);

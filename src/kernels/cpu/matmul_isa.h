@@ -9,6 +9,14 @@
  *   SP_MM_PREP_PAIRS  fp32, each 32-column block reordered as its 16 even columns then
  *                     its 16 odd ones (matches weights decoded as even/odd halves)
  *   SP_MM_PREP_BF16   x rounded to bf16 (sp_mm_round_bf16), natural order
+ *   SP_MM_PREP_BF16_TILED  x rounded to bf16, tokens in tiles of SP_MM_TILE_TOKENS
+ *                     (the last tile holds the rest): a tile starting at token t0 with
+ *                     T tokens occupies the natural place of its tokens, and within it
+ *                     each 32-column step holds the T tokens' 32 values one after
+ *                     another: (t, c) at t0 * cols + (c / 32) * 32 * T + (t - t0) * 32
+ *                     + c % 32. One token (T = 1) is the natural order. A prefill
+ *                     tile's inputs are one sequential stream rather than T rows far
+ *                     apart (which defeated the hardware prefetcher beside the weights).
  * Every kernel reduces an output element in an order fixed by (ISA, precision, format,
  * cols): tiles only group work, so y[t] never depends on n_tok or the thread count. */
 #ifndef SP_KERNELS_CPU_MATMUL_ISA_H
@@ -30,7 +38,14 @@ typedef struct sp_mm_job {
 
 typedef void (*sp_mm_rows_fn)(const sp_mm_job *j, int64_t rb, int64_t re);
 
-typedef enum sp_mm_prep { SP_MM_PREP_NONE, SP_MM_PREP_PAIRS, SP_MM_PREP_BF16 } sp_mm_prep;
+typedef enum sp_mm_prep {
+    SP_MM_PREP_NONE,
+    SP_MM_PREP_PAIRS,
+    SP_MM_PREP_BF16,
+    SP_MM_PREP_BF16_TILED
+} sp_mm_prep;
+
+enum { SP_MM_TILE_TOKENS = 6 }; /* tokens per tile of SP_MM_PREP_BF16_TILED */
 
 typedef struct sp_mm_kernel {
     sp_mm_rows_fn fn;
