@@ -39,6 +39,7 @@ typedef struct cuda_backend {
     const char *fail_op, *plant_op;
     int plant_calls;
     bool graphs;           /* recording allowed */
+    bool moe_group;        /* MoE pairs grouped by expert (SPECULA_CUDA_MOE_GROUP=0: off, to compare) */
     sp_rec_cache rec;
     sp_rec_slot *capturing; /* the slot being recorded, or NULL */
     void *index_queue;      /* DeepSeek-V4 indexer scratch (grown on demand) */
@@ -300,8 +301,12 @@ static void cuda_moe_route(sp_backend *be, const sp_route_cfg *cfg, const float 
 
 static void cuda_moe_ffn(sp_backend *be, const sp_moe_args *a)
 {
+    /* the carve-up sp_moe_scratch_bytes counts: A, B, the gathered inputs, the grouping */
     int64_t wide = 2 * a->inter > a->n_embd ? 2 * a->inter : a->n_embd;
+    int64_t P = a->n_tok * a->top_k;
     float *sa = a->scratch;
+    float *sc = sa + 2 * P * wide;
+    int32_t *gi = (int32_t *)(sc + ((P * a->n_embd + 15) & ~(int64_t)15));
     spc_moe_args g = {
         .experts = (const spc_expert *)a->experts,
         .n_experts = a->n_experts,
@@ -319,9 +324,11 @@ static void cuda_moe_ffn(sp_backend *be, const sp_moe_args *a)
         .w = a->w,
         .out = a->out,
         .scratch_a = sa,
-        .scratch_b = sa + a->n_tok * a->top_k * wide,
+        .scratch_b = sa + P * wide,
         .row_fmt = a->row_format,
         .row_major_only = a->row_major_only,
+        .scratch_c = cu(be)->moe_group ? sc : NULL,
+        .group_ints = cu(be)->moe_group ? gi : NULL,
     };
     check(cu(be), "moe_ffn", spc_moe_ffn(cu(be)->stream, &g));
     plant(cu(be), "moe_ffn", a->out, a->n_tok * a->n_embd);
@@ -515,6 +522,8 @@ sp_status sp_cuda_backend_new(int index, sp_backend **out, sp_error *err)
     c->plant_op = env_or_null("SPECULA_CUDA_PLANT_BUG");
     const char *gr = env_or_null("SPECULA_CUDA_GRAPHS");
     c->graphs = !c->fail_op && !c->plant_op && !(gr && !strcmp(gr, "0"));
+    const char *mg = env_or_null("SPECULA_CUDA_MOE_GROUP");
+    c->moe_group = !(mg && !strcmp(mg, "0"));
     c->rec.free_rec = spc_graph_free;
     snprintf(c->base.device_name, sizeof c->base.device_name, "cuda:%d %s (sm_%d%d, %.1f GiB)",
              index, info.name, info.cc_major, info.cc_minor, info.total_mem / 1073741824.0);

@@ -33,9 +33,11 @@ size_t sp_moe_scratch_bytes(int64_t n, int64_t k, int64_t E, int64_t H, int64_t 
     size_t ints = align16((size_t)E + 1) + align16((size_t)E) + align16((size_t)(n * k));
     size_t cpu_floats = align16((size_t)(n * H)) * 2 + align16((size_t)(n * 2 * I)) * 2 +
                         align16((size_t)(n * k * H));
-    /* a GPU computes each selection separately: two buffers of [n k, max(2I, H)] */
+    /* a GPU (backend_cuda.c): two buffers of [n k, max(2I, H)], the inputs gathered by
+     * expert [n k, H] and the grouping's 4 n k + 1 ints */
     size_t wide = (size_t)(2 * I > H ? 2 * I : H);
-    size_t gpu_floats = 2 * (size_t)(n * k) * wide;
+    size_t gpu_floats = 2 * (size_t)(n * k) * wide + align16((size_t)(n * k * H)) +
+                        align16(4 * (size_t)(n * k) + 1);
     size_t floats = cpu_floats > gpu_floats ? cpu_floats : gpu_floats;
     return (ints + floats) * 4;
 }

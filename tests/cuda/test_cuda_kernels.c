@@ -973,18 +973,52 @@ static void run_moe(sp_wformat f, int gptoss, int in_major_mix)
         free(o1);
     }
     /* the launch specialized on the experts' one format (and, without input-major experts,
-     * no transposed pass) == the general one, bit for bit */
+     * no transposed pass) == the general one, bit for bit; and, given the grouping scratch,
+     * the pairs grouped by expert (row-major experts: 51 pairs over 8 experts, groups of
+     * 1-4) == each pair alone */
     spc_moe_args spec = a;
     spec.row_fmt = f;
     spec.row_major_only = !in_major_mix;
-    CK(spc_memset(g_stream, dout, 0xff, (size_t)(N * H) * 4));
-    CK(spc_moe_ffn(g_stream, &spec));
-    float *os = host_of(dout, N * H);
-    int64_t bad_spec = count_diff_bits(os, out, N * H);
-    free(os);
-    if (bad_spec)
-        fail_msg("moe_ffn %s: %lld outputs of the format-specialized launch differ", sp_wformat_name(f),
-                 (long long)bad_spec);
+    float *dc = dev_poison(N * k * H);
+    int32_t *dgi;
+    CK(spc_malloc((void **)&dgi, (size_t)spc_moe_group_ints(N * k) * 4));
+    int64_t bad_spec = 0, bad_group = 0;
+    for (int grouped = 0; grouped < 2; grouped++) {
+        spec.scratch_c = grouped ? dc : NULL;
+        spec.group_ints = grouped ? dgi : NULL;
+        CK(spc_memset(g_stream, dout, 0xff, (size_t)(N * H) * 4));
+        CK(spc_moe_ffn(g_stream, &spec));
+        float *os = host_of(dout, N * H);
+        *(grouped ? &bad_group : &bad_spec) = count_diff_bits(os, out, N * H);
+        free(os);
+    }
+    if (bad_spec || bad_group)
+        fail_msg("moe_ffn %s: %lld outputs of the format-specialized launch, %lld of the grouped one differ",
+                 sp_wformat_name(f), (long long)bad_spec, (long long)bad_group);
+    if (!in_major_mix) { /* an id out of range: the same NaN rows grouped or not */
+        int32_t keep = ids[5];
+        ids[5] = (int32_t)m.E + 3;
+        CK(spc_memcpy_h2d_sync(g_stream, dids, ids, (size_t)(N * k) * 4));
+        float *o[2];
+        for (int grouped = 0; grouped < 2; grouped++) {
+            spec.scratch_c = grouped ? dc : NULL;
+            spec.group_ints = grouped ? dgi : NULL;
+            CK(spc_memset(g_stream, dout, 0xff, (size_t)(N * H) * 4));
+            CK(spc_moe_ffn(g_stream, &spec));
+            o[grouped] = host_of(dout, N * H);
+        }
+        int64_t bad_bad = count_diff_bits(o[0], o[1], N * H);
+        int nan_row = o[1][(5 / k) * H] != o[1][(5 / k) * H];
+        free(o[0]);
+        free(o[1]);
+        ids[5] = keep;
+        CK(spc_memcpy_h2d_sync(g_stream, dids, ids, (size_t)(N * k) * 4));
+        if (bad_bad || !nan_row)
+            fail_msg("moe_ffn %s: an invalid id: %lld outputs differ grouped vs alone, NaN row %d",
+                     sp_wformat_name(f), (long long)bad_bad, nan_row);
+    }
+    spc_free(dc);
+    spc_free(dgi);
     printf("moe_ffn %-9s %-28s%s max error %.3g (of max |sum|), alone vs batch: %lld differ\n",
            m.gptoss ? "gpt-oss" : m.limit ? "swiglu<=.5" : "swiglu", sp_wformat_name(f), in_major_mix ? " in_major mix" : "", worst,
            (long long)bad);

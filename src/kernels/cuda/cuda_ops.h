@@ -203,12 +203,22 @@ typedef struct spc_moe_args {
     float *scratch_a, *scratch_b; /* each n_tok * k * max(2I, H) floats */
     int row_fmt;              /* every row-major expert matrix's sp_wformat, or SP_WF_NONE */
     bool row_major_only;      /* no input-major expert: the transposed pass is skipped */
+    /* Grouping by expert (both or neither; NULL: every pair alone): */
+    float *scratch_c;         /* n_tok * k * H floats: inputs gathered in expert order */
+    int32_t *group_ints;      /* spc_moe_group_ints(n_tok * k) ints */
 } spc_moe_args;
 
+/* Ints of spc_moe_args.group_ints for P = n_tok * k pairs. */
+int64_t spc_moe_group_ints(int64_t pairs);
+
 /* out[t] = sum over the token's k experts, in ascending expert id, of w * expert(x[t])
- * (p = y * w; out += p, unfused, as the CPU). Each (token, slot) runs its expert alone,
- * with the matmul's per-row order: batch-invariant. n_tok * k <= 65535 per call; an id
- * outside [0, n_experts) gives NaN outputs, not a fault. */
+ * (p = y * w; out += p, unfused, as the CPU). With at least two (token, slot) pairs per
+ * expert on average, row-major experts only, n_experts <= 1024 and the grouping scratch
+ * given, the pairs that chose one expert share its weight reads, up to 4 per block;
+ * otherwise each pair runs alone.
+ * Either way every output has the matmul's per-row order: batch-invariant, and the
+ * grouped launch is bit-identical to the pair-by-pair one. n_tok * k <= 65535 per call;
+ * an id outside [0, n_experts) gives NaN outputs, not a fault. */
 int spc_moe_ffn(void *stream, const spc_moe_args *a);
 
 /* ---- DeepSeek-V4 (cuda_dsv4.cu; the CPU references are kernels/cpu/dsv4.h) -------------
