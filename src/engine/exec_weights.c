@@ -7,7 +7,15 @@
  * weight view is rebased into those copies; expert tables are copied too, so a kernel can
  * pick an expert by an id it reads on the device. DeepSeek-V4 layers get rebased copies of
  * their sp_dsv4_layer (but for the hash tables, which the forward pass reads on the host).
- * A pointer found in no region is a bug and fails loading with the tensor's name. */
+ * A pointer found in no region is a bug and fails loading with the tensor's name.
+ *
+ * Alignment: a safetensors header is padded to 8 bytes only, so a shard's tensors can sit
+ * 8 bytes off a 16-byte boundary in the file (every tensor of the llama-1b and gpt-oss
+ * random checkpoints does), and a copy to an aligned allocation would keep them there: the
+ * GPU matmuls then take their byte-load path (same values, about half the bandwidth). So
+ * each shard's copy is placed REGION_ALIGN bytes into a slightly larger allocation at the
+ * offset that puts most of its tensor bytes on a REGION_ALIGN boundary. Only addresses
+ * change, never a byte of a weight. */
 #include "engine/exec_weights.h"
 #include "util/error.h"
 
@@ -17,8 +25,12 @@
 typedef struct region {
     const unsigned char *host;
     size_t n;
-    void *dev;
+    void *dev;   /* the copy of host[0]: base + shift */
+    void *base;  /* the allocation (n + shift bytes), freed at the end */
+    size_t shift;
 } region;
+
+#define REGION_ALIGN 256 /* cudaMalloc's alignment */
 
 struct sp_exec_store {
     region *r;
@@ -30,7 +42,8 @@ struct sp_exec_store {
     const char *bad; /* name of a weight whose pointer is in no region */
 };
 
-static sp_status push_region(sp_exec_store *s, const void *host, size_t n, sp_error *err)
+static sp_status push_region(sp_exec_store *s, const void *host, size_t n, size_t shift,
+                             sp_error *err)
 {
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 64;
@@ -40,7 +53,7 @@ static sp_status push_region(sp_exec_store *s, const void *host, size_t n, sp_er
         s->r = p;
         s->cap = cap;
     }
-    s->r[s->n++] = (region){host, n, NULL};
+    s->r[s->n++] = (region){host, n, NULL, NULL, shift};
     return SP_OK;
 }
 
@@ -162,6 +175,22 @@ static sp_status rebase_v4_layers(sp_model *m, sp_exec_store *s, sp_error *err)
 
 #define UPLOAD_CHUNK ((size_t)256 << 20) /* bytes per upload call: the progress step */
 
+/* The offset into an aligned allocation at which a shard's copy puts most of its tensor
+ * bytes on a REGION_ALIGN boundary. */
+static size_t shard_shift(const sp_safetensors *st)
+{
+    uint64_t bytes[REGION_ALIGN] = {0};
+    if (!st->file.n_bytes)
+        return 0;
+    for (size_t i = 0; i < st->n_tensors; i++)
+        bytes[(size_t)(st->tensors[i].data - st->file.data) % REGION_ALIGN] += st->tensors[i].n_bytes;
+    size_t best = 0;
+    for (size_t r = 1; r < REGION_ALIGN; r++)
+        if (bytes[r] > bytes[best])
+            best = r;
+    return (REGION_ALIGN - best) % REGION_ALIGN;
+}
+
 /* Copies every shard mapping and converted vector to the device. */
 static sp_status upload_regions(sp_model *m, sp_exec_store *s, sp_error *err)
 {
@@ -170,15 +199,18 @@ static sp_status upload_regions(sp_model *m, sp_exec_store *s, sp_error *err)
     for (size_t i = 0; i < m->ckpt->n_shards && st == SP_OK; i++) {
         const sp_mapped_file *f = &m->ckpt->shards[i]->file;
         if (f->n_bytes)
-            st = push_region(s, f->data, f->n_bytes, err);
+            st = push_region(s, f->data, f->n_bytes, shard_shift(m->ckpt->shards[i]), err);
     }
     for (size_t i = 0; i < m->n_owned && st == SP_OK; i++)
-        st = push_region(s, m->owned[i], (m->owned_n[i] ? m->owned_n[i] : 1) * sizeof(float), err);
+        st = push_region(s, m->owned[i], (m->owned_n[i] ? m->owned_n[i] : 1) * sizeof(float), 0,
+                         err);
     uint64_t total = 0, done = 0;
     for (size_t i = 0; i < s->n; i++)
         total += s->r[i].n;
     for (size_t i = 0; i < s->n && st == SP_OK; i++) {
-        st = be->ops->alloc(be, s->r[i].n, &s->r[i].dev, err);
+        st = be->ops->alloc(be, s->r[i].n + s->r[i].shift, &s->r[i].base, err);
+        if (st == SP_OK)
+            s->r[i].dev = (char *)s->r[i].base + s->r[i].shift;
         for (size_t off = 0; st == SP_OK && off < s->r[i].n; off += UPLOAD_CHUNK) {
             size_t n = s->r[i].n - off < UPLOAD_CHUNK ? s->r[i].n - off : UPLOAD_CHUNK;
             st = be->ops->upload(be, (char *)s->r[i].dev + off, (const char *)s->r[i].host + off,
@@ -242,8 +274,8 @@ void sp_exec_weights_free(sp_model *m)
     if (!s)
         return;
     for (size_t i = 0; i < s->n; i++)
-        if (s->r[i].dev)
-            m->be->ops->free(m->be, s->r[i].dev);
+        if (s->r[i].base)
+            m->be->ops->free(m->be, s->r[i].base);
     for (size_t i = 0; i < s->n_tables; i++)
         m->be->ops->free(m->be, s->tables[i]);
     free(s->r);
@@ -260,7 +292,7 @@ uint64_t sp_exec_weights_device_bytes(const sp_model *m)
     if (m->be->host_memory)
         return 0;
     for (size_t i = 0; i < m->ckpt->n_shards; i++)
-        b += m->ckpt->shards[i]->file.n_bytes;
+        b += m->ckpt->shards[i]->file.n_bytes + shard_shift(m->ckpt->shards[i]);
     for (size_t i = 0; i < m->n_owned; i++)
         b += (uint64_t)m->owned_n[i] * sizeof(float);
     for (int64_t l = 0; l < m->n_layers; l++)
