@@ -1,6 +1,6 @@
 """Creates the DeepSeek-V4 parity fixtures with transformers (DeepseekV4ForCausalLM).
 
-usage: python3 scripts/reference/make_dsv4_fixtures.py OUT_DIR
+usage: python3 scripts/reference/make_dsv4_fixtures.py OUT_DIR [NAME ...]   (no NAME: every fixture)
 
 Tiny configs that exercise every layer type (sliding_attention, compressed_sparse_attention
 with the lightning indexer and a top-k smaller than the number of compressed entries,
@@ -9,6 +9,13 @@ functions, the SwiGLU clamp, YaRN on the "compress" RoPE, hyper-connections with
 many Sinkhorn iterations. Prompts run to 300 tokens so that they cross many compression
 windows and the sliding window; greedy continuations of the two longest prompts cross
 further window boundaries while decoding.
+
+Quantized fixtures (QUANTIZED): the routed and shared experts as ModelOpt ships NVFP4
+(U8 codes, F8_E4M3 scale per 16, F32 weight_scale_2, input_scale), and every linear layer
+but the router in FP8 E4M3 with 128x128 weight_scale_inv blocks (DeepSeek-V3's convention;
+hidden and expert widths past 128 so that the scale grids are 2x2). The quantizers are
+make_moe_fixtures.py's; as there, the reference is transformers loading an F32 checkpoint
+of the dequantized weights (everything else rounded to BF16 in both).
 
 Each fixture directory holds what common.py describes (checkpoint, reference.json,
 logits.bin) and reference.json adds:
@@ -31,6 +38,7 @@ from safetensors import safe_open
 from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
 
 from common import load_reference, make_prompts, randomize_
+from make_moe_fixtures import edit_config, fp8_block, modelopt_nvfp4, read_tensors, write_checkpoint
 
 PROMPT_LENGTHS = (1, 6, 37, 300)
 GREEDY_PROMPTS = (2, 3)
@@ -76,6 +84,38 @@ FIXTURES = [
           n_routed_experts=6, num_experts_per_tok=3, index_n_heads=4, index_topk=9),
      torch.bfloat16, 402),
 ]
+
+
+# name, config overrides, quantizer (make_moe_fixtures: (key, F32 tensor) -> None to keep
+# as BF16, or (hub tensors, dequantized F32)), quantization_config, seed
+QUANTIZED = [
+    # the seed's model: NVFP4 experts (routed and shared), everything else BF16
+    ("dsv4_nvfp4_modelopt", dict(moe_intermediate_size=48),
+     modelopt_nvfp4(excluded=("attn.", "ffn.gate.")),
+     {"quant_method": "modelopt", "quant_algo": "NVFP4",
+      "producer": {"name": "modelopt", "version": "0.37.0"},
+      "ignore": ["head", "model.embed_tokens", "model.hc_head*", "model.layers.*.attn*",
+                 "model.layers.*.hc_*", "model.layers.*.ffn.gate"],
+      "config_groups": {"group_0": {"targets": ["Linear"],
+                                    "weights": {"type": "float", "num_bits": 4, "group_size": 16,
+                                                "dynamic": False},
+                                    "input_activations": {"type": "float", "num_bits": 4,
+                                                          "group_size": 16, "dynamic": False}}}},
+     403),
+    # DeepSeek's FP8: every linear layer but the router (gate), hc, norms, embedding, head;
+    # H 144 and expert width 136 give the experts 2x2 scale grids with partial blocks
+    ("dsv4_fp8_block",
+     dict(hidden_size=144, moe_intermediate_size=136, num_hidden_layers=3, n_routed_experts=3,
+          layer_types=["compressed_sparse_attention", "heavily_compressed_attention", "sliding_attention"],
+          mlp_layer_types=["hash_moe", "moe", "moe"],
+          compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 8},
+          index_topk=5, sliding_window=12),
+     fp8_block(excluded=("ffn.gate.",)),
+     {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]},
+     404),
+]
+# MXFP4: specula reads it only as gpt-oss ships it (experts fused per layer, *_blocks /
+# *_scales [E, rows, cols/32, 16]); V4's per-expert matrices have no MXFP4 binding, so no fixture.
 
 
 def randomize_v4_(model, seed):
@@ -142,16 +182,60 @@ def cache_check(ref, prompt):
     return float((full - step).abs().max()), float(full.abs().max())
 
 
-def make_fixture(out, name, overrides, dtype, seed):
+def new_model(overrides, seed):
     cfg = DeepseekV4Config(**base(**overrides))
     model = DeepseekV4ForCausalLM(cfg).eval()
     randomize_(model, seed=seed)
     randomize_v4_(model, seed + 1)
+    return cfg, model
+
+
+def make_fixture(out, name, overrides, dtype, seed):
+    cfg, model = new_model(overrides, seed)
     path = os.path.join(out, name)
     if os.path.exists(path):
         shutil.rmtree(path)
     model.to(dtype).save_pretrained(path)
     ref = load_reference(DeepseekV4ForCausalLM, path)
+    write_reference(ref, path, name, cfg, seed, {"save_dtype": str(dtype), "config_overrides": overrides})
+
+
+def make_quantized_fixture(out, name, overrides, quantize, quant_config, seed):
+    """make_moe_fixtures.quantized_fixture's pattern: the F32 model's tensors (hub names, as
+    save_pretrained writes them) go through quantize(); the checkpoint gets the packed ones
+    and the quantization_config, the reference loads an F32 checkpoint of the dequantized
+    weights. Integer tensors (the hash layers' tid2eid) are kept as they are."""
+    cfg, model = new_model(overrides, seed)
+    tmp = os.path.join(out, ".tmp-" + name)
+    model.save_pretrained(tmp)
+    packed, deq = {}, {}
+    for k, t in read_tensors(tmp).items():
+        q = quantize(k, t) if t.is_floating_point() else None
+        if not t.is_floating_point():
+            packed[k] = deq[k] = t
+        elif q is None:
+            packed[k] = t.to(torch.bfloat16)
+            deq[k] = packed[k].float()
+        else:
+            packed.update(q[0])
+            deq[k] = q[1]
+    path = os.path.join(out, name)
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    write_checkpoint(path, tmp, packed)
+    edit_config(path, lambda c: c.__setitem__("quantization_config", quant_config))
+    refdir = os.path.join(out, ".ref-" + name)
+    write_checkpoint(refdir, tmp, deq)
+    ref = load_reference(DeepseekV4ForCausalLM, refdir)
+    write_reference(ref, path, name, cfg, seed,
+                    {"quantization": quant_config.get("quant_algo") or quant_config["quant_method"],
+                     "reference": "transformers on an F32 checkpoint of the dequantized weights",
+                     "config_overrides": overrides})
+    shutil.rmtree(tmp)
+    shutil.rmtree(refdir)
+
+
+def write_reference(ref, path, name, cfg, seed, extra):
     prompts = make_prompts(cfg.vocab_size, seed=seed, lengths=PROMPT_LENGTHS)
     rows = []
     with torch.no_grad():
@@ -178,22 +262,29 @@ def make_fixture(out, name, overrides, dtype, seed):
         "greedy_new_tokens": GREEDY_NEW_TOKENS, "greedy_generate": greedy_gen,
         "cache_check": cc, "vocab_size": int(allrows.shape[1]),
         "transformers": __import__("transformers").__version__, "torch": torch.__version__,
-        "rope": rope_tables(ref), "family": "DeepseekV4ForCausalLM", "save_dtype": str(dtype),
-        "config_overrides": {k: v for k, v in overrides.items()}, "keys": key_table(path),
+        "rope": rope_tables(ref), "family": "DeepseekV4ForCausalLM",
     }
+    meta.update(extra)
+    meta["keys"] = key_table(path)
     with open(os.path.join(path, "reference.json"), "w") as f:
         json.dump(meta, f, indent=1)
     print(f"{name}: greedy {greedy[0][:8]} generate {greedy_gen[0] if isinstance(greedy_gen[0], str) else greedy_gen[0][:8]} "
           f"cache_check {cc}", flush=True)
 
 
-def main(out):
+def main(out, names):
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
+    jobs = [(f[0], make_fixture, f) for f in FIXTURES] + [(f[0], make_quantized_fixture, f) for f in QUANTIZED]
+    unknown = set(names) - {j[0] for j in jobs}
+    if unknown:
+        sys.exit("unknown fixture(s): " + ", ".join(sorted(unknown)))
     failed = 0
-    for name, overrides, dtype, seed in FIXTURES:
+    for name, fn, args in jobs:
+        if names and name not in names:
+            continue
         try:
-            make_fixture(out, name, overrides, dtype, seed)
+            fn(out, *args)
         except Exception:
             failed += 1
             print(f"{name}: FAILED", flush=True)
@@ -202,4 +293,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:])
