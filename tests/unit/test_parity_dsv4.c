@@ -24,8 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the last two: NVFP4 experts as ModelOpt ships them (the seed's model), and every linear
+ * layer but the router in FP8 with 128x128 blocks; their references ran on the
+ * dequantized weights */
 static const char *const FIXTURES[] = {"dsv4_sqrtsoftplus_bf16", "dsv4_sigmoid_yarn_clamp_f32",
-                                       "dsv4_csa_hca_nonorm_bf16"};
+                                       "dsv4_csa_hca_nonorm_bf16", "dsv4_nvfp4_modelopt",
+                                       "dsv4_fp8_block"};
 #define MAX_TOK 512
 
 typedef struct fx {

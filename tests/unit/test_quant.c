@@ -294,6 +294,26 @@ static void test_bad_quantized_checkpoints(void **state)
     expect_open_error(copy_fixture("deepseekv3_fp8_block", NULL, 0,
                                      "{\"quant_method\": \"fp8\", \"weight_block_size\": [64, 64]}"),
                       SP_ERR_UNSUPPORTED, "weight_block_size", NULL);
+
+    /* DeepSeek-V4's per-expert matrices go through the same binder: each error names the
+     * checkpoint file and the tensor */
+    const char *v4s2 = "model.layers.3.ffn.experts.7.w2.weight_scale_2";
+    tensor_edit e7[] = {{.name = v4s2, .dtype = NULL, .n_dims = 0, .shape = {0}, .drop = true}};
+    expect_open_error(copy_fixture("dsv4_nvfp4_modelopt", e7, 1, NULL), SP_ERR_FORMAT, v4s2,
+                      "model.safetensors: required tensor");
+    const char *v4ws = "model.layers.0.ffn.shared_experts.w1.weight_scale";
+    tensor_edit e8[] = {{.name = v4ws, .dtype = NULL, .n_dims = 2, .shape = {48, 2}, .drop = false}};
+    expect_open_error(copy_fixture("dsv4_nvfp4_modelopt", e8, 1, NULL), SP_ERR_FORMAT, v4ws, "expected [48, 4]");
+    expect_open_error(copy_fixture("dsv4_nvfp4_modelopt", NULL, 0, ""), SP_ERR_FORMAT,
+                      "model.safetensors: tensor 'model.layers.0.ffn.experts.0.w1.weight' is U8", "NVFP4");
+    const char *v4si = "model.layers.1.ffn.experts.2.w2.weight_scale_inv";
+    tensor_edit e9[] = {{.name = v4si, .dtype = NULL, .n_dims = 2, .shape = {1, 2}, .drop = false}};
+    expect_open_error(copy_fixture("dsv4_fp8_block", e9, 1, NULL), SP_ERR_FORMAT, v4si, "expected [2, 2]");
+    tensor_edit e10[] = {{.name = v4si, .dtype = NULL, .n_dims = 0, .shape = {0}, .drop = true}};
+    expect_open_error(copy_fixture("dsv4_fp8_block", e10, 1, NULL), SP_ERR_FORMAT, v4si,
+                      "model.safetensors: required tensor");
+    expect_open_error(copy_fixture("dsv4_fp8_block", NULL, 0, ""), SP_ERR_FORMAT,
+                      "model.safetensors: tensor 'model.layers.0.attn.wq_a.weight' is F8_E4M3", "fp8");
 }
 
 int main(void)
