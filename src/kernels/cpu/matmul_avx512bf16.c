@@ -41,6 +41,7 @@ enum {
     DR = 8,    /* rows of the decode tiles (8 x 1..3 tokens): independent DRAM streams */
 };
 _Static_assert(TT == 6 && TB % TT == 0, "token blocks hold whole input tiles");
+#define PF_AHEAD 1024 /* columns a decode tile prefetches ahead (DR rows: 16 KiB) */
 
 /* The prepared input of token t at column k (a multiple of 32): tokens t and t + 1 of a
  * tile are 32 elements apart, and *step elements lead from one 32-column step of a token
@@ -114,12 +115,16 @@ INLINE void store_tile(const int R, const int T, __m512 acc[DR][TT], const sp_mm
 
 /* acc[r][t] over columns [0, len) of the R rows at w (ws bytes apart) and the T bf16
  * inputs at x (x_at's layout: tokens 32 apart, xstep elements per 32-column step). With
- * pf, each 32-column step also prefetches one line of each of R rows at pf (ws apart, at
- * the same offset): the block that comes next, so that its weights arrive from DRAM
- * while this tile computes (its first tile would otherwise wait on them, and the
- * hardware prefetcher alone keeps too few lines in flight for short row streams). */
+ * pf, each 32-column step also prefetches one line of each of the R rows `ahead` columns
+ * further on: in these rows while that is inside the block, then in the block that comes
+ * next (its rows at pf, ws apart, from its first column), so that weights arrive from
+ * DRAM while earlier ones are used (the hardware prefetcher alone keeps too few lines in
+ * flight for short row streams). ahead = len prefetches the whole next block during this
+ * tile (a prefill's first tile); a decode tile looks PF_AHEAD columns ahead, about
+ * 16 KiB in flight, which stays within L1 beside the lines being used. */
 INLINE void dot_tile(const int R, const int T, const unsigned char *w, size_t ws, const uint16_t *x,
-                     int64_t xstep, int64_t len, const unsigned char *pf, __m512 acc[DR][TT])
+                     int64_t xstep, int64_t len, const unsigned char *pf, int64_t ahead,
+                     __m512 acc[DR][TT])
 {
     for (int r = 0; r < R; r++)
         for (int t = 0; t < T; t++)
@@ -128,9 +133,11 @@ INLINE void dot_tile(const int R, const int T, const unsigned char *w, size_t ws
         __m512bh xv[TT];
         for (int t = 0; t < T; t++)
             xv[t] = (__m512bh)_mm512_loadu_si512((const void *)(x + 32 * t));
+        const int64_t kk = k + ahead;
+        const unsigned char *pk = kk < len ? w + 2 * kk : pf + 2 * (kk - len);
         for (int r = 0; r < R; r++) {
             if (pf)
-                _mm_prefetch((const char *)(pf + r * ws + 2 * k), _MM_HINT_T0);
+                _mm_prefetch((const char *)(pk + r * ws), _MM_HINT_T0);
             __m512bh wv = (__m512bh)_mm512_loadu_si512((const void *)(w + r * ws + 2 * k));
             for (int t = 0; t < T; t++)
                 acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, xv[t]);
@@ -139,7 +146,8 @@ INLINE void dot_tile(const int R, const int T, const unsigned char *w, size_t ws
 }
 
 /* One R x T tile over columns [k0, k1): w points at column k0 of row r0; pf as dot_tile
- * (NULL: no prefetch, a branch the compiler removes). */
+ * (NULL: no prefetch, a branch the compiler removes), looking PF_AHEAD columns ahead in
+ * the DR-row decode tiles and a whole block ahead in the others. */
 #define DOT_FN(R, T)                                                                             \
     NOINLINE void dot_##R##x##T(const sp_mm_job *j, const unsigned char *w, size_t ws, int64_t r0, \
                                 int64_t t0, int64_t k0, int64_t k1, const unsigned char *pf)   \
@@ -147,10 +155,12 @@ INLINE void dot_tile(const int R, const int T, const unsigned char *w, size_t ws
         __m512 acc[DR][TT];                                                                    \
         int64_t step;                                                                          \
         const uint16_t *x = x_at(j, t0, k0, &step);                                            \
+        const int64_t len = k1 - k0;                                                           \
         if (pf)                                                                                \
-            dot_tile(R, T, w, ws, x, step, k1 - k0, pf, acc);                                  \
+            dot_tile(R, T, w, ws, x, step, len, pf, R == DR && len > PF_AHEAD ? PF_AHEAD : len,  \
+                     acc);                                                                     \
         else                                                                                   \
-            dot_tile(R, T, w, ws, x, step, k1 - k0, NULL, acc);                                \
+            dot_tile(R, T, w, ws, x, step, len, NULL, 0, acc);                                 \
         store_tile(R, T, acc, j, r0, t0, k0 == 0, k1 == j->w->cols);                           \
     }
 DOT_FN(8, 1)
