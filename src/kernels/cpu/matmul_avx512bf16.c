@@ -10,8 +10,8 @@
  * a block the 16 lanes accumulate as above and are then added in a fixed tree (hsum16);
  * the block sums are added to the output in ascending block order, the bias last. It
  * depends on cols only, never on the batch, the tile or the thread count. Blocking the
- * columns is what lets prefill stream each weight panel from DRAM once per 126 tokens
- * while the inputs of a block stay in L2 and the tile's weights in L1.
+ * columns is what lets prefill stream each weight panel from DRAM once per block of up
+ * to 132 tokens while the inputs of a block stay in L2 and the tile's weights in L1.
  *
  * BF16 weights are used as stored; MXFP4 codes become bf16 through the block's scaled
  * 16-entry table (code value times 2^e is exact in bf16; one table per scale byte, built
@@ -35,7 +35,7 @@
 
 enum {
     KC = 2048, /* columns per reduction block (a multiple of 32) */
-    TB = 126,  /* tokens per cache block (whole tiles): KC bf16 inputs of TB tokens, 504 KiB */
+    TB = 132,  /* most tokens per cache block (whole tiles): KC bf16 inputs of TB tokens, 528 KiB */
     TR = 4,    /* rows x tokens of the prefill tile (24 of the 32 zmm accumulate) */
     TT = SP_MM_TILE_TOKENS,
     DR = 8,    /* rows of the decode tiles (8 x 1..3 tokens): independent DRAM streams */
@@ -203,14 +203,25 @@ static bool rows_outer(int64_t n_tok, int64_t cols)
 typedef void (*block_fn)(const sp_mm_job *j, int64_t r, int64_t re, int64_t tb, int64_t te,
                          int64_t k, int64_t nr, int64_t nk);
 
-/* Rows [rb, re) x all tokens in blocks of TB tokens, TR rows and KC columns: rows outermost
+/* Tokens per block for n_tok tokens: as few blocks of at most TB as can hold them, of
+ * nearly equal size in whole tiles (each block streams the weights once: 128 tokens as
+ * 126 + 2 read them twice, the second time for two tokens). */
+static int64_t block_tokens(int64_t n_tok)
+{
+    int64_t blocks = (n_tok + TB - 1) / TB;
+    int64_t per = (n_tok + blocks - 1) / blocks;
+    return (per + TT - 1) / TT * TT;
+}
+
+/* Rows [rb, re) x all tokens in blocks of block_tokens, TR rows and KC columns: rows outermost
  * when a token block's inputs fit in L2 (rows_outer), else columns outermost. Only the
  * visiting order of blocks changes; each output's accumulation order is the block's own. */
 static void walk_blocks(const sp_mm_job *j, int64_t rb, int64_t re, block_fn block)
 {
     const int64_t n = j->w->cols, n_tok = j->n_tok;
-    for (int64_t tb = 0; tb < n_tok; tb += TB) {
-        int64_t te = tb + TB < n_tok ? tb + TB : n_tok;
+    const int64_t bt = block_tokens(n_tok);
+    for (int64_t tb = 0; tb < n_tok; tb += bt) {
+        int64_t te = tb + bt < n_tok ? tb + bt : n_tok;
         if (rows_outer(te - tb, n)) {
             for (int64_t r = rb; r < re; r += TR)
                 for (int64_t k = 0; k < n; k += KC) {
