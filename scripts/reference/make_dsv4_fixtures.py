@@ -38,7 +38,8 @@ from safetensors import safe_open
 from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
 
 from common import load_reference, make_prompts, randomize_
-from make_moe_fixtures import edit_config, fp8_block, modelopt_nvfp4, read_tensors, write_checkpoint
+from make_moe_fixtures import (E2M1, edit_config, fp8_block, is_linear, modelopt_nvfp4, quant_mxfp4,
+                               read_tensors, write_checkpoint)
 
 PROMPT_LENGTHS = (1, 6, 37, 300)
 GREEDY_PROMPTS = (2, 3)
@@ -114,8 +115,36 @@ QUANTIZED = [
      {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]},
      404),
 ]
-# MXFP4: specula reads it only as gpt-oss ships it (experts fused per layer, *_blocks /
-# *_scales [E, rows, cols/32, 16]); V4's per-expert matrices have no MXFP4 binding, so no fixture.
+
+
+def mxfp4_matrix(excluded):
+    """Per-matrix MXFP4 (quant_method mxfp4): '.weight' I8 [rows, cols/2], two E2M1 codes a
+    byte (the even column in the low nibble, as gpt-oss's blocks), '.weight_scale' U8 UE8M0
+    [rows, cols/32]; the dequantized F32 for the reference."""
+    def q(k, t):
+        if not is_linear(k, excluded):
+            return None
+        rows, cols = t.shape
+        blocks, scales = quant_mxfp4(t.float())  # [rows, cols/32, 16], [rows, cols/32]
+        lo = (blocks & 15).long()
+        hi = (blocks >> 4).long()
+        codes = torch.stack([lo, hi], -1).reshape(rows, cols // 32, 32)
+        deq = E2M1[codes] * torch.exp2(scales.float() - 127).unsqueeze(-1)
+        base = k[:-len(".weight")]
+        return ({k: blocks.reshape(rows, cols // 2).view(torch.int8).contiguous(),
+                 base + ".weight_scale": scales}, deq.reshape(rows, cols))
+    return q
+
+
+QUANTIZED.append(
+    # MXFP4 experts as per-matrix tensors (I8 codes + UE8M0 scales), everything else BF16
+    ("dsv4_mxfp4",
+     dict(moe_intermediate_size=64),
+     mxfp4_matrix(excluded=("attn.", "ffn.gate.")),
+     {"quant_method": "mxfp4",
+      "modules_to_not_convert": ["head", "model.embed_tokens", "model.hc_head*", "model.layers.*.attn*",
+                                 "model.layers.*.hc_*", "model.layers.*.ffn.gate"]},
+     405))
 
 
 def randomize_v4_(model, seed):

@@ -17,7 +17,7 @@ const char *sp_quant_method_name(sp_quant_method m)
 {
     switch (m) {
     case SP_QUANT_NONE: return "none";
-    case SP_QUANT_MXFP4: return "MXFP4 (gpt-oss)";
+    case SP_QUANT_MXFP4: return "MXFP4 (gpt-oss fused experts or per matrix)";
     case SP_QUANT_NVFP4_MODELOPT: return "NVFP4 (ModelOpt)";
     case SP_QUANT_NVFP4_CT: return "NVFP4 (compressed-tensors)";
     case SP_QUANT_FP8_BLOCK: return "FP8 E4M3, 128x128 block scales";
@@ -345,12 +345,55 @@ static sp_status bind_fp8(sp_quant *q, sp_tensor_lookup find, void *ctx, const c
     return SP_OK;
 }
 
+/* One matrix in MXFP4 (quant_method mxfp4, a per-matrix tensor rather than gpt-oss's
+ * fused experts): `base`.weight U8 or I8 [rows, cols/2], two E2M1 codes a byte (the even
+ * column in the low nibble, as gpt-oss's blocks), and one UE8M0 scale per 32 columns in
+ * `base`.weight_scale or `base`.scale (U8 or F8_E8M0 [rows, cols/32]). */
+static sp_status bind_mxfp4(sp_quant *q, sp_tensor_lookup find, void *ctx, const char *base,
+                            const sp_st_tensor *t, const char *file, int64_t rows, int64_t cols,
+                            sp_weight *out, sp_error *err)
+{
+    if (cols % SP_MXFP4_BLOCK)
+        return sp_err(err, SP_ERR_FORMAT, "%s: tensor '%s': MXFP4 needs an input width divisible "
+                      "by %d, config.json implies %lld", file, t->name, SP_MXFP4_BLOCK, (long long)cols);
+    int64_t dims[2] = {rows, cols / 2};
+    if (!shape_is(t, 2, dims))
+        return bad_shape(file, t, 2, dims, "two E2M1 codes a byte", err);
+    char n[512];
+    snprintf(n, sizeof n, "%s.weight_scale", base);
+    if (!find(ctx, n, NULL))
+        snprintf(n, sizeof n, "%s.scale", base);
+    const sp_st_tensor *s;
+    const char *sf;
+    sp_status st = need(find, ctx, file, n, SP_DTYPE_U8, SP_DTYPE_F8_E8M0,
+                        "MXFP4 UE8M0 scales, as .weight_scale or .scale", &s, &sf, err);
+    if (st != SP_OK)
+        return st;
+    int64_t sdims[2] = {rows, cols / SP_MXFP4_BLOCK};
+    if (!shape_is(s, 2, sdims))
+        return bad_shape(sf, s, 2, sdims, "one scale per block of 32", err);
+    memset(out, 0, sizeof *out);
+    out->format = SP_WF_MXFP4;
+    out->rows = rows;
+    out->cols = cols;
+    out->data = t->data;
+    out->row_bytes = (size_t)cols / 2;
+    out->scales = s->data;
+    out->scale_row_bytes = (size_t)sdims[1];
+    out->global_scale = 1.0f;
+    out->name = t->name;
+    q->packed_bytes += t->n_bytes + s->n_bytes;
+    return SP_OK;
+}
+
 sp_status sp_quant_bind(sp_quant *q, sp_tensor_lookup find, void *ctx, const char *base,
                         const sp_st_tensor *t, const char *file, int64_t rows, int64_t cols,
                         sp_weight *out, sp_error *err)
 {
     sp_status st;
-    if (t->dtype == SP_DTYPE_U8) {
+    if ((t->dtype == SP_DTYPE_U8 || t->dtype == SP_DTYPE_I8) && q->method == SP_QUANT_MXFP4) {
+        st = bind_mxfp4(q, find, ctx, base, t, file, rows, cols, out, err);
+    } else if (t->dtype == SP_DTYPE_U8) {
         if (q->method != SP_QUANT_NVFP4_MODELOPT && q->method != SP_QUANT_NVFP4_CT)
             return sp_err(err, SP_ERR_FORMAT, "%s: tensor '%s' is U8 (packed FP4) but the "
                           "checkpoint's quantization config is %s; an NVFP4 checkpoint declares "

@@ -4,6 +4,8 @@
  *   scheme                 config                                       tensors per matrix X
  *   MXFP4 (gpt-oss)        quantization_config.quant_method "mxfp4"      experts' *_blocks U8 [.., rows, cols/32, 16]
  *                                                                        + *_scales U8/E8M0 [.., rows, cols/32]
+ *   MXFP4 (per matrix)     quant_method "mxfp4"                          X.weight U8/I8 [rows, cols/2], X.weight_scale
+ *                                                                        or X.scale U8/E8M0 [rows, cols/32]
  *   NVFP4, ModelOpt        quant_method "modelopt" + quant_algo NVFP4,   X.weight U8 [rows, cols/2], X.weight_scale
  *                          or hf_quant_config.json quantization.quant_algo  F8_E4M3 [rows, cols/16], X.weight_scale_2
  *                                                                        F32 (multiplier), X.input_scale F32

@@ -24,12 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the last two: NVFP4 experts as ModelOpt ships them (the seed's model), and every linear
- * layer but the router in FP8 with 128x128 blocks; their references ran on the
- * dequantized weights */
+/* the last three: NVFP4 experts as ModelOpt ships them (the seed's model), every linear
+ * layer but the router in FP8 with 128x128 blocks, and MXFP4 experts as per-matrix I8
+ * codes with UE8M0 scales; their references ran on the dequantized weights */
 static const char *const FIXTURES[] = {"dsv4_sqrtsoftplus_bf16", "dsv4_sigmoid_yarn_clamp_f32",
                                        "dsv4_csa_hca_nonorm_bf16", "dsv4_nvfp4_modelopt",
-                                       "dsv4_fp8_block"};
+                                       "dsv4_fp8_block", "dsv4_mxfp4"};
 #define MAX_TOK 512
 
 typedef struct fx {

@@ -314,6 +314,15 @@ static void test_bad_quantized_checkpoints(void **state)
                       "model.safetensors: required tensor");
     expect_open_error(copy_fixture("dsv4_fp8_block", NULL, 0, ""), SP_ERR_FORMAT,
                       "model.safetensors: tensor 'model.layers.0.attn.wq_a.weight' is F8_E4M3", "fp8");
+    /* per-matrix MXFP4 (I8 codes, UE8M0 .weight_scale, else .scale) */
+    const char *v4ms = "model.layers.2.ffn.experts.1.w3.weight_scale";
+    tensor_edit e11[] = {{.name = v4ms, .dtype = NULL, .n_dims = 0, .shape = {0}, .drop = true}};
+    expect_open_error(copy_fixture("dsv4_mxfp4", e11, 1, NULL), SP_ERR_FORMAT,
+                      "model.layers.2.ffn.experts.1.w3.scale", "model.safetensors: required tensor");
+    tensor_edit e12[] = {{.name = v4ms, .dtype = NULL, .n_dims = 2, .shape = {64, 1}, .drop = false}};
+    expect_open_error(copy_fixture("dsv4_mxfp4", e12, 1, NULL), SP_ERR_FORMAT, v4ms, "expected [64, 2]");
+    expect_open_error(copy_fixture("dsv4_mxfp4", NULL, 0, ""), SP_ERR_UNSUPPORTED,
+                      "model.safetensors: tensor 'model.layers.0.ffn.experts.0.w1.weight' has dtype I8", "mxfp4");
 }
 
 int main(void)
