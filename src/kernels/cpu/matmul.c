@@ -131,6 +131,10 @@ static void prepare_input(const sp_mm_kernel *k, const float *x, int64_t t0, int
     if (prep == SP_MM_PREP_BF16_TILED) { /* cols is a multiple of 32 */
         uint16_t *o = (uint16_t *)buf + t0 * cols;
         const int64_t T = t1 - t0;
+        if (T == 1 && k->prep_fn) { /* a lone token: the natural order, one call */
+            k->prep_fn(x + t0 * cols, cols, o);
+            return;
+        }
         for (int64_t t = t0; t < t1; t++)
             for (int64_t c = 0; c < cols; c += 32) {
                 const float *xs = x + t * cols + c;
