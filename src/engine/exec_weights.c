@@ -176,7 +176,11 @@ static sp_status rebase_v4_layers(sp_model *m, sp_exec_store *s, sp_error *err)
 #define UPLOAD_CHUNK ((size_t)256 << 20) /* bytes per upload call: the progress step */
 
 /* The offset into an aligned allocation at which a shard's copy puts most of its tensor
- * bytes on a REGION_ALIGN boundary. */
+ * bytes on a REGION_ALIGN boundary, among the multiples of SHIFT_STEP: a shift that is not
+ * one would move tensors off their element alignment (an F32 scale tensor after an odd
+ * number of FP8 bytes sits 4-aligned in the file and must stay so on the device, or its
+ * loads fault with "misaligned address"), while every dtype is at most 8 bytes wide. */
+#define SHIFT_STEP 8
 static size_t shard_shift(const sp_safetensors *st)
 {
     uint64_t bytes[REGION_ALIGN] = {0};
@@ -185,7 +189,7 @@ static size_t shard_shift(const sp_safetensors *st)
     for (size_t i = 0; i < st->n_tensors; i++)
         bytes[(size_t)(st->tensors[i].data - st->file.data) % REGION_ALIGN] += st->tensors[i].n_bytes;
     size_t best = 0;
-    for (size_t r = 1; r < REGION_ALIGN; r++)
+    for (size_t r = SHIFT_STEP; r < REGION_ALIGN; r += SHIFT_STEP)
         if (bytes[r] > bytes[best])
             best = r;
     return (REGION_ALIGN - best) % REGION_ALIGN;
