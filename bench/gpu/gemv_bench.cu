@@ -1,8 +1,8 @@
 /* gemv_bench.cu: one-token BF16 matrix-vector products (issue 11) of cuda_matmul.cu
  * (included) in TB/s, on 16-byte-aligned weights and on weights 8 bytes off (a safetensors
  * shard copied as is before exec_weights.c aligned it: the byte-load path), bit for bit
- * between two runs. A harness for trying other schedules (branch gemv-pipe kept a
- * persistent pipelined one: 0-15% per product, nothing end to end). Weights rotate through a 2.7 GB
+ * between two runs. A harness for trying other schedules (a persistent pipelined one
+ * was tried: 0-15% per product, nothing end to end; not kept). Weights rotate through a 2.7 GB
  * pool (no L2 reuse); graphs of 40 launches, each launch alone ("back to back", PDL lets
  * the next one's first loads overlap) and after a one-block kernel that writes x
  * ("chain", as a norm before a product; the lone chain of that kernel subtracted).
