@@ -305,39 +305,6 @@ static void test_rollback(void **state)
 
 /* ---- sampled speculation is lossless ---------------------------------------------------- */
 
-static double chi2_crit(int df)
-{
-    const double z = 4.753; /* upper 1e-6 quantile of N(0, 1) */
-    double a = 2.0 / (9.0 * df);
-    return df * pow(1 - a + z * sqrt(a), 3);
-}
-
-static void chi2_check(const char *what, const int64_t *count, const double *p, int64_t n, int64_t total)
-{
-    double chi = 0, pool_e = 0, pool_o = 0;
-    int df = -1;
-    for (int64_t i = 0; i < n; i++) {
-        double e = p[i] * (double)total;
-        if (p[i] == 0 && count[i])
-            fail_msg("%s: token %lld has probability 0 but was emitted", what, (long long)i);
-        if (e < 5) {
-            pool_e += e;
-            pool_o += (double)count[i];
-            continue;
-        }
-        chi += ((double)count[i] - e) * ((double)count[i] - e) / e;
-        df++;
-    }
-    if (pool_e >= 5) {
-        chi += (pool_o - pool_e) * (pool_o - pool_e) / pool_e;
-        df++;
-    }
-    df = df < 1 ? 1 : df;
-    if (chi > chi2_crit(df))
-        fail_msg("%s: chi-square %.1f exceeds %.1f (df %d)", what, chi, chi2_crit(df), df);
-    print_message("  %-36s chi2 %.1f (crit %.1f, df %d)\n", what, chi, chi2_crit(df), df);
-}
-
 /* Exact distributions of the 1st and 2nd tokens generated after prefix + last. */
 static void exact_dists(sp_model *m, const sp_sampling_params *smp, const int32_t *ctx, double *p1,
                         double *p2)

@@ -286,3 +286,43 @@ void expect_same(const char *what, const run_out *plain, const run_out *spec)
             fail_msg("%s: token %lld differs: plain %d, speculative %d", what, (long long)i,
                      plain->tokens[i], spec->tokens[i]);
 }
+
+/* Chi-square critical value for df degrees of freedom at p = 1e-6 (Wilson-Hilferty). */
+static double chi2_crit(int df)
+{
+    const double z = 4.753; /* upper 1e-6 quantile of N(0, 1) */
+    double a = 2.0 / (9.0 * df);
+    return df * pow(1 - a + z * sqrt(a), 3);
+}
+
+/* Chi-square of counts against probabilities; bins with expectation < 5 are pooled. */
+void chi2_check(const char *what, const int64_t *count, const double *p, int64_t n, int64_t total)
+{
+    double chi = 0, pool_e = 0, pool_o = 0;
+    int df = -1;
+    double tv = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = p[i] * (double)total;
+        tv += fabs((double)count[i] / (double)total - p[i]);
+        if (e < 5) {
+            pool_e += e;
+            pool_o += (double)count[i];
+            if (p[i] == 0 && count[i])
+                fail_msg("%s: token %lld has probability 0 but was emitted %lld times", what,
+                         (long long)i, (long long)count[i]);
+            continue;
+        }
+        chi += ((double)count[i] - e) * ((double)count[i] - e) / e;
+        df++;
+    }
+    if (pool_e >= 5) {
+        chi += (pool_o - pool_e) * (pool_o - pool_e) / pool_e;
+        df++;
+    }
+    if (df < 1)
+        df = 1;
+    if (chi > chi2_crit(df))
+        fail_msg("%s: chi-square %.1f exceeds %.1f (df %d), total variation %.4f", what, chi,
+                 chi2_crit(df), df, tv / 2);
+    print_message("  %-40s chi2 %.1f (crit %.1f, df %d), TV %.4f\n", what, chi, chi2_crit(df), df, tv / 2);
+}

@@ -91,4 +91,9 @@ void expect_same(const char *what, const run_out *plain, const run_out *spec);
 
 int run_cmd(const char *cmd);
 
+/* Fails unless count[0..n) (total draws) fits the probabilities p at p = 1e-6 (chi-square,
+ * bins expecting fewer than 5 pooled; a draw of a probability-0 token always fails);
+ * prints the statistic and the total variation distance. */
+void chi2_check(const char *what, const int64_t *count, const double *p, int64_t n, int64_t total);
+
 #endif
