@@ -256,6 +256,16 @@ static sp_status scalar(const sp_st_tensor *t, const char *file, float *v, sp_er
     return SP_OK;
 }
 
+/* A packed matrix's view: rows of row_bytes at data, scale rows of scale_row_bytes. */
+static sp_weight packed_view(sp_wformat f, int64_t rows, int64_t cols, const unsigned char *data,
+                             size_t row_bytes, const unsigned char *scales, size_t scale_row_bytes,
+                             float global_scale, const char *name)
+{
+    return (sp_weight){.format = f, .rows = rows, .cols = cols, .data = data, .row_bytes = row_bytes,
+                       .scales = scales, .scale_row_bytes = scale_row_bytes,
+                       .global_scale = global_scale, .name = name};
+}
+
 static sp_status bind_nvfp4(sp_quant *q, sp_tensor_lookup find, void *ctx, const char *base,
                             const sp_st_tensor *t, const char *file, int64_t rows, int64_t cols,
                             sp_weight *out, sp_error *err)
@@ -292,16 +302,8 @@ static sp_status bind_nvfp4(sp_quant *q, sp_tensor_lookup find, void *ctx, const
     if (ct && !isfinite(1.0f / gv))
         return sp_err(err, SP_ERR_FORMAT, "%s: tensor '%s' = %g; its reciprocal overflows a float", gf, n,
                       (double)gv);
-    memset(out, 0, sizeof *out);
-    out->format = SP_WF_NVFP4;
-    out->rows = rows;
-    out->cols = cols;
-    out->data = t->data;
-    out->row_bytes = (size_t)cols / 2;
-    out->scales = s->data;
-    out->scale_row_bytes = (size_t)cols / SP_NVFP4_BLOCK;
-    out->global_scale = ct ? 1.0f / gv : gv;
-    out->name = t->name;
+    *out = packed_view(SP_WF_NVFP4, rows, cols, t->data, (size_t)cols / 2, s->data,
+                       (size_t)cols / SP_NVFP4_BLOCK, ct ? 1.0f / gv : gv, t->name);
     q->packed_bytes += t->n_bytes + s->n_bytes + g->n_bytes;
     const sp_st_tensor *in;
     const char *inf;
@@ -331,16 +333,8 @@ static sp_status bind_fp8(sp_quant *q, sp_tensor_lookup find, void *ctx, const c
     int64_t sdims[2] = {(rows + SP_FP8_BLOCK - 1) / SP_FP8_BLOCK, (cols + SP_FP8_BLOCK - 1) / SP_FP8_BLOCK};
     if (!shape_is(s, 2, sdims))
         return bad_shape(sf, s, 2, sdims, "one scale per 128x128 block", err);
-    memset(out, 0, sizeof *out);
-    out->format = SP_WF_FP8_BLOCK;
-    out->rows = rows;
-    out->cols = cols;
-    out->data = t->data;
-    out->row_bytes = (size_t)cols;
-    out->scales = s->data;
-    out->scale_row_bytes = 4 * (size_t)sdims[1];
-    out->global_scale = 1.0f;
-    out->name = t->name;
+    *out = packed_view(SP_WF_FP8_BLOCK, rows, cols, t->data, (size_t)cols, s->data,
+                       4 * (size_t)sdims[1], 1.0f, t->name);
     q->packed_bytes += t->n_bytes + s->n_bytes;
     return SP_OK;
 }
@@ -372,16 +366,8 @@ static sp_status bind_mxfp4(sp_quant *q, sp_tensor_lookup find, void *ctx, const
     int64_t sdims[2] = {rows, cols / SP_MXFP4_BLOCK};
     if (!shape_is(s, 2, sdims))
         return bad_shape(sf, s, 2, sdims, "one scale per block of 32", err);
-    memset(out, 0, sizeof *out);
-    out->format = SP_WF_MXFP4;
-    out->rows = rows;
-    out->cols = cols;
-    out->data = t->data;
-    out->row_bytes = (size_t)cols / 2;
-    out->scales = s->data;
-    out->scale_row_bytes = (size_t)sdims[1];
-    out->global_scale = 1.0f;
-    out->name = t->name;
+    *out = packed_view(SP_WF_MXFP4, rows, cols, t->data, (size_t)cols / 2, s->data,
+                       (size_t)cols / SP_MXFP4_BLOCK, 1.0f, t->name);
     q->packed_bytes += t->n_bytes + s->n_bytes;
     return SP_OK;
 }
@@ -444,16 +430,9 @@ sp_status sp_quant_bind_mxfp4_expert(sp_quant *q, sp_tensor_lookup find, void *c
     int64_t sd[3] = {n_experts, rows, cols / SP_MXFP4_BLOCK};
     if (!shape_is(s, 3, sd))
         return bad_shape(sf, s, 3, sd, "one scale per block of 32", err);
-    memset(out, 0, sizeof *out);
-    out->format = SP_WF_MXFP4;
-    out->rows = rows;
-    out->cols = cols;
-    out->row_bytes = (size_t)cols / 2;
-    out->data = b->data + (size_t)e * (size_t)rows * out->row_bytes;
-    out->scale_row_bytes = (size_t)cols / SP_MXFP4_BLOCK;
-    out->scales = s->data + (size_t)e * (size_t)rows * out->scale_row_bytes;
-    out->global_scale = 1.0f;
-    out->name = b->name;
+    const size_t rb = (size_t)cols / 2, sb = (size_t)cols / SP_MXFP4_BLOCK;
+    *out = packed_view(SP_WF_MXFP4, rows, cols, b->data + (size_t)e * (size_t)rows * rb, rb,
+                       s->data + (size_t)e * (size_t)rows * sb, sb, 1.0f, b->name);
     if (e == 0) {
         q->packed_bytes += b->n_bytes + s->n_bytes;
         q->n_quantized++;
