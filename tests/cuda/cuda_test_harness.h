@@ -2,7 +2,8 @@
  * have-a-GPU flag (set by the file's main), NEED_GPU (skip without a device), CK (fail on a
  * CUDA error, named), a seeded xorshift generator (CUDA_TEST_SEED, defined before this
  * header, picks the sequence) and device buffers: copies to and from the host and
- * NaN-poisoned outputs. One test file per executable includes it. */
+ * NaN-poisoned outputs, and the cmocka group setup that opens the device. One test file
+ * per executable includes it. */
 #ifndef SPECULA_TESTS_CUDA_TEST_HARNESS_H
 #define SPECULA_TESTS_CUDA_TEST_HARNESS_H
 
@@ -83,6 +84,35 @@ static inline void *host_copy(const void *d, size_t bytes)
     void *h = malloc(bytes ? bytes : 4);
     to_host(h, d, bytes);
     return h;
+}
+
+/* cmocka group setup / teardown: without a device every test skips (NEED_GPU); with one,
+ * device 0 and its stream are opened once and named. */
+static int cuda_group_setup(void **state)
+{
+    (void)state;
+    g_have_gpu = spc_device_count() > 0;
+    if (!g_have_gpu) {
+        printf("no CUDA device: skipped (every test in this file)\n");
+        return 0;
+    }
+    spc_device_info info;
+    int rc = spc_device_open(0, &info, &g_stream);
+    if (rc) {
+        printf("spc_device_open failed: %s\n", spc_error_string(rc));
+        return -1;
+    }
+    printf("device: %s, cc %d.%d, %d SMs, %.1f / %.1f GiB free\n", info.name, info.cc_major,
+           info.cc_minor, info.sm_count, info.free_mem / 1073741824.0, info.total_mem / 1073741824.0);
+    return 0;
+}
+
+static int cuda_group_teardown(void **state)
+{
+    (void)state;
+    if (g_have_gpu && g_stream)
+        spc_stream_destroy(g_stream);
+    return 0;
 }
 
 #endif

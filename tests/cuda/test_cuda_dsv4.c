@@ -370,25 +370,6 @@ static void test_bad_args(void **state)
     CK(spc_stream_sync(g_stream));
 }
 
-static int group_setup(void **state)
-{
-    (void)state;
-    g_have_gpu = spc_device_count() > 0;
-    if (!g_have_gpu) {
-        printf("no CUDA device: skipped (every test in this file)\n");
-        return 0;
-    }
-    return spc_device_open(0, NULL, &g_stream) ? -1 : 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    if (g_have_gpu && g_stream)
-        spc_stream_destroy(g_stream);
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -397,6 +378,6 @@ int main(void)
         cmocka_unit_test(test_index_topk),  cmocka_unit_test(test_dsv4_attention),
         cmocka_unit_test(test_swiglu_limit), cmocka_unit_test(test_bad_args),
     };
-    int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
+    int rc = cmocka_run_group_tests(tests, cuda_group_setup, cuda_group_teardown);
     return rc == 0 && !g_have_gpu ? 77 : rc;
 }

@@ -184,35 +184,6 @@ static double matmul_err(const sp_weight *w, const float *x, int64_t n_tok, cons
     return worst;
 }
 
-/* ---- setup ------------------------------------------------------------------------- */
-
-static int group_setup(void **state)
-{
-    (void)state;
-    g_have_gpu = spc_device_count() > 0;
-    if (!g_have_gpu) {
-        printf("no CUDA device: skipped (every test in this file)\n");
-        return 0;
-    }
-    spc_device_info info;
-    int rc = spc_device_open(0, &info, &g_stream);
-    if (rc) {
-        printf("spc_device_open failed: %s\n", spc_error_string(rc));
-        return -1;
-    }
-    printf("device: %s, cc %d.%d, %d SMs, %.1f / %.1f GiB free\n", info.name, info.cc_major,
-           info.cc_minor, info.sm_count, info.free_mem / 1073741824.0, info.total_mem / 1073741824.0);
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    if (g_have_gpu && g_stream)
-        spc_stream_destroy(g_stream);
-    return 0;
-}
-
 /* ---- decode ------------------------------------------------------------------------ */
 
 static void test_decode_rows_exact(void **state)
@@ -1408,7 +1379,7 @@ int main(void)
         cmocka_unit_test(test_argmax),
         cmocka_unit_test(test_errors),
     };
-    int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
+    int rc = cmocka_run_group_tests(tests, cuda_group_setup, cuda_group_teardown);
     /* ctest shows the run as skipped (SKIP_RETURN_CODE 77), not as passed */
     return rc == 0 && !g_have_gpu ? 77 : rc;
 }
