@@ -24,15 +24,7 @@
 #define DV_THREADS 128
 #define DV_MAX_SMEM (200 * 1024) /* attention's dynamic shared memory (under Hopper's 227 KB) */
 
-static unsigned dv_blocks(int64_t n)
-{
-    int64_t b = (n + DV_THREADS - 1) / DV_THREADS;
-    return (unsigned)(b > 65535 ? 65535 : b);
-}
-
-#define DV_STRIDE(i, n)                                                                   \
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);             \
-         i += (int64_t)gridDim.x * blockDim.x)
+static unsigned dv_blocks(int64_t n) { return spc_grid_blocks(n, DV_THREADS); }
 
 static __device__ __forceinline__ float dv_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
@@ -65,7 +57,7 @@ __global__ void k_hc_weights(const float *mix, int64_t mix_stride, const float *
                              float *pre, float *post, float *comb)
 {
     spc_pdl_trigger();
-    DV_STRIDE(t, n)
+    SPC_GRID_STRIDE(t, n)
     {
         const float *x = mix + t * mix_stride;
         for (int64_t k = 0; k < N; k++)
@@ -112,7 +104,7 @@ __global__ void k_hc_collapse(const float *streams, const float *pre, int64_t n,
                               int64_t H, float *out)
 {
     spc_pdl_trigger();
-    DV_STRIDE(i, n * H)
+    SPC_GRID_STRIDE(i, n * H)
     {
         int64_t t = i / H, d = i % H;
         float s = 0.0f;
@@ -138,7 +130,7 @@ __global__ void k_hc_expand(const float *streams, const float *y, const float *p
                             const float *comb, int64_t n, int64_t N, int64_t H, float *out)
 {
     spc_pdl_trigger();
-    DV_STRIDE(i, n * N * H)
+    SPC_GRID_STRIDE(i, n * N * H)
     {
         int64_t t = i / (N * H), k = (i / H) % N, d = i % H;
         const float *c = comb + t * N * N, *st = streams + t * N * H;
@@ -178,7 +170,7 @@ __global__ void k_rope_tail(float *x, int64_t n, int64_t n_heads, int64_t tok_st
 {
     spc_pdl_trigger();
     const int64_t half = rot / 2;
-    DV_STRIDE(i, n * n_heads * half)
+    SPC_GRID_STRIDE(i, n * n_heads * half)
     {
         int64_t t = i / (n_heads * half), h = (i / half) % n_heads, p = i % half;
         dv_rope_pair(x + t * tok_stride + h * head_stride, p, half, cs + t * rot, inverse);
@@ -320,7 +312,7 @@ static __device__ __forceinline__ int64_t dv_n_queue(const dv_index &b, int64_t 
 __global__ void k_index_scores(const dv_index b)
 {
     spc_pdl_trigger();
-    DV_STRIDE(i, b.n_tok * b.cap)
+    SPC_GRID_STRIDE(i, b.n_tok * b.cap)
     {
         int64_t t = i / b.cap, s = i % b.cap;
         if (s >= dv_n_queue(b, t))
@@ -347,7 +339,7 @@ __global__ void k_index_scores(const dv_index b)
 __global__ void k_index_select(const dv_index b)
 {
     spc_pdl_trigger();
-    DV_STRIDE(t, b.n_tok)
+    SPC_GRID_STRIDE(t, b.n_tok)
     {
         int32_t *sel = b.sel + t * b.topk;
         tt_elem *q = b.queue + t * b.cap;
@@ -511,7 +503,7 @@ extern "C" int spc_dsv4_attention(void *stream, const sp_dsv4_attn_args *a)
 __global__ void k_swiglu_limit(const float *gate, const float *up, int64_t n, float limit, float *out)
 {
     spc_pdl_trigger();
-    DV_STRIDE(i, n)
+    SPC_GRID_STRIDE(i, n)
     {
         float g = fminf(gate[i], limit);
         float u = fminf(fmaxf(up[i], -limit), limit);

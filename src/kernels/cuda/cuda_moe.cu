@@ -222,18 +222,45 @@ static __device__ __forceinline__ const float *mx_bias(const spc_expert &e, int 
     return stage == 0 ? e.gate_up_bias : stage == 2 ? e.down_bias : NULL;
 }
 
-/* Row-major experts: one block of SPC_SLOTS threads per MR_ROWS output rows (the
- * matmul's block order, spc_block_rows), one (token, slot) pair per grid.y. FMT: the one
- * format of every row-major expert (host-checked), or SP_WF_NONE for a switch per block
- * (every format's code in one kernel: about 140 registers, 3 blocks per SM, where one
- * format takes the matmul's 72-96). */
-template <int FMT>
-static __device__ __forceinline__ void mx_rows(const sp_weight &w, int64_t r0, int nr,
-                                               const float *xr, bool vec, bool xvec, float *acc)
+/* One block's work for row-major experts: rows [r0, r0 + *nr) of expert e's stage matrix
+ * against nt <= TT token inputs at x (x_stride apart), the matmul's block order
+ * (spc_block_rows): acc[t * MR_ROWS + rr] and *bias. An id outside [0, n_experts) gives
+ * NaN rows. False when the block has nothing to store (an input-major expert, rows past
+ * the matrix). FMT: the one format of every row-major expert (host-checked), or
+ * SP_WF_NONE for a switch per block (every format's code in one kernel: about 140
+ * registers, 3 blocks per SM, where one format takes the matmul's 72-96). */
+template <int FMT, int TT>
+static __device__ __forceinline__ bool mx_block(const spc_expert *__restrict__ experts, int64_t n_experts,
+                                                int32_t e, int stage, bool gptoss, int64_t r0, int *nr,
+                                                const float *x, int64_t x_stride, int nt, float *acc,
+                                                const float **bias)
 {
-    spc_block_rows<FMT, 1, MR_ROWS, 2>(w, w, r0, nr, xr, 0, 1, vec, xvec, acc);
+    *bias = NULL;
+    if (e < 0 || e >= n_experts) {
+        for (int i = 0; i < TT * MR_ROWS; i++)
+            acc[i] = __uint_as_float(0x7fffffffu);
+        return true;
+    }
+    const spc_expert &ex = experts[e];
+    if (ex.in_major)
+        return false;
+    const sp_weight w = mx_weight(ex, stage);
+    *bias = mx_bias(ex, stage, gptoss);
+    if (r0 >= w.rows)
+        return false;
+    if (w.rows - r0 < *nr)
+        *nr = (int)(w.rows - r0);
+    const bool vec = spc_weight_vec_ok_dev(w);
+    /* float4 loads of x: only full chunks use them */
+    const bool xvec = ((uintptr_t)x % 16) == 0 && x_stride % 4 == 0;
+#define MX_ROWS(F) spc_block_rows<F, TT, MR_ROWS, 2>(w, w, r0, *nr, x, x_stride, nt, vec, xvec, acc)
+    SPC_BY_FORMAT(FMT == SP_WF_NONE ? (int)w.format : FMT, MX_ROWS,
+                  for (int i = 0; i < TT * MR_ROWS; i++) acc[i] = __uint_as_float(0x7fffffffu))
+#undef MX_ROWS
+    return true;
 }
 
+/* Each (token, slot) pair alone: one block per MR_ROWS output rows, one pair per grid.y. */
 template <int FMT>
 __global__ void __launch_bounds__(SPC_SLOTS)
 k_moe_rows(const spc_expert *__restrict__ experts, int64_t n_experts,
@@ -247,40 +274,11 @@ k_moe_rows(const spc_expert *__restrict__ experts, int64_t n_experts,
     if (r0 >= n_out)
         return;
     int nr = (int)(n_out - r0 < MR_ROWS ? n_out - r0 : MR_ROWS);
-    const int32_t e = ids[p];
-    float *yo = y + p * n_out;
-    if (e < 0 || e >= n_experts) {
-        if (threadIdx.x < (unsigned)nr)
-            yo[r0 + threadIdx.x] = __uint_as_float(0x7fffffffu);
-        return;
-    }
-    const spc_expert &ex = experts[e];
-    if (ex.in_major)
-        return;
-    const sp_weight w = mx_weight(ex, stage);
-    const float *bias = mx_bias(ex, stage, gptoss);
-    const float *xr = x + (p / x_div) * x_stride;
-    const bool vec = spc_weight_vec_ok_dev(w);
-    const bool xvec = ((uintptr_t)xr % 16) == 0; /* only full chunks use float4 loads of x */
-    if (r0 >= w.rows)
-        return;
-    if (w.rows - r0 < nr)
-        nr = (int)(w.rows - r0);
     float acc[MR_ROWS];
-    const int f = FMT == SP_WF_NONE ? (int)w.format : FMT;
-    switch (f) {
-    case SP_WF_F32: mx_rows<SP_WF_F32>(w, r0, nr, xr, vec, xvec, acc); break;
-    case SP_WF_BF16: mx_rows<SP_WF_BF16>(w, r0, nr, xr, vec, xvec, acc); break;
-    case SP_WF_F16: mx_rows<SP_WF_F16>(w, r0, nr, xr, vec, xvec, acc); break;
-    case SP_WF_MXFP4: mx_rows<SP_WF_MXFP4>(w, r0, nr, xr, vec, xvec, acc); break;
-    case SP_WF_NVFP4: mx_rows<SP_WF_NVFP4>(w, r0, nr, xr, vec, xvec, acc); break;
-    case SP_WF_FP8_BLOCK: mx_rows<SP_WF_FP8_BLOCK>(w, r0, nr, xr, vec, xvec, acc); break;
-    default:
-        for (int i = 0; i < MR_ROWS; i++)
-            acc[i] = __uint_as_float(0x7fffffffu);
-        break;
-    }
-    spc_block_store<1, MR_ROWS>(acc, r0, nr, 0, 1, yo, 0, bias);
+    const float *bias;
+    if (mx_block<FMT, 1>(experts, n_experts, ids[p], stage, gptoss, r0, &nr, x + (p / x_div) * x_stride,
+                         0, 1, acc, &bias))
+        spc_block_store<1, MR_ROWS>(acc, r0, nr, 0, 1, y + p * n_out, 0, bias);
 }
 
 /* Launches the row-major expert pass, specialized on the experts' one format. */
@@ -292,15 +290,7 @@ static void moe_rows_launch(cudaStream_t s, const spc_moe_args *a, int stage, bo
 #define MR_LAUNCH(F)                                                                           \
     spc_launch(k_moe_rows<F>, grid, dim3(SPC_SLOTS), s, true, a->experts, a->n_experts, a->ids, \
                stage, gptoss, x, div, xs, n_out, y)
-    switch (a->row_fmt) {
-    case SP_WF_F32: MR_LAUNCH(SP_WF_F32); break;
-    case SP_WF_BF16: MR_LAUNCH(SP_WF_BF16); break;
-    case SP_WF_F16: MR_LAUNCH(SP_WF_F16); break;
-    case SP_WF_MXFP4: MR_LAUNCH(SP_WF_MXFP4); break;
-    case SP_WF_NVFP4: MR_LAUNCH(SP_WF_NVFP4); break;
-    case SP_WF_FP8_BLOCK: MR_LAUNCH(SP_WF_FP8_BLOCK); break;
-    default: MR_LAUNCH(SP_WF_NONE); break;
-    }
+    SPC_BY_FORMAT(a->row_fmt, MR_LAUNCH, MR_LAUNCH(SP_WF_NONE))
 #undef MR_LAUNCH
 }
 
@@ -392,8 +382,7 @@ __global__ void k_moe_gather(const float *__restrict__ x, const int32_t *__restr
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < P * H;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    SPC_GRID_STRIDE(i, P * H) {
         const int64_t slot = i / H, h = i % H;
         xg[i] = x[(order[slot] / div) * H + h];
     }
@@ -418,51 +407,11 @@ k_moe_rows_grouped(const spc_expert *__restrict__ experts, int64_t n_experts,
     const int32_t e = gr[0], first = gr[1], nt = gr[2];
     int nr = (int)(n_out - r0 < MR_ROWS ? n_out - r0 : MR_ROWS);
     float acc[MG_TOK * MR_ROWS];
-    const float *bias = NULL;
-    if (e >= n_experts) { /* an invalid id: NaN rows, as k_moe_rows */
-        for (int i = 0; i < MG_TOK * MR_ROWS; i++)
-            acc[i] = __uint_as_float(0x7fffffffu);
-    } else {
-        const spc_expert &ex = experts[e];
-        const sp_weight w = mx_weight(ex, stage);
-        bias = mx_bias(ex, stage, gptoss);
-        if (r0 >= w.rows)
-            return;
-        if (w.rows - r0 < nr)
-            nr = (int)(w.rows - r0);
-        const float *x = xs + (int64_t)first * x_stride;
-        const bool vec = spc_weight_vec_ok_dev(w);
-        const bool xvec = ((uintptr_t)x % 16) == 0 && x_stride % 4 == 0;
-        const int f = FMT == SP_WF_NONE ? (int)w.format : FMT;
-#define MG_ROWS(F) spc_block_rows<F, MG_TOK, MR_ROWS, 2>(w, w, r0, nr, x, x_stride, nt, vec, xvec, acc)
-        switch (f) {
-        case SP_WF_F32: MG_ROWS(SP_WF_F32); break;
-        case SP_WF_BF16: MG_ROWS(SP_WF_BF16); break;
-        case SP_WF_F16: MG_ROWS(SP_WF_F16); break;
-        case SP_WF_MXFP4: MG_ROWS(SP_WF_MXFP4); break;
-        case SP_WF_NVFP4: MG_ROWS(SP_WF_NVFP4); break;
-        case SP_WF_FP8_BLOCK: MG_ROWS(SP_WF_FP8_BLOCK); break;
-        default:
-            for (int i = 0; i < MG_TOK * MR_ROWS; i++)
-                acc[i] = __uint_as_float(0x7fffffffu);
-            break;
-        }
-#undef MG_ROWS
-    }
-    /* thread i < MG_TOK * MR_ROWS stores token i / MR_ROWS, row i % MR_ROWS */
-    const int i = threadIdx.x;
-    if (i >= MG_TOK * MR_ROWS)
+    const float *bias;
+    if (!mx_block<FMT, MG_TOK>(experts, n_experts, e, stage, gptoss, r0, &nr, xs + (int64_t)first * x_stride,
+                               x_stride, nt, acc, &bias))
         return;
-    const int t = i / MR_ROWS, rr = i % MR_ROWS;
-    if (t >= nt || rr >= nr)
-        return;
-    float v = acc[0];
-#pragma unroll
-    for (int q = 1; q < MG_TOK * MR_ROWS; q++) /* a register pick, not a dynamic index */
-        if (q == i)
-            v = acc[q];
-    const int64_t row = scatter ? order[first + t] : first + t, r = r0 + rr;
-    y[row * n_out + r] = bias ? __fadd_rn(v, bias[r]) : v;
+    spc_block_store<MG_TOK, MR_ROWS>(acc, r0, nr, first, nt, y, n_out, bias, scatter ? order : NULL);
 }
 
 /* The grouped pass of one stage (see above). */
@@ -475,15 +424,7 @@ static void moe_rows_grouped_launch(cudaStream_t s, const spc_moe_args *a, int s
 #define MG_LAUNCH(F)                                                                           \
     spc_launch(k_moe_rows_grouped<F>, grid, dim3(SPC_SLOTS), s, true, a->experts, a->n_experts, \
                (const int32_t *)a->group_ints, P, stage, gptoss, xs, x_stride, n_out, scatter, y)
-    switch (a->row_fmt) {
-    case SP_WF_F32: MG_LAUNCH(SP_WF_F32); break;
-    case SP_WF_BF16: MG_LAUNCH(SP_WF_BF16); break;
-    case SP_WF_F16: MG_LAUNCH(SP_WF_F16); break;
-    case SP_WF_MXFP4: MG_LAUNCH(SP_WF_MXFP4); break;
-    case SP_WF_NVFP4: MG_LAUNCH(SP_WF_NVFP4); break;
-    case SP_WF_FP8_BLOCK: MG_LAUNCH(SP_WF_FP8_BLOCK); break;
-    default: MG_LAUNCH(SP_WF_NONE); break;
-    }
+    SPC_BY_FORMAT(a->row_fmt, MG_LAUNCH, MG_LAUNCH(SP_WF_NONE))
 #undef MG_LAUNCH
 }
 
@@ -511,15 +452,9 @@ k_moe_cols(const spc_expert *__restrict__ experts, int64_t n_experts,
     if (c >= w.cols || n_in > w.rows)
         return;
     float b = bias ? bias[c] : 0.0f, acc[1];
-    switch (w.format) {
-    case SP_WF_F32: spc_col_t<SP_WF_F32, 1>(w, 0, n_in, c, xr, 0, 1, b, acc); break;
-    case SP_WF_BF16: spc_col_t<SP_WF_BF16, 1>(w, 0, n_in, c, xr, 0, 1, b, acc); break;
-    case SP_WF_F16: spc_col_t<SP_WF_F16, 1>(w, 0, n_in, c, xr, 0, 1, b, acc); break;
-    case SP_WF_MXFP4: spc_col_t<SP_WF_MXFP4, 1>(w, 0, n_in, c, xr, 0, 1, b, acc); break;
-    case SP_WF_NVFP4: spc_col_t<SP_WF_NVFP4, 1>(w, 0, n_in, c, xr, 0, 1, b, acc); break;
-    case SP_WF_FP8_BLOCK: spc_col_t<SP_WF_FP8_BLOCK, 1>(w, 0, n_in, c, xr, 0, 1, b, acc); break;
-    default: acc[0] = __uint_as_float(0x7fffffffu); break;
-    }
+#define MC_COL(F) spc_col_t<F, 1>(w, 0, n_in, c, xr, 0, 1, b, acc)
+    SPC_BY_FORMAT(w.format, MC_COL, acc[0] = __uint_as_float(0x7fffffffu))
+#undef MC_COL
     y[p * n_out + c] = acc[0];
 }
 
@@ -529,8 +464,7 @@ __global__ void k_moe_swiglu(const float *g, const float *u, int64_t n, bool cla
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    SPC_GRID_STRIDE(i, n) {
         float x = g[i], y = u[i];
         if (clamp) {
             x = fminf(x, limit);
@@ -545,8 +479,7 @@ __global__ void k_moe_glu(const float *gu, int64_t n_rows, int64_t I, float alph
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
-    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n_rows * I;
-         k += (int64_t)gridDim.x * blockDim.x) {
+    SPC_GRID_STRIDE(k, n_rows * I) {
         int64_t t = k / I, i = k % I;
         float g = gu[t * 2 * I + 2 * i], u = gu[t * 2 * I + 2 * i + 1];
         g = g > limit ? limit : g;
@@ -563,8 +496,7 @@ __global__ void k_moe_combine(const int32_t *__restrict__ ids, const float *__re
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_tok * H;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    SPC_GRID_STRIDE(i, n_tok * H) {
         int64_t t = i / H, h = i % H;
         const int32_t *id = ids + t * k;
         float o = 0.0f;
@@ -584,11 +516,7 @@ __global__ void k_moe_combine(const int32_t *__restrict__ ids, const float *__re
     }
 }
 
-static unsigned ew(int64_t n)
-{
-    int64_t b = (n + 255) / 256;
-    return (unsigned)(b > 65536 ? 65536 : b);
-}
+static unsigned ew(int64_t n) { return spc_grid_blocks(n, 256); }
 
 /* spc_moe_ffn with the pairs grouped by expert (row-major experts only). */
 static int moe_ffn_grouped(cudaStream_t s, const spc_moe_args *a)

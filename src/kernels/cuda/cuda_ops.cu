@@ -119,15 +119,7 @@ extern "C" int spc_stream_sync(void *stream)
 
 #define EW_THREADS 256
 
-static unsigned ew_blocks(int64_t n)
-{
-    int64_t b = (n + EW_THREADS - 1) / EW_THREADS;
-    return (unsigned)(b > 65536 ? 65536 : b);
-}
-
-#define GRID_STRIDE(i, n)                                                                 \
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);             \
-         i += (int64_t)gridDim.x * blockDim.x)
+static unsigned ew_blocks(int64_t n) { return spc_grid_blocks(n, EW_THREADS); }
 
 /* ---- RMSNorm ----------------------------------------------------------------------- */
 
@@ -265,14 +257,14 @@ __global__ void k_add(float *y, const float *x, int64_t n)
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
-    GRID_STRIDE(i, n) y[i] = __fadd_rn(y[i], x[i]);
+    SPC_GRID_STRIDE(i, n) y[i] = __fadd_rn(y[i], x[i]);
 }
 
 __global__ void k_scale(float *x, int64_t n, float f)
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
-    GRID_STRIDE(i, n) x[i] = __fmul_rn(x[i], f);
+    SPC_GRID_STRIDE(i, n) x[i] = __fmul_rn(x[i], f);
 }
 
 static __device__ __forceinline__ float spc_silu(float x)
@@ -284,7 +276,7 @@ __global__ void k_swiglu(const float *g, const float *u, int64_t n, float *out)
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
-    GRID_STRIDE(i, n) out[i] = __fmul_rn(spc_silu(g[i]), u[i]);
+    SPC_GRID_STRIDE(i, n) out[i] = __fmul_rn(spc_silu(g[i]), u[i]);
 }
 
 __global__ void k_gptoss_glu(const float *gu, int64_t n_tok, int64_t I, float alpha, float limit,
@@ -292,7 +284,7 @@ __global__ void k_gptoss_glu(const float *gu, int64_t n_tok, int64_t I, float al
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
-    GRID_STRIDE(k, n_tok * I)
+    SPC_GRID_STRIDE(k, n_tok * I)
     {
         int64_t t = k / I, i = k % I;
         float g = gu[t * 2 * I + 2 * i], u = gu[t * 2 * I + 2 * i + 1];

@@ -59,6 +59,18 @@ static inline void spc_launch(void (*k)(P...), dim3 grid, dim3 block, cudaStream
     (void)cudaLaunchKernelEx(&cfg, k, args...);
 }
 
+/* Blocks of `threads` for a grid-stride loop over n elements (at most 65535: the loop
+ * covers the rest; how many blocks run never changes an element's arithmetic). */
+static inline unsigned spc_grid_blocks(int64_t n, int threads)
+{
+    int64_t b = (n + threads - 1) / threads;
+    return (unsigned)(b > 65535 ? 65535 : b);
+}
+
+#define SPC_GRID_STRIDE(i, n)                                                             \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);             \
+         i += (int64_t)gridDim.x * blockDim.x)
+
 static __device__ __forceinline__ float spc_bits_f(uint32_t u) { return __uint_as_float(u); }
 
 static __device__ __forceinline__ float spc_bf16(uint32_t h) { return __uint_as_float(h << 16); }
@@ -121,6 +133,19 @@ static __device__ __forceinline__ float spc_elem(const sp_weight &w, int64_t r, 
                                4 * (size_t)(c / 128));
     return __fmul_rn(spc_e4m3(row[c]), s);
 }
+
+/* switch (f) calling X(F) with the compile-time format F equal to f, `other` (a statement)
+ * for any other value: one kernel instance per format. */
+#define SPC_BY_FORMAT(f, X, other)                                                         \
+    switch (f) {                                                                           \
+    case SP_WF_F32: X(SP_WF_F32); break;                                                   \
+    case SP_WF_BF16: X(SP_WF_BF16); break;                                                 \
+    case SP_WF_F16: X(SP_WF_F16); break;                                                   \
+    case SP_WF_MXFP4: X(SP_WF_MXFP4); break;                                               \
+    case SP_WF_NVFP4: X(SP_WF_NVFP4); break;                                               \
+    case SP_WF_FP8_BLOCK: X(SP_WF_FP8_BLOCK); break;                                       \
+    default: other; break;                                                                 \
+    }
 
 /* Runtime-dispatched element decoder (uniform format). */
 static __device__ __forceinline__ float spc_elem_any(const sp_weight &w, int64_t r, int64_t c)
@@ -444,11 +469,12 @@ static __device__ __forceinline__ void spc_block_rows(const sp_weight &wa, const
 }
 
 /* Stores the block's outputs: thread i < TT * R writes output i (token i / R, row i % R)
- * when it is valid, as y[(t0 + t) * ld + r0 + rr] (+ bias[r] when bias). */
+ * when it is valid, as y[(t0 + t) * ld + r0 + rr] (+ bias[r] when bias); with map, token
+ * t0 + t goes to y row map[t0 + t] instead. */
 template <int TT, int R>
 static __device__ __forceinline__ void spc_block_store(const float *acc, int64_t r0, int nr,
                                                        int64_t t0, int nt, float *y, int64_t ld,
-                                                       const float *bias)
+                                                       const float *bias, const int32_t *map = NULL)
 {
     const int i = threadIdx.x;
     if (i >= TT * R)
@@ -461,8 +487,8 @@ static __device__ __forceinline__ void spc_block_store(const float *acc, int64_t
     for (int q = 1; q < TT * R; q++) /* a register pick, not a dynamic index */
         if (q == i)
             v = acc[q];
-    const int64_t r = r0 + rr;
-    y[(t0 + t) * ld + r] = bias ? __fadd_rn(v, bias[r]) : v;
+    const int64_t r = r0 + rr, row = map ? (int64_t)map[t0 + t] : t0 + t;
+    y[row * ld + r] = bias ? __fadd_rn(v, bias[r]) : v;
 }
 
 /* 16-byte vector loads are possible for this weight (base and row pitch aligned). */
