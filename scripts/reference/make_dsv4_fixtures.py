@@ -38,8 +38,8 @@ from safetensors import safe_open
 from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
 
 from common import load_reference, make_prompts, randomize_
-from make_moe_fixtures import (E2M1, edit_config, fp8_block, is_linear, modelopt_nvfp4, quant_mxfp4,
-                               read_tensors, write_checkpoint)
+from make_moe_fixtures import (E2M1, fp8_block, is_linear, modelopt_nvfp4, quant_mxfp4,
+                               write_quantized)
 
 PROMPT_LENGTHS = (1, 6, 37, 300)
 GREEDY_PROMPTS = (2, 3)
@@ -230,37 +230,16 @@ def make_fixture(out, name, overrides, dtype, seed):
 
 
 def make_quantized_fixture(out, name, overrides, quantize, quant_config, seed):
-    """make_moe_fixtures.quantized_fixture's pattern: the F32 model's tensors (hub names, as
-    save_pretrained writes them) go through quantize(); the checkpoint gets the packed ones
-    and the quantization_config, the reference loads an F32 checkpoint of the dequantized
-    weights. Integer tensors (the hash layers' tid2eid) are kept as they are."""
+    """make_moe_fixtures.quantized_fixture's pattern (write_quantized): the checkpoint gets
+    the packed tensors and the quantization_config, the reference loads an F32 checkpoint of
+    the dequantized weights; integer tensors (the hash layers' tid2eid) are kept."""
     cfg, model = new_model(overrides, seed)
-    tmp = os.path.join(out, ".tmp-" + name)
-    model.save_pretrained(tmp)
-    packed, deq = {}, {}
-    for k, t in read_tensors(tmp).items():
-        q = quantize(k, t) if t.is_floating_point() else None
-        if not t.is_floating_point():
-            packed[k] = deq[k] = t
-        elif q is None:
-            packed[k] = t.to(torch.bfloat16)
-            deq[k] = packed[k].float()
-        else:
-            packed.update(q[0])
-            deq[k] = q[1]
-    path = os.path.join(out, name)
-    if os.path.exists(path):
-        shutil.rmtree(path)
-    write_checkpoint(path, tmp, packed)
-    edit_config(path, lambda c: c.__setitem__("quantization_config", quant_config))
-    refdir = os.path.join(out, ".ref-" + name)
-    write_checkpoint(refdir, tmp, deq)
+    path, refdir = write_quantized(out, name, model, quantize, quant_config)
     ref = load_reference(DeepseekV4ForCausalLM, refdir)
     write_reference(ref, path, name, cfg, seed,
                     {"quantization": quant_config.get("quant_algo") or quant_config["quant_method"],
                      "reference": "transformers on an F32 checkpoint of the dequantized weights",
                      "config_overrides": overrides})
-    shutil.rmtree(tmp)
     shutil.rmtree(refdir)
 
 

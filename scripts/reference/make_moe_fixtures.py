@@ -173,16 +173,20 @@ def finish(ref, path, cfg, seed, extra):
     return meta
 
 
-def quantized_fixture(out, name, cls, cfg, seed, quantize, quant_config, extra_files=None):
-    """quantize(name, tensor) -> None (keep, cast to bf16) or (dict of hub tensors, deq F32)."""
-    model = make_model(cls, cfg, seed)
+def write_quantized(out, name, model, quantize, quant_config, extra_files=None):
+    """Saves model (F32, hub names) through quantize(name, tensor) -> None (keep, cast to
+    bf16) or (dict of hub tensors, dequantized F32): out/name gets the packed checkpoint and
+    quant_config (None: no quantization_config), out/.ref-name an F32 checkpoint of the
+    dequantized weights for the reference. Integer tensors are kept as they are. Returns
+    (path, refdir); the caller removes refdir."""
     tmp = os.path.join(out, ".tmp-" + name)
     model.save_pretrained(tmp)  # F32, hub names
-    tensors = read_tensors(tmp)
     packed, deq = {}, {}
-    for k, t in tensors.items():
-        q = quantize(k, t)
-        if q is None:
+    for k, t in read_tensors(tmp).items():
+        q = quantize(k, t) if t.is_floating_point() else None
+        if not t.is_floating_point():
+            packed[k] = deq[k] = t
+        elif q is None:
             packed[k] = t.to(torch.bfloat16)
             deq[k] = packed[k].float()
         else:
@@ -199,9 +203,16 @@ def quantized_fixture(out, name, cls, cfg, seed, quantize, quant_config, extra_f
             json.dump(content, f, indent=2)
     refdir = os.path.join(out, ".ref-" + name)
     write_checkpoint(refdir, tmp, deq)
+    shutil.rmtree(tmp)
+    return path, refdir
+
+
+def quantized_fixture(out, name, cls, cfg, seed, quantize, quant_config, extra_files=None):
+    """quantize(name, tensor) -> None (keep, cast to bf16) or (dict of hub tensors, deq F32)."""
+    path, refdir = write_quantized(out, name, make_model(cls, cfg, seed), quantize, quant_config,
+                                   extra_files)
     ref = load_reference(cls, refdir)
     meta = finish(ref, path, cfg, seed, {"family": cls.__name__, "quantization": name})
-    shutil.rmtree(tmp)
     shutil.rmtree(refdir)
     return meta
 

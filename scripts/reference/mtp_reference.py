@@ -50,6 +50,7 @@ from safetensors.torch import save_file
 from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
 
 from common import load_reference, randomize_
+from make_moe_fixtures import read_tensors
 
 NAME = "deepseekv3_mtp"
 SEED = 1400
@@ -171,13 +172,10 @@ def save_fixture(path, model, mtp, L):
     if os.path.exists(path):
         shutil.rmtree(path)
     big.to(torch.bfloat16).save_pretrained(path)
-    tensors = {}
-    files = sorted(f for f in os.listdir(path) if f.endswith(".safetensors"))
-    for f in files:
-        with safe_open(os.path.join(path, f), "pt") as st:
-            for k in st.keys():
-                tensors[k] = st.get_tensor(k)
-        os.remove(os.path.join(path, f))
+    tensors = read_tensors(path)
+    for f in os.listdir(path):
+        if f.endswith(".safetensors"):
+            os.remove(os.path.join(path, f))
     if os.path.exists(os.path.join(path, "model.safetensors.index.json")):
         os.remove(os.path.join(path, "model.safetensors.index.json"))
     extra = hub_tensors(mtp, L)

@@ -37,6 +37,8 @@ from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
 
 from common import load_reference, randomize_
 from make_dsv4_fixtures import base, randomize_v4_
+from make_moe_fixtures import read_tensors
+from mtp_reference import rmsnorm
 
 NAME = "dsv4_mtp"
 SEED = 1500
@@ -54,21 +56,6 @@ def with_block(over):
     o["layer_types"] = over["layer_types"] + ["sliding_attention"]
     o["mlp_layer_types"] = over["mlp_layer_types"] + ["moe"]
     return o
-
-
-def rms(x, w, eps):
-    x32 = x.float()
-    return w.float() * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps))
-
-
-def read(path):
-    out = {}
-    for f in sorted(os.listdir(path)):
-        if f.endswith(".safetensors"):
-            with safe_open(os.path.join(path, f), "pt") as st:
-                for k in st.keys():
-                    out[k] = st.get_tensor(k)
-    return out
 
 
 def module_tensors(cfg, g):
@@ -100,7 +87,7 @@ def write_fixture(path, g):
             shutil.rmtree(d)
     model.to(torch.bfloat16).save_pretrained(tmp)
     tensors, lp = {}, f"model.layers.{L}."
-    for k, v in read(tmp).items():
+    for k, v in read_tensors(tmp).items():
         tensors["mtp.0." + k[len(lp):] if k.startswith(lp) else k] = v.contiguous()
     tensors.update(module_tensors(cfg, g))
     os.makedirs(path)
@@ -142,9 +129,9 @@ class MTP:
 
     def __call__(self, streams, next_ids, embed, lm_head):
         eps = self.cfg.rms_norm_eps
-        e = rms(embed(next_ids), self.t["mtp.0.enorm.weight"], eps)
+        e = rmsnorm(embed(next_ids), self.t["mtp.0.enorm.weight"], eps)
         x = (e @ self.t["mtp.0.e_proj.weight"].t()).unsqueeze(2) + \
-            rms(streams, self.t["mtp.0.hnorm.weight"], eps) @ self.t["mtp.0.h_proj.weight"].t()
+            rmsnorm(streams, self.t["mtp.0.hnorm.weight"], eps) @ self.t["mtp.0.h_proj.weight"].t()
         T = next_ids.shape[1]
         pos = torch.arange(T).unsqueeze(0)
         rot = self.big.model.rotary_emb
@@ -156,7 +143,7 @@ class MTP:
         mask = torch.zeros(T, T).masked_fill(~keep, float("-inf")).view(1, 1, T, T)
         y = self.block(x, position_embeddings=pe, position_ids=pos, attention_mask=mask,
                        input_ids=next_ids, past_key_values=None)
-        return lm_head(rms(self.head(y), self.t["mtp.0.norm.weight"], eps)).float()
+        return lm_head(rmsnorm(self.head(y), self.t["mtp.0.norm.weight"], eps)).float()
 
 
 def main(out):
