@@ -109,7 +109,7 @@ static sp_mm_kernel pick_kernel(const sp_weight *w, sp_precision prec)
 void sp_matmul_round_input(const sp_weight *w, const float *x, int64_t n, uint16_t *out)
 {
     sp_mm_kernel k = pick_kernel(w, SP_PRECISION_FAST);
-    if ((k.prep == SP_MM_PREP_BF16 || k.prep == SP_MM_PREP_BF16_TILED) && k.prep_fn) {
+    if (k.prep == SP_MM_PREP_BF16_TILED && k.prep_fn) {
         k.prep_fn(x, n, out);
         return;
     }
@@ -148,12 +148,6 @@ static void prepare_input(const sp_mm_kernel *k, const float *x, int64_t t0, int
             }
         return;
     }
-    if (prep == SP_MM_PREP_BF16) {
-        uint16_t *o = buf;
-        for (int64_t i = t0 * cols; i < t1 * cols; i++)
-            o[i] = sp_mm_round_bf16(x[i]);
-        return;
-    }
     float *o = buf; /* SP_MM_PREP_PAIRS: cols is a multiple of 32 */
     for (int64_t t = t0; t < t1; t++)
         for (int64_t c = 0; c < cols; c += 32) {
@@ -182,11 +176,6 @@ static void prep_task(void *ctx, int64_t b, int64_t e, int thread)
             int64_t t0 = i * SP_MM_TILE_TOKENS, t1 = t0 + SP_MM_TILE_TOKENS;
             prepare_input(p->k, p->x, t0, t1 < p->n_tok ? t1 : p->n_tok, p->cols, p->buf);
         }
-        return;
-    }
-    if (p->k->prep_fn) {
-        size_t esz = p->k->prep == SP_MM_PREP_BF16 ? 2 : 4; /* PAIRS: fp32 */
-        p->k->prep_fn(p->x + b * p->cols, (e - b) * p->cols, (char *)p->buf + (size_t)(b * p->cols) * esz);
         return;
     }
     prepare_input(p->k, p->x, b, e, p->cols, p->buf);

@@ -8,7 +8,6 @@
  *   SP_MM_PREP_NONE   x as given, [n_tok, cols] fp32
  *   SP_MM_PREP_PAIRS  fp32, each 32-column block reordered as its 16 even columns then
  *                     its 16 odd ones (matches weights decoded as even/odd halves)
- *   SP_MM_PREP_BF16   x rounded to bf16 (sp_mm_round_bf16), natural order
  *   SP_MM_PREP_BF16_TILED  x rounded to bf16, tokens in tiles of SP_MM_TILE_TOKENS
  *                     (the last tile holds the rest): a tile starting at token t0 with
  *                     T tokens occupies the natural place of its tokens, and within it
@@ -41,7 +40,6 @@ typedef void (*sp_mm_rows_fn)(const sp_mm_job *j, int64_t rb, int64_t re);
 typedef enum sp_mm_prep {
     SP_MM_PREP_NONE,
     SP_MM_PREP_PAIRS,
-    SP_MM_PREP_BF16,
     SP_MM_PREP_BF16_TILED
 } sp_mm_prep;
 
@@ -51,8 +49,8 @@ typedef struct sp_mm_kernel {
     sp_mm_rows_fn fn;
     sp_mm_prep prep;
     const char *name; /* for profiles and docs */
-    /* prepares n consecutive input values as `prep` says, vectorized (NULL: matmul.c's
-     * portable loop; both give the same bits) */
+    /* rounds n consecutive input values to bf16 (sp_mm_round_bf16), vectorized, for
+     * SP_MM_PREP_BF16_TILED (NULL: matmul.c's portable loop; both give the same bits) */
     void (*prep_fn)(const float *x, int64_t n, void *out);
 } sp_mm_kernel;
 
