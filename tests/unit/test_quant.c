@@ -264,6 +264,45 @@ static void expect_open_error(char *dir, sp_status want, const char *needle, con
     free(dir);
 }
 
+/* The last position's logits of tokens 1..12 through the checkpoint in dir (malloc'd). */
+static float *last_logits(const char *dir, int64_t *n_vocab)
+{
+    sp_model *m = open_model_dir(dir, 1);
+    sp_session_params sp = sp_session_default_params();
+    sp_session *s;
+    sp_error err = {0};
+    assert_int_equal(sp_session_new(m, &sp, &s, &err), SP_OK);
+    const int32_t tok[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    assert_int_equal(sp_session_eval(s, tok, 12, NULL, &err), SP_OK);
+    *n_vocab = sp_model_n_vocab(m);
+    float *out = malloc((size_t)*n_vocab * sizeof *out);
+    memcpy(out, sp_session_last_logits(s), (size_t)*n_vocab * sizeof *out);
+    sp_session_free(s);
+    sp_model_close(m);
+    return out;
+}
+
+/* Per-matrix MXFP4 scales spelled .scale (DeepSeek-V4's release) read as .weight_scale:
+ * the same logits, bit for bit. */
+static void test_mxfp4_scale_spelling(void **state)
+{
+    (void)state;
+    tensor_edit ren[] = {
+        {.name = "model.layers.2.ffn.experts.1.w3.weight_scale", .rename = "model.layers.2.ffn.experts.1.w3.scale"},
+        {.name = "model.layers.0.ffn.shared_experts.w2.weight_scale", .rename = "model.layers.0.ffn.shared_experts.w2.scale"}};
+    char *a = copy_fixture("dsv4_mxfp4", NULL, 0, NULL), *b = copy_fixture("dsv4_mxfp4", ren, 2, NULL);
+    int64_t va, vb;
+    float *la = last_logits(a, &va), *lb = last_logits(b, &vb);
+    assert_int_equal(va, vb);
+    assert_memory_equal(la, lb, (size_t)va * sizeof *la);
+    free(la);
+    free(lb);
+    remove_tree(a);
+    remove_tree(b);
+    free(a);
+    free(b);
+}
+
 static void test_bad_quantized_checkpoints(void **state)
 {
     (void)state;
@@ -331,7 +370,7 @@ int main(void)
         cmocka_unit_test(test_scale_decoders_exhaustive),
         cmocka_unit_test(test_fp4_column_dependent), cmocka_unit_test(test_fp8_block_views),
         cmocka_unit_test(test_matmul_transposed),    cmocka_unit_test(test_routing),
-        cmocka_unit_test(test_bad_quantized_checkpoints),
+        cmocka_unit_test(test_bad_quantized_checkpoints), cmocka_unit_test(test_mxfp4_scale_spelling),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

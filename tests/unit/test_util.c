@@ -183,6 +183,8 @@ char *copy_fixture(const char *name, const tensor_edit *edits, size_t n_edits, c
             if (strcmp(ed->name, "*") && strcmp(ed->name, t->name))
                 continue;
             drop = ed->drop;
+            if (ed->rename)
+                x.name = ed->rename;
             if (ed->dtype)
                 x.dtype = ed->dtype;
             if (ed->n_dims > 0) {

@@ -61,6 +61,7 @@ typedef struct tensor_edit {
     int n_dims;         /* > 0: new shape */
     int64_t shape[4];
     bool drop;
+    const char *rename; /* not NULL: the tensor's new name */
     void (*patch)(unsigned char *data, size_t n_bytes, const char *dtype, void *ctx);
     void *patch_ctx;
 } tensor_edit;
