@@ -320,9 +320,11 @@ static void test_matmul_batch_invariance(void **state)
     (void)state;
     NEED_GPU();
     const int64_t N = 64, sizes[] = {1, 2, 3, 4, 5, 8, 17, 64};
-    for (int fi = 0; fi < N_FORMATS; fi++) {
-        sp_wformat f = ALL_FORMATS[fi];
-        int64_t rows = 203, cols = f == SP_WF_MXFP4 || f == SP_WF_NVFP4 ? 1056 : 1059;
+    for (int fi = 0; fi < 2 * N_FORMATS; fi++) {
+        sp_wformat f = ALL_FORMATS[fi % N_FORMATS];
+        /* a partial chunk (the general kernel at every n_tok), then whole chunks: one
+         * token takes the x-in-registers kernel (one or two chunks per slot) */
+        int64_t rows = 203, cols = fi >= N_FORMATS ? 1536 : f == SP_WF_MXFP4 || f == SP_WF_NVFP4 ? 1056 : 1059;
         test_weight tw = make_weight(f, rows, cols, 0);
         float *x = malloc((size_t)(N * cols) * 4);
         fill(x, N * cols, 1.0f);
@@ -353,7 +355,7 @@ static void test_matmul_batch_invariance(void **state)
         spc_free(dy);
         free_weight(&tw);
     }
-    printf("matmul: n_tok 1/2/3/4/5/8/17/64 and a rerun bit-identical per token, every format\n");
+    printf("matmul: n_tok 1/2/3/4/5/8/17/64 and a rerun bit-identical per token, every format, two shapes\n");
 }
 
 static void test_matmul_t(void **state)
@@ -692,8 +694,9 @@ static void check_route(sp_route_cfg *cfg, int64_t n_tok, int ties)
 {
     int64_t E = cfg->n_experts, k = cfg->top_k;
     float *logits = malloc((size_t)(n_tok * E) * 4), *bias = malloc((size_t)E * 4);
-    for (int64_t i = 0; i < n_tok * E; i++)
-        logits[i] = ties ? (float)(int)(rnd32() % 5) * 0.5f - 1.0f : frand() * 4.0f;
+    for (int64_t i = 0; i < n_tok * E; i++) /* ties 2: some NaN logits, the first of a row among them */
+        logits[i] = ties == 2 && (rnd32() % 7 == 0 || (i % E == 0 && (i / E) % 3 == 0)) ? NAN
+                    : ties ? (float)(int)(rnd32() % 5) * 0.5f - 1.0f : frand() * 4.0f;
     for (int64_t i = 0; i < E; i++)
         bias[i] = ties ? 0.25f * (float)(i % 3) : frand() * 0.1f;
     int biased = cfg->kind == SP_MOE_SIGMOID_GROUP || cfg->kind == SP_MOE_DSV4 || cfg->kind == SP_MOE_HASH;
@@ -721,12 +724,15 @@ static void check_route(sp_route_cfg *cfg, int64_t n_tok, int ties)
             if (rid[j] != ids[t * k + j])
                 fail_msg("route kind %d token %lld slot %lld: GPU expert %d, CPU %d", (int)cfg->kind,
                          (long long)t, (long long)j, ids[t * k + j], rid[j]);
-            double e = fabs(w[t * k + j] - rw[j]) / (fabs(rw[j]) + 1e-30);
+            if ((w[t * k + j] != w[t * k + j]) != (rw[j] != rw[j]))
+                fail_msg("route kind %d token %lld slot %lld: GPU weight %g, CPU %g", (int)cfg->kind,
+                         (long long)t, (long long)j, (double)w[t * k + j], (double)rw[j]);
+            double e = rw[j] != rw[j] ? 0.0 : fabs(w[t * k + j] - rw[j]) / (fabs(rw[j]) + 1e-30);
             worst = e > worst ? e : worst;
         }
     }
     printf("moe_route kind %d E %lld k %lld%s: ids identical, max rel weight error %.3g\n",
-           (int)cfg->kind, (long long)E, (long long)k, ties ? " (ties)" : "", worst);
+           (int)cfg->kind, (long long)E, (long long)k, ties == 2 ? " (NaN logits)" : ties ? " (ties)" : "", worst);
     assert_true(worst < 1e-5);
     free(logits);
     free(bias);
@@ -746,6 +752,14 @@ static void test_moe_route(void **state)
 {
     (void)state;
     NEED_GPU();
+    { /* NaN logits: the softmax kinds' warp top-k keeps the sequential scan's picks */
+        sp_route_cfg a = {.kind = SP_MOE_TOPK_SOFTMAX, .n_experts = 32, .top_k = 4};
+        check_route(&a, 37, 2);
+        a.n_experts = 200;
+        check_route(&a, 9, 2);
+        sp_route_cfg b = {.kind = SP_MOE_SOFTMAX_TOPK, .n_experts = 60, .top_k = 4};
+        check_route(&b, 9, 2);
+    }
     for (int ties = 0; ties < 2; ties++) {
         sp_route_cfg a = {.kind = SP_MOE_SOFTMAX_TOPK, .n_experts = 128, .top_k = 8, .norm = true};
         check_route(&a, 37, ties);
@@ -1168,6 +1182,8 @@ static double copy_bandwidth(void)
     return best;
 }
 
+static void moe_bandwidth(double copy_bw);
+
 static void test_matmul_bandwidth(void **state)
 {
     (void)state;
@@ -1238,6 +1254,98 @@ static void test_matmul_bandwidth(void **state)
         spc_free(sall);
         free_weight(&tw);
     }
+    moe_bandwidth(copy_bw);
+}
+
+/* The expert pass of a gpt-oss-20b-shaped layer (MXFP4 gate_up 5760 x 2880 and down 2880 x
+ * 2880, 4 of 16 experts per token, copies of one random expert so that the set exceeds the
+ * L2 cache): time per spc_moe_ffn and the selected experts' bytes per second. */
+static void moe_bandwidth(double copy_bw)
+{
+    const int64_t E = 16, H = 2880, I = 2880, k = 4;
+    test_weight g = make_weight(SP_WF_MXFP4, 2 * I, H, 0), d = make_weight(SP_WF_MXFP4, H, I, 0);
+    size_t gb = g.h.row_bytes * (size_t)g.h.rows, gs = g.h.scale_row_bytes * (size_t)g.h.rows;
+    size_t db = d.h.row_bytes * (size_t)d.h.rows, ds = d.h.scale_row_bytes * (size_t)d.h.rows;
+    size_t pitch = (gb + gs + db + ds + 4 * 256 + 255) / 256 * 256;
+    unsigned char *all = dev_alloc(pitch * (size_t)E);
+    spc_expert table[16];
+    float *bias = dev_poison(2 * I);
+    CK(spc_memset(g_stream, bias, 0, (size_t)(2 * I) * 4));
+    for (int64_t e = 0; e < E; e++) {
+        unsigned char *p = all + pitch * (size_t)e;
+        size_t o[4] = {0, (gb + 255) / 256 * 256, 0, 0};
+        o[2] = o[1] + (gs + 255) / 256 * 256;
+        o[3] = o[2] + (db + 255) / 256 * 256;
+        CK(spc_memcpy_d2d(g_stream, p + o[0], g.ddata, gb));
+        CK(spc_memcpy_d2d(g_stream, p + o[1], g.dscales, gs));
+        CK(spc_memcpy_d2d(g_stream, p + o[2], d.ddata, db));
+        CK(spc_memcpy_d2d(g_stream, p + o[3], d.dscales, ds));
+        memset(&table[e], 0, sizeof table[e]);
+        table[e].gate = g.d;
+        table[e].gate.data = p + o[0];
+        table[e].gate.scales = p + o[1];
+        table[e].down = d.d;
+        table[e].down.data = p + o[2];
+        table[e].down.scales = p + o[3];
+        table[e].gate_up_bias = bias;
+        table[e].down_bias = bias;
+    }
+    spc_expert *dtable = dev_from(table, sizeof table);
+    const int64_t NT = 8, SETS = 64;
+    int32_t *ids = malloc((size_t)(SETS * NT * k) * 4);
+    float *wts = malloc((size_t)(NT * k) * 4), *x = malloc((size_t)(NT * H) * 4);
+    for (int64_t i = 0; i < SETS * NT; i++) /* distinct experts per token */
+        for (int64_t j = 0; j < k; j++)
+            ids[i * k + j] = (int32_t)((i * 5 + j * 3) % E);
+    fill(wts, NT * k, 0.25f);
+    fill(x, NT * H, 1.0f);
+    int32_t *dids = dev_from(ids, (size_t)(SETS * NT * k) * 4);
+    float *dw = dev_from(wts, (size_t)(NT * k) * 4), *dx = dev_from(x, (size_t)(NT * H) * 4);
+    int64_t sc = NT * k * 2 * I;
+    float *da = dev_poison(sc), *dbb = dev_poison(sc), *dout = dev_poison(NT * H);
+    const double expert_bytes = (double)(gb + gs + db + ds);
+    const int64_t nts[] = {1, 2, 4, 8};
+    for (int q = 0; q < 4; q++) {
+        spc_moe_args a = {.experts = dtable, .n_experts = E, .act = SPC_ACT_GPTOSS_GLU, .H = H, .I = I,
+                          .alpha = 1.702f, .limit = 7.0f, .x = dx, .n_tok = nts[q], .k = k, .w = dw,
+                          .out = dout, .scratch_a = da, .scratch_b = dbb, .row_fmt = SP_WF_MXFP4,
+                          .row_major_only = true};
+        const int iters = 200;
+        for (int it = 0; it < 10; it++) {
+            a.ids = dids + (it % SETS) * NT * k;
+            CK(spc_moe_ffn(g_stream, &a));
+        }
+        CK(spc_stream_sync(g_stream));
+        double t0 = now_s();
+        for (int it = 0; it < iters; it++) {
+            a.ids = dids + (it % SETS) * NT * k;
+            CK(spc_moe_ffn(g_stream, &a));
+        }
+        CK(spc_stream_sync(g_stream));
+        double dt = (now_s() - t0) / iters;
+        /* the distinct experts of the last set, as a typical count */
+        int seen[16] = {0}, n_e = 0;
+        for (int64_t i = 0; i < nts[q] * k; i++)
+            if (!seen[ids[((iters - 1) % SETS) * NT * k + i]]++)
+                n_e++;
+        printf("| MoE gpt-oss-20b layer, MXFP4, %d of %lld experts read | %lld | %.1f | %.0f | %.0f%% |\n", n_e,
+               (long long)E, (long long)nts[q], dt * 1e6, n_e * expert_bytes / dt * 1e-9,
+               100.0 * n_e * expert_bytes / dt / copy_bw);
+    }
+    free(ids);
+    free(wts);
+    free(x);
+    spc_free(dids);
+    spc_free(dw);
+    spc_free(dx);
+    spc_free(da);
+    spc_free(dbb);
+    spc_free(dout);
+    spc_free(bias);
+    spc_free(dtable);
+    spc_free(all);
+    free_weight(&g);
+    free_weight(&d);
 }
 
 /* spc_rope_kv_store == spc_rope(q), spc_rope(k), spc_kv_store(k), spc_kv_store(v), bit for

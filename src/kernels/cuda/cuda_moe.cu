@@ -229,7 +229,7 @@ static __device__ __forceinline__ const float *mx_bias(const spc_expert &e, int 
  * the matrix). FMT: the one format of every row-major expert (host-checked), or
  * SP_WF_NONE for a switch per block (every format's code in one kernel: about 140
  * registers, 3 blocks per SM, where one format takes the matmul's 72-96). */
-template <int FMT, int TT>
+template <int FMT, int TT, int U = 2>
 static __device__ __forceinline__ bool mx_block(const spc_expert *__restrict__ experts, int64_t n_experts,
                                                 int32_t e, int stage, bool gptoss, int64_t r0, int *nr,
                                                 const float *x, int64_t x_stride, int nt, float *acc,
@@ -253,15 +253,16 @@ static __device__ __forceinline__ bool mx_block(const spc_expert *__restrict__ e
     const bool vec = spc_weight_vec_ok_dev(w);
     /* float4 loads of x: only full chunks use them */
     const bool xvec = ((uintptr_t)x % 16) == 0 && x_stride % 4 == 0;
-#define MX_ROWS(F) spc_block_rows<F, TT, MR_ROWS, 2>(w, w, r0, *nr, x, x_stride, nt, vec, xvec, acc)
+#define MX_ROWS(F) spc_block_rows<F, TT, MR_ROWS, U>(w, w, r0, *nr, x, x_stride, nt, vec, xvec, acc)
     SPC_BY_FORMAT(FMT == SP_WF_NONE ? (int)w.format : FMT, MX_ROWS,
                   for (int i = 0; i < TT * MR_ROWS; i++) acc[i] = __uint_as_float(0x7fffffffu))
 #undef MX_ROWS
     return true;
 }
 
-/* Each (token, slot) pair alone: one block per MR_ROWS output rows, one pair per grid.y. */
-template <int FMT>
+/* Each (token, slot) pair alone: one block per MR_ROWS output rows, one pair per grid.y;
+ * U chunks per row in flight. */
+template <int FMT, int U = 2>
 __global__ void __launch_bounds__(SPC_SLOTS)
 k_moe_rows(const spc_expert *__restrict__ experts, int64_t n_experts,
            const int32_t *__restrict__ ids, int stage, bool gptoss, const float *x, int64_t x_div,
@@ -276,17 +277,33 @@ k_moe_rows(const spc_expert *__restrict__ experts, int64_t n_experts,
     int nr = (int)(n_out - r0 < MR_ROWS ? n_out - r0 : MR_ROWS);
     float acc[MR_ROWS];
     const float *bias;
-    if (mx_block<FMT, 1>(experts, n_experts, ids[p], stage, gptoss, r0, &nr, x + (p / x_div) * x_stride,
-                         0, 1, acc, &bias))
+    if (mx_block<FMT, 1, U>(experts, n_experts, ids[p], stage, gptoss, r0, &nr, x + (p / x_div) * x_stride,
+                            0, 1, acc, &bias))
         spc_block_store<1, MR_ROWS>(acc, r0, nr, 0, 1, y + p * n_out, 0, bias);
 }
 
-/* Launches the row-major expert pass, specialized on the experts' one format. */
+/* Launches the row-major expert pass, specialized on the experts' one format. FP4 rows
+ * of at most SPC_SLOTS chunks (<= 4096 columns: one chunk per slot, as gpt-oss's 2880)
+ * keep one chunk per row in flight: a second (U = 2) only costs registers there (113
+ * against 80; H100, gpt-oss-20b shape: the 1-token expert pass 101 -> 88 us, decode 227
+ * -> 244 tok/s; 1, 2 or 8 rows per block were slower). */
 static void moe_rows_launch(cudaStream_t s, const spc_moe_args *a, int stage, bool gptoss,
                             const float *x, int64_t div, int64_t xs, int64_t n_out, float *y)
 {
     const int64_t P = a->n_tok * a->k;
+    const int64_t cols = stage == 2 ? a->I : a->H;
     dim3 grid((unsigned)((n_out + MR_ROWS - 1) / MR_ROWS), (unsigned)P);
+    if ((a->row_fmt == SP_WF_MXFP4 || a->row_fmt == SP_WF_NVFP4) && cols <= 32 * SPC_SLOTS) {
+#define MR_U1(F)                                                                                \
+    spc_launch(k_moe_rows<F, 1>, grid, dim3(SPC_SLOTS), s, true, a->experts, a->n_experts, a->ids, \
+               stage, gptoss, x, div, xs, n_out, y)
+        if (a->row_fmt == SP_WF_MXFP4)
+            MR_U1(SP_WF_MXFP4);
+        else
+            MR_U1(SP_WF_NVFP4);
+#undef MR_U1
+        return;
+    }
 #define MR_LAUNCH(F)                                                                           \
     spc_launch(k_moe_rows<F>, grid, dim3(SPC_SLOTS), s, true, a->experts, a->n_experts, a->ids, \
                stage, gptoss, x, div, xs, n_out, y)
