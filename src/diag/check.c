@@ -3,13 +3,12 @@
  * checks are in check_spec.c. */
 #include "diag/check.h"
 #include "diag/check_internal.h"
+#include "diag/weight_scan.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "model/model_walk.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
-#include "util/assert.h"
-#include "util/ckd.h"
 #include "util/dtype.h"
 #include "util/error.h"
 
@@ -52,12 +51,11 @@ void sp_check_report_free(sp_check_report *rep)
 /* ---- weights finite ------------------------------------------------------------------ */
 
 typedef struct finite_ctx {
+    sp_pool *pool;
     char bad[256];
     int64_t bad_row, bad_col;
     float bad_value;
     int64_t n_tensors, n_values;
-    float *row;
-    int64_t row_cap; /* floats in row: the widest matrix walked */
 } finite_ctx;
 
 static void finite_matrix(void *vctx, const char *name, const sp_weight *w)
@@ -66,19 +64,16 @@ static void finite_matrix(void *vctx, const char *name, const sp_weight *w)
     c->n_tensors++;
     if (c->bad[0])
         return;
-    SP_ASSERT(w->cols <= c->row_cap);
-    for (int64_t r = 0; r < w->rows; r++) {
-        sp_weight_row_f32(w, r, c->row);
-        for (int64_t k = 0; k < w->cols; k++)
-            if (!isfinite(c->row[k])) {
-                snprintf(c->bad, sizeof c->bad, "%s", name);
-                c->bad_row = r;
-                c->bad_col = k;
-                c->bad_value = c->row[k];
-                return;
-            }
-        c->n_values += w->cols;
+    sp_weight_scan ws;
+    sp_weight_scan_matrix(c->pool, w, &ws);
+    if (ws.bad_row >= 0) {
+        snprintf(c->bad, sizeof c->bad, "%s", name);
+        c->bad_row = ws.bad_row;
+        c->bad_col = ws.bad_col;
+        c->bad_value = ws.bad_value;
+        return;
     }
+    c->n_values += w->rows * w->cols;
 }
 
 static void finite_vector(void *vctx, const char *name, const float *v, int64_t n)
@@ -95,40 +90,13 @@ static void finite_vector(void *vctx, const char *name, const float *v, int64_t 
     c->n_values += n;
 }
 
-/* The widest matrix the walk will visit: a first walk measures, so the row buffer holds
- * exactly the longest row a later walk decodes (no guess from the config). */
-static void widest_matrix(void *vctx, const char *name, const sp_weight *w)
+static void check_finite(const sp_model *m, const char *label, sp_pool *pool, sp_check_report *rep)
 {
-    int64_t *cols = vctx;
-    if (w->cols > *cols)
-        *cols = w->cols;
-}
-
-static float *row_buffer(const sp_model *m, int64_t *cap)
-{
-    int64_t cols = 1;
-    sp_walk_fns f = {widest_matrix, NULL};
-    sp_model_walk(m, &f, &cols);
-    size_t bytes;
-    *cap = cols;
-    if (sp_ckd_mul_size(&bytes, (size_t)cols, sizeof(float)))
-        return NULL;
-    return malloc(bytes);
-}
-
-static void check_finite(const sp_model *m, const char *label, sp_check_report *rep)
-{
-    finite_ctx c = {0};
+    finite_ctx c = {.pool = pool};
     char name[64];
     snprintf(name, sizeof name, "weights finite%s", label);
-    c.row = row_buffer(m, &c.row_cap);
-    if (!c.row) {
-        sp_check_add(rep, name, SP_CHECK_FAIL, "out of memory for a row buffer");
-        return;
-    }
     sp_walk_fns f = {finite_matrix, finite_vector};
     sp_model_walk(m, &f, &c);
-    free(c.row);
     if (c.bad[0] && c.bad_row >= 0)
         sp_check_add(rep, name, SP_CHECK_FAIL, "tensor '%s' holds %g at row %lld, column %lld", c.bad,
                      (double)c.bad_value, (long long)c.bad_row, (long long)c.bad_col);
@@ -147,8 +115,7 @@ typedef struct scale_ctx {
     char nan_name[256];
     double amax;        /* largest decoded |w| */
     char amax_name[256];
-    float *row;
-    int64_t row_cap; /* floats in row: the widest matrix walked */
+    sp_pool *pool;
 } scale_ctx;
 
 static void scale_matrix(void *vctx, const char *name, const sp_weight *w)
@@ -171,24 +138,19 @@ static void scale_matrix(void *vctx, const char *name, const sp_weight *w)
                 snprintf(c->nan_name, sizeof c->nan_name, "%s", name);
         }
     c->nv_matrices += !mx;
-    SP_ASSERT(!c->row || w->cols <= c->row_cap);
-    for (int64_t r = 0; c->row && r < w->rows; r++) {
-        sp_weight_row_f32(w, r, c->row);
-        for (int64_t k = 0; k < w->cols; k++)
-            if (fabsf(c->row[k]) > c->amax) {
-                c->amax = fabsf(c->row[k]);
-                snprintf(c->amax_name, sizeof c->amax_name, "%s", name);
-            }
+    sp_weight_scan ws;
+    sp_weight_scan_matrix(c->pool, w, &ws);
+    if (ws.amax > c->amax) {
+        c->amax = ws.amax;
+        snprintf(c->amax_name, sizeof c->amax_name, "%s", name);
     }
 }
 
-static void check_scales(const sp_model *m, const char *label, sp_check_report *rep)
+static void check_scales(const sp_model *m, const char *label, sp_pool *pool, sp_check_report *rep)
 {
-    scale_ctx c = {0};
-    c.row = row_buffer(m, &c.row_cap);
+    scale_ctx c = {.pool = pool};
     sp_walk_fns f = {scale_matrix, NULL};
     sp_model_walk(m, &f, &c);
-    free(c.row);
     char name[64];
     snprintf(name, sizeof name, "fp4 scales%s", label);
     if (!c.matrices) {
@@ -359,12 +321,15 @@ static void check_loops(sp_model *m, const int32_t *prompt, size_t n, sp_check_r
 sp_status sp_check_run(const sp_check_inputs *in, sp_check_report *rep, sp_error *err)
 {
     memset(rep, 0, sizeof *rep);
-    check_finite(in->model, "", rep);
-    check_scales(in->model, "", rep);
+    sp_pool *pool = NULL; /* the weight scans' (NULL, on failure: one thread) */
+    sp_pool_new(0, &pool, NULL);
+    check_finite(in->model, "", pool, rep);
+    check_scales(in->model, "", pool, rep);
     if (in->draft) {
-        check_finite(in->draft, " (draft)", rep);
-        check_scales(in->draft, " (draft)", rep);
+        check_finite(in->draft, " (draft)", pool, rep);
+        check_scales(in->draft, " (draft)", pool, rep);
     }
+    sp_pool_free(pool);
     sp_check_device_decode(in->model, "", rep);
     if (in->draft)
         sp_check_device_decode(in->draft, " (draft)", rep);
