@@ -18,7 +18,7 @@ UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 # ThreadSanitizer: the tests that run the thread pool or the server's threads (labelled
 # 'threads'), built alone
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DSPECULA_TSAN=ON -DSPECULA_CUDA=OFF
-cmake --build build-tsan -j "$J" --target test_batch_invariance test_batch_sessions test_kernels test_quant test_threadpool specula
+cmake --build build-tsan -j "$J" --target test_batch_invariance test_batch_sessions test_kernels test_quant test_threadpool test_weight_scan specula
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir build-tsan --output-on-failure -L threads
 echo "specula: all tests passed (release, ASan/UBSan and TSan builds)"
