@@ -13,6 +13,7 @@
  * The file compiles to nothing in a CPU-only build. */
 #ifdef SPECULA_HAVE_CUDA
 #include "backend/backend_cuda.h"
+#include "backend/cuda_upload.h"
 #include "backend/rec_cache.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "util/error.h"
@@ -40,6 +41,8 @@ typedef struct cuda_backend {
     int plant_calls;
     bool graphs;           /* recording allowed */
     bool moe_group;        /* MoE pairs grouped by expert (SPECULA_CUDA_MOE_GROUP=0: off, to compare) */
+    bool staged_upload;    /* large uploads through pinned buffers (SPECULA_CUDA_STAGED_UPLOAD=0: off) */
+    sp_cuda_stager *stager; /* made by the first large upload, freed by the next finish */
     sp_rec_cache rec;
     sp_rec_slot *capturing; /* the slot being recorded, or NULL */
     void *index_queue;      /* DeepSeek-V4 indexer scratch (grown on demand) */
@@ -71,6 +74,7 @@ static void cuda_destroy(sp_backend *be)
 {
     cuda_backend *c = cu(be);
     spc_stream_sync(c->stream);
+    sp_cuda_stager_free(c->stager);
     sp_rec_clear(&c->rec);
     spc_free(c->index_queue);
     spc_stream_destroy(c->stream);
@@ -104,6 +108,9 @@ static sp_status copy_status(sp_backend *be, int rc, const char *what, size_t by
                   bytes, spc_error_string(rc));
 }
 
+/* From this size an upload goes through the pinned staging buffers (cuda_upload.c). */
+#define STAGED_UPLOAD_MIN ((size_t)32 << 20)
+
 static sp_status cuda_upload(sp_backend *be, void *dst, const void *src, size_t bytes, sp_error *err)
 {
     /* every pass starts with an upload: make this thread use our device (a session may be
@@ -111,7 +118,12 @@ static sp_status cuda_upload(sp_backend *be, void *dst, const void *src, size_t 
     spc_device_open(cu(be)->index, NULL, NULL);
     if (!bytes)
         return SP_OK;
-    return copy_status(be, spc_memcpy_h2d_sync(cu(be)->stream, dst, src, bytes), "upload", bytes, err);
+    cuda_backend *c = cu(be);
+    /* the weights arrive in chunks of 256 MB (exec_weights.c); a pass's inputs are small */
+    if (c->staged_upload && bytes >= STAGED_UPLOAD_MIN && (c->stager || (c->stager = sp_cuda_stager_new())))
+        return copy_status(be, sp_cuda_staged_upload(c->stager, c->stream, dst, src, bytes), "upload",
+                           bytes, err);
+    return copy_status(be, spc_memcpy_h2d_sync(c->stream, dst, src, bytes), "upload", bytes, err);
 }
 
 static sp_status cuda_download(sp_backend *be, void *dst, const void *src, size_t bytes, sp_error *err)
@@ -133,6 +145,8 @@ static sp_status cuda_finish(sp_backend *be, sp_error *err)
 {
     cuda_backend *c = cu(be);
     check(c, "stream sync", spc_stream_sync(c->stream));
+    sp_cuda_stager_free(c->stager); /* the load is over: give back its pinned memory */
+    c->stager = NULL;
     int st = c->status;
     c->status = 0;
     if (st)
@@ -524,6 +538,8 @@ sp_status sp_cuda_backend_new(int index, sp_backend **out, sp_error *err)
     c->graphs = !c->fail_op && !c->plant_op && !(gr && !strcmp(gr, "0"));
     const char *mg = env_or_null("SPECULA_CUDA_MOE_GROUP");
     c->moe_group = !(mg && !strcmp(mg, "0"));
+    const char *su = env_or_null("SPECULA_CUDA_STAGED_UPLOAD");
+    c->staged_upload = !(su && !strcmp(su, "0"));
     c->rec.free_rec = spc_graph_free;
     snprintf(c->base.device_name, sizeof c->base.device_name, "cuda:%d %s (sm_%d%d, %.1f GiB)",
              index, info.name, info.cc_major, info.cc_minor, info.total_mem / 1073741824.0);

@@ -110,6 +110,44 @@ extern "C" int spc_memcpy_d2d(void *s, void *d, const void *src, size_t n) { ret
 extern "C" int spc_memcpy_h2d_sync(void *s, void *d, const void *src, size_t n) { return cpy(s, d, src, n, cudaMemcpyHostToDevice, true); }
 extern "C" int spc_memcpy_d2h_sync(void *s, void *d, const void *src, size_t n) { return cpy(s, d, src, n, cudaMemcpyDeviceToHost, true); }
 
+extern "C" int spc_host_alloc(void **p, size_t bytes)
+{
+    *p = NULL;
+    cudaError_t e = cudaHostAlloc(p, bytes ? bytes : 1, cudaHostAllocDefault);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        (void)cudaGetLastError();
+    }
+    return (int)e;
+}
+
+extern "C" void spc_host_free(void *p)
+{
+    if (p)
+        cudaFreeHost(p);
+}
+
+extern "C" int spc_event_new(void **ev)
+{
+    cudaEvent_t e = NULL;
+    cudaError_t r = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    *ev = r == cudaSuccess ? (void *)e : NULL;
+    return (int)r;
+}
+
+extern "C" int spc_event_record(void *ev, void *stream)
+{
+    return (int)cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream);
+}
+
+extern "C" int spc_event_sync(void *ev) { return (int)cudaEventSynchronize((cudaEvent_t)ev); }
+
+extern "C" void spc_event_free(void *ev)
+{
+    if (ev)
+        cudaEventDestroy((cudaEvent_t)ev);
+}
+
 extern "C" int spc_stream_sync(void *stream)
 {
     return (int)cudaStreamSynchronize((cudaStream_t)stream);

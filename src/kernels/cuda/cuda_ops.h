@@ -70,6 +70,13 @@ int spc_mem_info(size_t *free_bytes, size_t *total_bytes);
 
 int spc_malloc(void **p, size_t bytes);
 int spc_free(void *p); /* NULL ok */
+/* Page-locked host memory (cudaHostAlloc) and events, for staged uploads. */
+int spc_host_alloc(void **p, size_t bytes);
+void spc_host_free(void *p); /* NULL ok */
+int spc_event_new(void **ev);
+int spc_event_record(void *ev, void *stream);
+int spc_event_sync(void *ev);
+void spc_event_free(void *ev); /* NULL ok */
 int spc_memset(void *stream, void *p, int value, size_t bytes);
 int spc_memcpy_h2d(void *stream, void *dst, const void *src, size_t bytes); /* async */
 int spc_memcpy_d2h(void *stream, void *dst, const void *src, size_t bytes); /* async */
