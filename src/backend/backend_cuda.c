@@ -120,7 +120,10 @@ static sp_status cuda_upload(sp_backend *be, void *dst, const void *src, size_t 
         return SP_OK;
     cuda_backend *c = cu(be);
     /* the weights arrive in chunks of 256 MB (exec_weights.c); a pass's inputs are small */
-    if (c->staged_upload && bytes >= STAGED_UPLOAD_MIN && (c->stager || (c->stager = sp_cuda_stager_new())))
+    if (c->staged_upload && bytes >= STAGED_UPLOAD_MIN && !c->stager &&
+        !(c->stager = sp_cuda_stager_new()))
+        c->staged_upload = false; /* no pinned memory here: do not ask again for every chunk */
+    if (c->staged_upload && bytes >= STAGED_UPLOAD_MIN)
         return copy_status(be, sp_cuda_staged_upload(c->stager, c->stream, dst, src, bytes), "upload",
                            bytes, err);
     return copy_status(be, spc_memcpy_h2d_sync(c->stream, dst, src, bytes), "upload", bytes, err);
