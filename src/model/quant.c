@@ -266,22 +266,34 @@ static sp_weight packed_view(sp_wformat f, int64_t rows, int64_t cols, const uns
                        .global_scale = global_scale, .name = name};
 }
 
+/* An FP4 code tensor of a rows x cols matrix: cols a multiple of the scale block, shape
+ * [rows, cols / 2] (two E2M1 codes a byte). */
+static sp_status fp4_codes_shape(const char *file, const sp_st_tensor *t, int64_t rows, int64_t cols,
+                                 int64_t block, const char *what, sp_error *err)
+{
+    if (cols % block)
+        return sp_err(err, SP_ERR_FORMAT, "%s: tensor '%s': %s needs an input width divisible by "
+                      "%lld, config.json implies %lld", file, t->name, what, (long long)block,
+                      (long long)cols);
+    int64_t dims[2] = {rows, cols / 2};
+    if (!shape_is(t, 2, dims))
+        return bad_shape(file, t, 2, dims, "two E2M1 codes a byte", err);
+    return SP_OK;
+}
+
 static sp_status bind_nvfp4(sp_quant *q, sp_tensor_lookup find, void *ctx, const char *base,
                             const sp_st_tensor *t, const char *file, int64_t rows, int64_t cols,
                             sp_weight *out, sp_error *err)
 {
     bool ct = q->method == SP_QUANT_NVFP4_CT;
     char n[512];
-    if (cols % SP_NVFP4_BLOCK)
-        return sp_err(err, SP_ERR_FORMAT, "%s: tensor '%s': NVFP4 needs an input width divisible by "
-                      "%d, config.json implies %lld", file, t->name, SP_NVFP4_BLOCK, (long long)cols);
-    int64_t dims[2] = {rows, cols / 2};
-    if (!shape_is(t, 2, dims))
-        return bad_shape(file, t, 2, dims, "NVFP4: two E2M1 codes per byte", err);
+    sp_status st = fp4_codes_shape(file, t, rows, cols, SP_NVFP4_BLOCK, "NVFP4", err);
+    if (st != SP_OK)
+        return st;
     const sp_st_tensor *s, *g;
     const char *sf, *gf;
     snprintf(n, sizeof n, "%s.weight_scale", base);
-    sp_status st = need(find, ctx, file, n, SP_DTYPE_F8_E4M3, SP_DTYPE_F8_E4M3, "NVFP4 block scales", &s, &sf, err);
+    st = need(find, ctx, file, n, SP_DTYPE_F8_E4M3, SP_DTYPE_F8_E4M3, "NVFP4 block scales", &s, &sf, err);
     if (st != SP_OK)
         return st;
     int64_t sdims[2] = {rows, cols / SP_NVFP4_BLOCK};
@@ -347,20 +359,17 @@ static sp_status bind_mxfp4(sp_quant *q, sp_tensor_lookup find, void *ctx, const
                             const sp_st_tensor *t, const char *file, int64_t rows, int64_t cols,
                             sp_weight *out, sp_error *err)
 {
-    if (cols % SP_MXFP4_BLOCK)
-        return sp_err(err, SP_ERR_FORMAT, "%s: tensor '%s': MXFP4 needs an input width divisible "
-                      "by %d, config.json implies %lld", file, t->name, SP_MXFP4_BLOCK, (long long)cols);
-    int64_t dims[2] = {rows, cols / 2};
-    if (!shape_is(t, 2, dims))
-        return bad_shape(file, t, 2, dims, "two E2M1 codes a byte", err);
+    sp_status st = fp4_codes_shape(file, t, rows, cols, SP_MXFP4_BLOCK, "MXFP4", err);
+    if (st != SP_OK)
+        return st;
     char n[512];
     snprintf(n, sizeof n, "%s.weight_scale", base);
     if (!find(ctx, n, NULL))
         snprintf(n, sizeof n, "%s.scale", base);
     const sp_st_tensor *s;
     const char *sf;
-    sp_status st = need(find, ctx, file, n, SP_DTYPE_U8, SP_DTYPE_F8_E8M0,
-                        "MXFP4 UE8M0 scales, as .weight_scale or .scale", &s, &sf, err);
+    st = need(find, ctx, file, n, SP_DTYPE_U8, SP_DTYPE_F8_E8M0,
+              "MXFP4 UE8M0 scales, as .weight_scale or .scale", &s, &sf, err);
     if (st != SP_OK)
         return st;
     int64_t sdims[2] = {rows, cols / SP_MXFP4_BLOCK};
