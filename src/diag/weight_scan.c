@@ -171,11 +171,13 @@ void sp_weight_scan_matrix(sp_pool *pool, const sp_weight *w, sp_weight_scan *ou
     if (w->format == SP_WF_NONE || w->rows <= 0 || w->cols <= 0)
         return;
     scan_job j = {.w = w};
-    const int nt = sp_pool_n_threads(pool); /* <= 512 (sp_pool_new) */
-    for (int t = 0; t < nt && t < MAX_THREADS; t++)
+    if (sp_pool_n_threads(pool) > MAX_THREADS) /* never: sp_pool_new caps the count at 512 */
+        pool = NULL;
+    const int nt = sp_pool_n_threads(pool);
+    for (int t = 0; t < nt; t++)
         j.part[t] = none;
-    sp_pool_run(nt <= MAX_THREADS ? pool : NULL, w->rows, 8, scan_task, &j);
-    for (int t = 0; t < nt && t < MAX_THREADS; t++) {
+    sp_pool_run(pool, w->rows, 8, scan_task, &j);
+    for (int t = 0; t < nt; t++) {
         const scan_part *p = &j.part[t];
         if (p->amax > out->amax)
             out->amax = p->amax;

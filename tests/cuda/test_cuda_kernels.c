@@ -30,6 +30,7 @@
 
 #define CUDA_TEST_SEED 0x9e3779b97f4a7c15ull
 #include "cuda_test_harness.h"
+#include "../unit/test_weight_layout.h"
 
 /* ---- random data, device buffers --------------------------------------------------- */
 
@@ -87,34 +88,9 @@ static test_weight make_weight(sp_wformat f, int64_t rows, int64_t cols, int wil
     test_weight t;
     memset(&t, 0, sizeof t);
     sp_weight *w = &t.h;
-    w->format = f;
-    w->rows = rows;
-    w->cols = cols;
-    w->global_scale = 1.0f;
-    w->name = "test";
-    size_t sbytes = 0;
-    switch (f) {
-    case SP_WF_F32: w->row_bytes = (size_t)cols * 4; break;
-    case SP_WF_BF16:
-    case SP_WF_F16: w->row_bytes = (size_t)cols * 2; break;
-    case SP_WF_MXFP4:
-        w->row_bytes = (size_t)(cols + 1) / 2;
-        w->scale_row_bytes = (size_t)(cols + 31) / 32;
-        sbytes = w->scale_row_bytes * (size_t)rows;
-        break;
-    case SP_WF_NVFP4:
-        w->row_bytes = (size_t)(cols + 1) / 2;
-        w->scale_row_bytes = (size_t)(cols + 15) / 16;
-        sbytes = w->scale_row_bytes * (size_t)rows;
+    size_t sbytes = test_weight_layout(w, f, rows, cols);
+    if (f == SP_WF_NVFP4)
         w->global_scale = 0.3712f;
-        break;
-    case SP_WF_FP8_BLOCK:
-        w->row_bytes = (size_t)cols;
-        w->scale_row_bytes = 4 * (size_t)((cols + 127) / 128);
-        sbytes = w->scale_row_bytes * (size_t)((rows + 127) / 128);
-        break;
-    default: break;
-    }
     size_t dbytes = w->row_bytes * (size_t)rows;
     t.hdata = malloc(dbytes + 16);
     t.hscales = malloc(sbytes + 16);

@@ -3,6 +3,7 @@
  * double reference, relative L2 <= 1e-5. Also checks that a matmul row is bit-identical
  * whatever else is in the batch. */
 #include "test_util.h"
+#include "test_weight_layout.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/matmul.h"
@@ -93,12 +94,9 @@ static void make_any_weight(sp_wformat f, int64_t rows, int64_t cols, sp_weight 
         *data = make_weight(f, rows, cols, w);
         return;
     }
-    memset(w, 0, sizeof *w);
-    w->format = f;
-    w->rows = rows;
-    w->cols = cols;
+    size_t sbytes = test_weight_layout(w, f, rows, cols);
     w->global_scale = f == SP_WF_NVFP4 ? 0.37f : 1.0f;
-    size_t rb = f == SP_WF_FP8_BLOCK ? (size_t)cols : (size_t)cols / 2;
+    size_t rb = w->row_bytes;
     unsigned char *d = malloc(rb * (size_t)rows);
     for (size_t i = 0; i < rb * (size_t)rows; i++) {
         d[i] = (unsigned char)(rand() & 255);
@@ -106,22 +104,17 @@ static void make_any_weight(sp_wformat f, int64_t rows, int64_t cols, sp_weight 
             d[i] = 0x3c;
     }
     w->data = d;
-    w->row_bytes = rb;
     if (f == SP_WF_FP8_BLOCK) {
-        int64_t sr = (rows + 127) / 128, scn = (cols + 127) / 128;
-        float *sc = malloc((size_t)(sr * scn) * sizeof(float));
-        for (int64_t i = 0; i < sr * scn; i++)
+        float *sc = malloc(sbytes);
+        for (size_t i = 0; i < sbytes / sizeof(float); i++)
             sc[i] = 0.01f * (float)(1 + i % 7);
         w->scales = (const unsigned char *)sc;
-        w->scale_row_bytes = (size_t)scn * sizeof(float);
         *scales = sc;
     } else {
-        int64_t bs = f == SP_WF_MXFP4 ? 32 : 16, nb = cols / bs;
-        unsigned char *sc = malloc((size_t)(rows * nb));
-        for (int64_t i = 0; i < rows * nb; i++)
+        unsigned char *sc = malloc(sbytes);
+        for (size_t i = 0; i < sbytes; i++)
             sc[i] = f == SP_WF_MXFP4 ? (unsigned char)(118 + rand() % 12) : (unsigned char)(40 + rand() % 60);
         w->scales = sc;
-        w->scale_row_bytes = (size_t)nb;
         *scales = sc;
     }
     *data = d;

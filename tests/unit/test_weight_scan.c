@@ -5,6 +5,7 @@
  * NaN and infinite values, NaN and infinite block scales, FP4 products that overflow
  * (E8M0 254 with a code of magnitude >= 2), FP8 NaN codes. */
 #include "test_util.h"
+#include "test_weight_layout.h"
 #include "diag/weight_scan.h"
 #include "kernels/cpu/matmul.h"
 #include "util/dtype.h"
@@ -30,29 +31,10 @@ static owned make(sp_wformat f, int64_t rows, int64_t cols)
 {
     owned o = {0};
     sp_weight *w = &o.w;
-    w->format = f;
-    w->rows = rows;
-    w->cols = cols;
-    w->global_scale = 1.0f;
+    size_t sbytes = test_weight_layout(w, f, rows, cols);
     w->name = "scan";
-    size_t sbytes = 0;
-    switch (f) {
-    case SP_WF_F32: w->row_bytes = (size_t)cols * 4; break;
-    case SP_WF_BF16:
-    case SP_WF_F16: w->row_bytes = (size_t)cols * 2; break;
-    case SP_WF_MXFP4:
-    case SP_WF_NVFP4:
-        w->row_bytes = (size_t)(cols + 1) / 2;
-        w->scale_row_bytes = (size_t)(cols + (f == SP_WF_MXFP4 ? 31 : 15)) / (f == SP_WF_MXFP4 ? 32 : 16);
-        sbytes = w->scale_row_bytes * (size_t)rows;
-        w->global_scale = f == SP_WF_NVFP4 ? 0.3712f : 1.0f;
-        break;
-    default: /* FP8 128 x 128 blocks */
-        w->row_bytes = (size_t)cols;
-        w->scale_row_bytes = 4 * (size_t)((cols + 127) / 128);
-        sbytes = w->scale_row_bytes * (size_t)((rows + 127) / 128);
-        break;
-    }
+    if (f == SP_WF_NVFP4)
+        w->global_scale = 0.3712f;
     size_t dbytes = w->row_bytes * (size_t)rows;
     o.data = malloc(dbytes + 1);
     o.scales = malloc(sbytes + 1);
