@@ -74,8 +74,10 @@ typedef struct sp_model_params {
                                 both are on the same device */
     const char *device;  /* "cpu", "cuda", "cuda:N" or "auto"/NULL: the first usable GPU,
                             else the CPU */
-    sp_precision precision; /* default EXACT; the CLI defaults to FAST. CPU kernels only:
-                               the CUDA backend always computes EXACT */
+    sp_precision precision; /* default EXACT; the CLI defaults to FAST. FAST: the CPU's
+                               BF16 dot products; on CUDA, BF16 weights on tensor cores
+                               (other formats stay EXACT). sp_model_precision says which
+                               the model computes in */
     /* Called while the weights are copied to a device (the CPU keeps them mapped and never
      * calls it): bytes copied so far of total, after every 256 MiB and once at the end,
      * from the opening thread. NULL: none. */

@@ -3,8 +3,8 @@
  *   verify_cost -m DIR [--device cuda|cpu] [--precision exact|fast] [--threads N] [--ctx N]
  *               [--reps R] [--kmax K] [--cpu-time] [--json]
  *
- * --precision picks the CPU matmul arithmetic (default exact, the library's; the CLI runs
- * fast) and --threads the CPU worker count (default: the library's). --cpu-time times CPU
+ * --precision picks the matmul arithmetic (default exact, the library's; the CLI runs
+ * fast: BF16 dot products on the CPU, tensor cores for BF16 weights on CUDA) and --threads the CPU worker count (default: the library's). --cpu-time times CPU
  * seconds of the process instead of wall time: with --threads 1, what one core spends,
  * comparable while other work shares the cores (wall medians are not).
  * Fills a session with a prompt of --ctx tokens (default 128), then for each k = 1..K

@@ -114,6 +114,10 @@ typedef struct sp_backend_ops {
     sp_status (*finish)(sp_backend *be, sp_error *err);
     /* Bytes free for this backend's allocations (the memory check). */
     uint64_t (*free_bytes)(sp_backend *be);
+    /* The matmul arithmetic (sp_model_params.precision), set once before any op. Returns
+     * the precision the backend computes in: FAST where it has fast kernels (CPU: BF16
+     * dot products; CUDA: BF16 tensor cores for BF16 weights), else EXACT. */
+    sp_precision (*set_precision)(sp_backend *be, sp_precision want);
 
     void (*embed)(sp_backend *be, const sp_weight *table, const int32_t *ids, int64_t n,
                   float *out);

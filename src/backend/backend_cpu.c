@@ -346,8 +346,16 @@ void *sp_cpu_backend_scratch(sp_backend *be, size_t bytes, const char *op)
     return c->scratch;
 }
 
+/* the CPU kernels read the precision from their pool */
+static sp_precision cpu_set_precision(sp_backend *be, sp_precision want)
+{
+    sp_pool_set_precision(cpu(be)->pool, want);
+    return want;
+}
+
 static const sp_backend_ops cpu_ops = {
     .name = "cpu",
+    .set_precision = cpu_set_precision,
     .destroy = cpu_destroy,
     .alloc = cpu_alloc,
     .free = cpu_free,

@@ -42,6 +42,7 @@ typedef struct cuda_backend {
     bool graphs;           /* recording allowed */
     bool moe_group;        /* MoE pairs grouped by expert (SPECULA_CUDA_MOE_GROUP=0: off, to compare) */
     bool staged_upload;    /* large uploads through pinned buffers (SPECULA_CUDA_STAGED_UPLOAD=0: off) */
+    bool fast;             /* SP_PRECISION_FAST: BF16 weights on tensor cores (cuda_tc.cu) */
     sp_cuda_stager *stager; /* made by the first large upload, freed by the next finish */
     sp_rec_cache rec;
     sp_rec_slot *capturing; /* the slot being recorded, or NULL */
@@ -170,11 +171,28 @@ static void cuda_embed(sp_backend *be, const sp_weight *table, const int32_t *id
     check(cu(be), "embed", spc_weight_rows_f32(cu(be)->stream, table, ids, n, out));
 }
 
+/* Fast precision: a BF16 matrix the tensor-core kernels take. Decided per matrix, never
+ * by the number of tokens, so the choice keeps every position's arithmetic fixed. */
+static bool use_tc(const cuda_backend *c, const sp_weight *w)
+{
+    return c->fast && spc_tc_weight_ok(w);
+}
+
+static sp_precision cuda_set_precision(sp_backend *be, sp_precision want)
+{
+    cu(be)->fast = want == SP_PRECISION_FAST && spc_tc_supported();
+    return cu(be)->fast ? SP_PRECISION_FAST : SP_PRECISION_EXACT;
+}
+
 static void cuda_matmul(sp_backend *be, const sp_weight *w, const float *x, int64_t n, float *y,
                         const float *bias)
 {
-    check(cu(be), "matmul", spc_matmul(cu(be)->stream, w, x, n, y, bias));
-    plant(cu(be), "matmul", y, n * w->rows);
+    cuda_backend *c = cu(be);
+    if (use_tc(c, w))
+        check(c, "matmul", spc_matmul_tc(c->stream, w, x, n, y, bias));
+    else
+        check(c, "matmul", spc_matmul(c->stream, w, x, n, y, bias));
+    plant(c, "matmul", y, n * w->rows);
 }
 
 static void cuda_matmul_t(sp_backend *be, const sp_weight *w, int64_t row0, int64_t n_in,
@@ -272,17 +290,35 @@ static void cuda_rope_kv_store(sp_backend *be, const sp_rope_kv_args *a)
 static void cuda_matmul_multi(sp_backend *be, int n, const sp_weight *const *ws, const float *x,
                               int64_t n_tok, float *const *ys, const float *const *biases)
 {
-    check(cu(be), "matmul", spc_matmul_multi(cu(be)->stream, n, ws, x, n_tok, ys, biases));
+    cuda_backend *c = cu(be);
+    int n_tc = 0;
     for (int i = 0; i < n; i++)
-        plant(cu(be), "matmul", ys[i], n_tok * ws[i]->rows);
+        n_tc += use_tc(c, ws[i]);
+    if (n_tc > 0 && n_tc < n) { /* mixed kinds: each matrix by its own */
+        for (int i = 0; i < n; i++)
+            cuda_matmul(be, ws[i], x, n_tok, ys[i], biases ? biases[i] : NULL);
+        return;
+    }
+    if (n_tc > 0)
+        check(c, "matmul", spc_matmul_tc_multi(c->stream, n, ws, x, n_tok, ys, biases));
+    else
+        check(c, "matmul", spc_matmul_multi(c->stream, n, ws, x, n_tok, ys, biases));
+    for (int i = 0; i < n; i++)
+        plant(c, "matmul", ys[i], n_tok * ws[i]->rows);
 }
 
 static void cuda_matmul_swiglu(sp_backend *be, const sp_weight *wg, const sp_weight *wu,
                                const float *x, int64_t n_tok, float *out, float *up)
 {
     cuda_backend *c = cu(be);
-    if (wg->format == wu->format && wg->rows == wu->rows && wg->cols == wu->cols &&
-        wg->format != SP_WF_F32 && wg->format != SP_WF_F16 && !c->plant_op) {
+    const bool tc_g = use_tc(c, wg), tc_u = use_tc(c, wu);
+    if (tc_g && tc_u && wg->rows == wu->rows && !c->plant_op) {
+        check(c, "matmul_swiglu", spc_matmul_tc_swiglu(c->stream, wg, wu, x, n_tok, out));
+        return;
+    }
+    if (!tc_g && !tc_u && wg->format == wu->format && wg->rows == wu->rows &&
+        wg->cols == wu->cols && wg->format != SP_WF_F32 && wg->format != SP_WF_F16 &&
+        !c->plant_op) {
         check(c, "matmul_swiglu", spc_matmul_swiglu(c->stream, wg, wu, x, n_tok, out));
         return;
     }
@@ -474,6 +510,7 @@ static const sp_backend_ops cuda_ops = {
     .view = cuda_view,
     .finish = cuda_finish,
     .free_bytes = cuda_free_bytes,
+    .set_precision = cuda_set_precision,
     .embed = cuda_embed,
     .matmul = cuda_matmul,
     .matmul_t = cuda_matmul_t,

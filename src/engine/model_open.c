@@ -118,10 +118,8 @@ sp_status sp_model_open(const char *dir, const sp_model_params *params, sp_model
     m->load_progress = p.load_progress;
     m->load_progress_ctx = p.load_progress_ctx;
     st = sp_backend_open(p.device, p.n_threads, &m->be, err);
-    if (st == SP_OK && m->be->host_memory && p.precision == SP_PRECISION_FAST) {
-        m->precision = SP_PRECISION_FAST; /* the CPU kernels read it from their pool */
-        sp_pool_set_precision(sp_cpu_backend_pool(m->be), SP_PRECISION_FAST);
-    }
+    if (st == SP_OK && p.precision == SP_PRECISION_FAST && m->be->ops->set_precision)
+        m->precision = m->be->ops->set_precision(m->be, SP_PRECISION_FAST);
     if (st == SP_OK && m->arch->attn == SP_ATTN_DSV4 && !m->be->ops->dsv4_attention)
         st = sp_err(err, SP_ERR_UNSUPPORTED,
                     "%s: the %s backend has no DeepSeek-V4 ops (device %s; use --device cpu)", dir,

@@ -132,7 +132,7 @@ struct sp_model {
 
     /* execution: the backend, the weights as it sees them, the pass's working memory */
     sp_backend *be;
-    sp_precision precision;     /* as computed: FAST only on the CPU backend */
+    sp_precision precision;     /* as computed (the backend's answer to the asked one) */
     sp_weights exec;            /* host views on a host-memory backend, else device copies */
     sp_weights exec_mtp;        /* what an MTP pass reads: exec with the MTP module's head and
                                    norm as lm_head and final_norm (host-memory backends) */

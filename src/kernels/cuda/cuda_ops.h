@@ -107,6 +107,33 @@ int spc_matmul_multi(void *stream, int n, const sp_weight *const *ws, const floa
 int spc_matmul_swiglu(void *stream, const sp_weight *wg, const sp_weight *wu, const float *x,
                       int64_t n_tok, float *y);
 
+/* ---- fast precision: BF16 weights on tensor cores (cuda_tc.cu) ----------------------
+ * The same products for BF16 weights with x rounded to BF16 (round to nearest even) and
+ * multiplied on tensor cores (mma.sync m16n8k16, fp32 accumulation): the GPU's
+ * SP_PRECISION_FAST, the counterpart of the CPU's BF16 dot products. Relative to the
+ * exact kernels above, only the rounding of x and the order below change; the contract
+ * (nothing depends on n_tok or on the other tokens of a launch) is the same.
+ * Order per output element (t, r): the columns are cut into slices of 512; a slice's
+ * products are one chain of mma instructions over its 32-column steps in ascending order,
+ * starting from zero (a step: the two mma of cuda_tc.cu's fragment mapping; columns past
+ * cols are zeros); the slice sums are added to 0.0f in ascending slice order; then
+ * + bias. Every schedule (the few-token rows kernel, the many-token GEMM, its tile size)
+ * issues exactly this sequence for every element, and the tensor core's result for an
+ * element depends only on its own row, token and accumulator.
+ * A weight qualifies when spc_tc_weight_ok: BF16, cols a multiple of 8, data and row
+ * pitch 16-byte aligned. The device needs compute capability 8.0+ (spc_tc_supported).
+ * Arguments as spc_matmul / spc_matmul_multi / spc_matmul_swiglu (all matrices must
+ * qualify, or cudaErrorInvalidValue); the fused forms are bit-identical to separate
+ * spc_matmul_tc calls (and spc_swiglu). */
+bool spc_tc_supported(void);
+bool spc_tc_weight_ok(const sp_weight *w);
+int spc_matmul_tc(void *stream, const sp_weight *w, const float *x, int64_t n_tok, float *y,
+                  const float *bias);
+int spc_matmul_tc_multi(void *stream, int n, const sp_weight *const *ws, const float *x,
+                        int64_t n_tok, float *const *ys, const float *const *biases);
+int spc_matmul_tc_swiglu(void *stream, const sp_weight *wg, const sp_weight *wu, const float *x,
+                         int64_t n_tok, float *y);
+
 /* Transposed product (see sp_matmul_t): y[t * y_stride + c] = bias[c] + sum over i < n_in,
  * ascending, of x[t * x_stride + i] * W[row0 + i, c], for c < W.cols. */
 int spc_matmul_t(void *stream, const sp_weight *w, int64_t row0, int64_t n_in, const float *x,
