@@ -169,7 +169,8 @@ typedef struct sp_session sp_session;
 
 typedef struct sp_session_params {
     int64_t n_ctx;   /* KV cache capacity in tokens; 0 = min(max_position_embeddings, 4096) */
-    int64_t n_batch; /* most tokens per forward pass; longer inputs are chunked; 0 = 256 */
+    int64_t n_batch; /* most tokens per forward pass; longer inputs are chunked; 0 = 256 on
+                        the CPU, 512 on a GPU */
 } sp_session_params;
 
 SP_API sp_session_params sp_session_default_params(void);

@@ -55,12 +55,17 @@ static uint64_t mem_available(const sp_backend *be)
     return be && !be->host_memory ? be->ops->free_bytes((sp_backend *)be) : host_available();
 }
 
+int64_t sp_model_default_batch(const sp_model *m)
+{
+    return m->be && !m->be->host_memory ? SP_DEFAULT_BATCH_GPU : SP_DEFAULT_BATCH;
+}
+
 uint64_t sp_model_session_bytes(const sp_model *m, int64_t n_ctx, int64_t n_batch)
 {
     if (n_ctx <= 0)
         n_ctx = sp_model_default_ctx(m);
     if (n_batch <= 0)
-        n_batch = SP_DEFAULT_BATCH;
+        n_batch = sp_model_default_batch(m);
     if (n_batch > n_ctx)
         n_batch = n_ctx;
     bool o1, o2;

@@ -158,7 +158,11 @@ bool sp_model_is_eos(const sp_model *m, int32_t token);
 
 /* The default context and pass size of a session (specula.h: sp_session_params). */
 int64_t sp_model_default_ctx(const sp_model *m);
+/* 256 tokens a pass on the CPU; 512 on a GPU, whose prefill products need that many
+ * tokens to fill its SMs (results do not depend on the pass size). */
+int64_t sp_model_default_batch(const sp_model *m);
 #define SP_DEFAULT_BATCH 256
+#define SP_DEFAULT_BATCH_GPU 512
 
 /* Bytes a session of n_ctx positions with n_batch-token passes adds: its KV cache, and the
  * model's pass buffers for n_batch tokens (shared by sessions). From the same plans that

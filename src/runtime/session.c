@@ -37,7 +37,7 @@ sp_status sp_session_new(sp_model *m, const sp_session_params *params, sp_sessio
     *out = NULL;
     sp_session_params p = params ? *params : sp_session_default_params();
     int64_t n_ctx = p.n_ctx > 0 ? p.n_ctx : sp_model_default_ctx(m);
-    int64_t n_batch = p.n_batch > 0 ? p.n_batch : SP_DEFAULT_BATCH;
+    int64_t n_batch = p.n_batch > 0 ? p.n_batch : sp_model_default_batch(m);
     if (n_ctx > m->cfg->max_pos)
         return sp_err(err, SP_ERR_LIMIT,
                       "context of %lld tokens exceeds the model's max_position_embeddings %lld",
