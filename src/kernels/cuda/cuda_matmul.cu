@@ -137,12 +137,6 @@ k_matmul_multi(const mm_multi g, const float *__restrict__ x, int64_t n_tok, boo
     spc_block_store<TT, R>(acc, r0, nr, t0, nt, g.y[i], w.rows, g.b[i]);
 }
 
-/* silu as spc_swiglu computes it (cuda_ops.cu) */
-static __device__ __forceinline__ float mm_silu(float v)
-{
-    return __fdiv_rn(v, __fadd_rn(1.0f, expf(-v)));
-}
-
 template <int FMT, int TT>
 __global__ void __launch_bounds__(SPC_SLOTS)
 k_matmul_swiglu(const sp_weight wg, const sp_weight wu, const float *__restrict__ x, int64_t n_tok,
@@ -163,7 +157,7 @@ k_matmul_swiglu(const sp_weight wg, const sp_weight wu, const float *__restrict_
     for (int t = 0; t < TT; t++)
 #pragma unroll
         for (int rr = 0; rr < RG; rr++)
-            h[t * RG + rr] = __fmul_rn(mm_silu(a[t * R2 + rr]), a[t * R2 + RG + rr]);
+            h[t * RG + rr] = __fmul_rn(spc_silu(a[t * R2 + rr]), a[t * R2 + RG + rr]);
     spc_block_store<TT, RG>(h, r0, nr, t0, nt, y, wg.rows, NULL);
 }
 

@@ -487,7 +487,7 @@ __global__ void k_moe_swiglu(const float *g, const float *u, int64_t n, bool cla
             x = fminf(x, limit);
             y = fminf(fmaxf(y, -limit), limit);
         }
-        out[i] = __fmul_rn(__fdiv_rn(x, __fadd_rn(1.0f, expf(-x))), y);
+        out[i] = __fmul_rn(spc_silu(x), y);
     }
 }
 

@@ -305,11 +305,6 @@ __global__ void k_scale(float *x, int64_t n, float f)
     SPC_GRID_STRIDE(i, n) x[i] = __fmul_rn(x[i], f);
 }
 
-static __device__ __forceinline__ float spc_silu(float x)
-{
-    return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x)));
-}
-
 __global__ void k_swiglu(const float *g, const float *u, int64_t n, float *out)
 {
     spc_pdl_trigger();

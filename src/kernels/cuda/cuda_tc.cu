@@ -68,12 +68,6 @@ static __device__ __forceinline__ void tc_pack8(const float4 &u, const float4 &v
     b[3] = tc_pack(v.z, v.w);
 }
 
-/* silu as spc_swiglu computes it (cuda_ops.cu) */
-static __device__ __forceinline__ float tc_silu(float v)
-{
-    return __fdiv_rn(v, __fadd_rn(1.0f, expf(-v)));
-}
-
 /* ---- the matrices of one launch ----------------------------------------------------- */
 
 struct tc_set {
@@ -305,7 +299,7 @@ k_tc_rows(const tc_set set, const float *__restrict__ x, int64_t n_tok, bool xve
             continue;
         float v = total[i][0];
         if (set.swiglu)
-            v = __fmul_rn(tc_silu(v), total[i][1]);
+            v = __fmul_rn(spc_silu(v), total[i][1]);
         else if (set.b[m])
             v = __fadd_rn(v, set.b[m][row]);
         set.y[m][tok * set.rows[m] + row] = v;
@@ -481,7 +475,7 @@ k_tc_gemm(const tc_set set, const float *__restrict__ x, int64_t n_tok)
                     const int64_t row = r0 + 8 * MI * wn + 16 * i + g + (r >= 2 ? 8 : 0);
                     if (row < set.rows[0])
                         set.y[0][tok * set.rows[0] + row] =
-                            __fmul_rn(tc_silu(tot[i][j][r]), tot[i + MI / 2][j][r]);
+                            __fmul_rn(spc_silu(tot[i][j][r]), tot[i + MI / 2][j][r]);
                 }
             } else {
 #pragma unroll

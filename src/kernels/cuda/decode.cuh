@@ -73,6 +73,13 @@ static inline unsigned spc_grid_blocks(int64_t n, int threads)
 
 static __device__ __forceinline__ float spc_bits_f(uint32_t u) { return __uint_as_float(u); }
 
+/* silu(x) = x / (1 + e^-x): the one expression every SwiGLU kernel uses (spc_swiglu, the
+ * fused matmul + SwiGLU kernels, the experts), so fused and unfused agree bit for bit. */
+static __device__ __forceinline__ float spc_silu(float x)
+{
+    return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x)));
+}
+
 static __device__ __forceinline__ float spc_bf16(uint32_t h) { return __uint_as_float(h << 16); }
 
 static __device__ __forceinline__ float spc_f16(uint32_t h)
