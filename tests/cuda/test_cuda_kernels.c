@@ -619,6 +619,14 @@ static void run_attn_case(const attn_case *c)
         bad += count_diff_bits(o1, out + t * c->n_heads * c->v, c->n_heads * c->v);
         free(o1);
     }
+    /* the block-per-(query, head) and the warp-per-(query, head) kernels: the same bits */
+    for (int which = 1; which <= 2; which++) {
+        CK(spc_memset(g_stream, dout, 0xff, (size_t)on * 4));
+        CK(spc_attention_kernel(g_stream, &d, which));
+        float *ok = host_of(dout, on);
+        bad += count_diff_bits(ok, out, on);
+        free(ok);
+    }
     printf("attention %-26s max abs error %.3g (|v| < 1), alone vs batch: %lld differ\n", c->name,
            worst, (long long)bad);
     if (!(worst < 1e-5) || bad)

@@ -192,11 +192,15 @@ int spc_rope_kv_store(void *stream, float *q, float *k, const float *v, int64_t 
 /* ---- attention --------------------------------------------------------------------- */
 
 /* Causal attention over the cache as sp_attention (kernels/cpu/attention.h), device
- * pointers in a (q, k_cache, v_cache, sinks, out; scratch unused). One block per (query,
- * head); keys in chunks of 128 starting at the query's first visible position, merged by
+ * pointers in a (q, k_cache, v_cache, sinks, out; scratch unused). Per (query, head):
+ * keys in chunks of 128 starting at the query's first visible position, merged by
  * online softmax in ascending order: the order depends only on the query's own position,
  * window and the head dims. qk_dim, v_dim <= 576; n_heads a multiple of n_kv_heads. */
 int spc_attention(void *stream, const sp_attn_args *a);
+/* The same with the kernel named: 1 a block per (query, head), 2 a warp per (query, head)
+ * (the same arithmetic operation for operation: equal bits), 0 by the query count (the
+ * warp kernel from 16 queries: prefill). */
+int spc_attention_kernel(void *stream, const sp_attn_args *a, int which);
 
 /* ---- mixture of experts ------------------------------------------------------------ */
 
