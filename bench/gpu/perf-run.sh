@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
-# bench/gpu/perf-run.sh: issue 11's GPU performance run, in one call of about 4 minutes.
+# bench/gpu/perf-run.sh: issue 11's GPU performance run, in one call of about 6 minutes.
 #
 # Runs from the repository root on the GPU machine with a build packed by
 # bench/gpu/pack-perf-build.sh (carried as .devbuild; see device-check.sh):
-#   1. tests/cuda/test_cuda_kernels: every kernel against the CPU references, batch
+#   1. tests/cuda/test_cuda_kernels and test_cuda_tc: every kernel against its reference, batch
 #      invariance (n_tok 1..64), and the bandwidth table (device copy, decode shapes,
 #      n_tok 1..16, L2 defeated by rotating weight copies);
 #   2. random llama-100m and llama-1b checkpoints (written to /dev/shm while step 1 runs),
-#      `specula bench` on each (prompt 128, gen 128, 3 runs) and the verify-cost curve
+#      `specula bench` on each (prompt 128, gen 128, 3 runs; fast precision, exact, and a
+#      512-token prompt) and the verify-cost curve in both precisions
 #      (bench/gpu/verify_cost.c);
 #   3. the model suites on the GPU, in parallel: test_parity, test_batch_invariance,
 #      test_batch_sessions.
-# Every step has a timeout cut to what is left of a 230 s budget (the suites get at least
-# 60 s: at most about 300 s in all); a failing step is recorded and the run goes on.
+# Every step has a timeout cut to what is left of a 330 s budget (the suites get at least
+# 60 s: at most about 400 s in all); a failing step is recorded and the run goes on.
 # Logs: $OUT/*.log; summary: $OUT/perf.md (also printed).
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 OUT=${OUT:-$ROOT/gpu-out}; mkdir -p "$OUT"
-BUDGET=${PERF_BUDGET_S:-230}
+BUDGET=${PERF_BUDGET_S:-330}
 T_START=$(date +%s)
 # the tests' compiled-in source paths: the lead's checkout or this worktree
 mkdir -p /work/wt 2>/dev/null
@@ -57,20 +58,25 @@ P100=$!
   echo "rc=$?" >> "$OUT/make_l1b.log" ) &
 P1B=$!
 
-# 1. kernels (correctness, invariance, bandwidth)
+# 1. kernels (correctness, invariance, bandwidth; the tensor-core products of fast precision)
 run kernels 100 $B/tests/cuda/test_cuda_kernels
+[ -x $B/tests/cuda/test_cuda_tc ] && run tc 60 $B/tests/cuda/test_cuda_tc
 
 wait $P100 $P1B 2>/dev/null
 for m in l100 l1b; do echo "make_random_model $m: $(grep -E '^rc=' "$OUT/make_$m.log" 2>/dev/null | tail -1)"; done >> "$OUT/status.txt"
 
-# 2. benchmarks, one at a time on an otherwise idle GPU; decode also without recorded
-# passes (SPECULA_CUDA_GRAPHS=0) to show what CUDA graphs buy
+# 2. benchmarks, one at a time on an otherwise idle GPU, in the CLI's default precision
+# (fast: BF16 weights on tensor cores) and in exact; decode also without recorded passes
+# (SPECULA_CUDA_GRAPHS=0) to show what CUDA graphs buy
 for m in l100 l1b; do
     [ -f "$MODELS/$m/model.safetensors" ] || { echo "bench_$m: no model" >> "$OUT/status.txt"; continue; }
     run "bench_$m" 45 $S bench -m "$MODELS/$m" --device cuda --prompt-len 128 --gen-len 128 --runs 3
+    run "bench_exact_$m" 45 $S bench -m "$MODELS/$m" --device cuda --precision exact --prompt-len 128 --gen-len 128 --runs 3
+    run "bench_pp512_$m" 45 $S bench -m "$MODELS/$m" --device cuda --prompt-len 512 --gen-len 16 --runs 3
     SPECULA_CUDA_GRAPHS=0 run "bench_nograph_$m" 45 $S bench -m "$MODELS/$m" --device cuda --prompt-len 128 --gen-len 128 --runs 3
     SPECULA_CUDA_PDL=0 run "bench_nopdl_$m" 45 $S bench -m "$MODELS/$m" --device cuda --prompt-len 128 --gen-len 128 --runs 3
     run "verify_$m" 30 $B/verify_cost -m "$MODELS/$m" --device cuda --ctx 128 --reps 15 --kmax 8
+    run "verify_fast_$m" 30 $B/verify_cost -m "$MODELS/$m" --device cuda --precision fast --ctx 128 --reps 15 --kmax 8
 done
 # the gpt-oss-20b shape (13 GB, written to memory) when asked: PERF_20B=1
 if [ "${PERF_20B:-0}" = 1 ] && [ "$(left)" -gt 90 ]; then
@@ -121,12 +127,14 @@ for t in parity batch_invariance batch_sessions spec; do
 done
 echo '```'
 echo
-echo "## Decode benchmarks (specula bench --device cuda --prompt-len 128 --gen-len 128 --runs 3)"
+echo "## Decode benchmarks (specula bench --device cuda --prompt-len 128 --gen-len 128 --runs 3; fast precision unless named)"
 echo '```'
 for m in l100 l1b g20b; do
     [ -f "$OUT/bench_$m.log" ] || continue
     echo "-- $m"
     grep -v '^$' "$OUT/bench_$m.log" 2>/dev/null | tail -6
+    [ -f "$OUT/bench_exact_$m.log" ] && { echo "-- $m, --precision exact"; grep -v '^$' "$OUT/bench_exact_$m.log" | tail -3; }
+    [ -f "$OUT/bench_pp512_$m.log" ] && { echo "-- $m, prompt 512"; grep -v '^$' "$OUT/bench_pp512_$m.log" | tail -3; }
     [ -f "$OUT/bench_nograph_$m.log" ] && { echo "-- $m, SPECULA_CUDA_GRAPHS=0"; grep -v '^$' "$OUT/bench_nograph_$m.log" | tail -3; }
     [ -f "$OUT/bench_nopdl_$m.log" ] && { echo "-- $m, SPECULA_CUDA_PDL=0"; grep -v '^$' "$OUT/bench_nopdl_$m.log" | tail -3; }
 done
@@ -148,12 +156,12 @@ PY
 fi
 echo
 echo "## Verify cost (eval of k+1 tokens with all logits rows / one decode step), context 128"
-for m in l100 l1b g20b; do
-    [ -f "$OUT/verify_$m.log" ] || continue
+for v in l100 l1b g20b fast_l100 fast_l1b; do
+    [ -f "$OUT/verify_$v.log" ] || continue
     echo
-    echo "-- $m"
+    echo "-- $v (verify_cost's precision: exact unless named fast)"
     echo
-    grep -E '^\||^decode step|^1 token' "$OUT/verify_$m.log" 2>/dev/null || tail -3 "$OUT/verify_$m.log" 2>/dev/null
+    grep -E '^\||^decode step|^1 token' "$OUT/verify_$v.log" 2>/dev/null || tail -3 "$OUT/verify_$v.log" 2>/dev/null
 done
 } > "$MD"
 cat "$MD"
