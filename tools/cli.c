@@ -180,6 +180,18 @@ int cli_precision(const char *s, sp_precision *out)
     return CLI_USAGE;
 }
 
+const char *cli_kernels_name(const sp_model *m)
+{
+    if (!strncmp(sp_model_device(m), "cpu", 3))
+        return sp_cpu_kernels_name();
+    return sp_model_precision(m) == SP_PRECISION_FAST ? "cuda tensor-core" : "cuda";
+}
+
+const char *cli_precision_name(const sp_model *m)
+{
+    return sp_model_precision(m) == SP_PRECISION_FAST ? "fast" : "exact";
+}
+
 bool cli_has_tokenizer(const char *dir)
 {
     char *p = cli_path_join(dir, "tokenizer.json");

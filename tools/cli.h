@@ -85,4 +85,10 @@ uint64_t cli_rng_next(cli_rng *r);
  * returns CLI_USAGE otherwise. */
 int cli_precision(const char *s, sp_precision *out);
 
+/* What computed m's products, for the "(fast precision, X kernels)" lines: the CPU's kernel
+ * level (cpuid: avx512bf16, avx512, avx2, generic) on the CPU; on a GPU "cuda tensor-core"
+ * (fast precision) or "cuda". And the precision m computes in, as a word. */
+const char *cli_kernels_name(const sp_model *m);
+const char *cli_precision_name(const sp_model *m);
+
 #endif

@@ -428,7 +428,7 @@ int cmd_bench(int argc, char **argv)
                "\"rss_mib\": %.1f, \"peak_rss_mib\": %.1f, \"precision\": \"%s\", \"kernels\": \"%s\"",
                model_dir, sp_model_arch_name(m), mp.n_threads, (long long)prompt_len,
                (long long)gen_len, (long long)runs, pfm, dcm, file, wmib, rss, peak,
-               mp.precision == SP_PRECISION_FAST ? "fast" : "exact", sp_cpu_kernels_name());
+               cli_precision_name(m), cli_kernels_name(m));
     if (json)
         print_device_json(&dv);
     else
@@ -436,8 +436,8 @@ int cmd_bench(int argc, char **argv)
                "median of %lld runs (%s precision, %s kernels)\nmemory: checkpoint %.1f MiB, "
                "weights used %.1f MiB, resident %.1f MiB, peak %.1f MiB\n",
                model_dir, sp_model_arch_name(m), pfm, (long long)prompt_len, dcm,
-               (long long)gen_len, (long long)runs, mp.precision == SP_PRECISION_FAST ? "fast" : "exact",
-               sp_cpu_kernels_name(), file, wmib, rss, peak);
+               (long long)gen_len, (long long)runs, cli_precision_name(m), cli_kernels_name(m), file,
+               wmib, rss, peak);
     if (!json)
         print_device(&dv);
 done:

@@ -126,7 +126,7 @@ int cmd_check(int argc, char **argv)
         warns += cs == SP_CHECK_WARN;
     }
     printf("%zu checks: %d failed, %d warnings (%s precision, %s kernels)\n", n_checks, fails, warns,
-           sp_model_precision(m) == SP_PRECISION_FAST ? "fast" : "exact", sp_cpu_kernels_name());
+           cli_precision_name(m), cli_kernels_name(m));
     sp_check_results_free(rep);
     rc = fails ? CLI_ERR : CLI_OK;
 done:

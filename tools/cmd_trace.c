@@ -162,7 +162,7 @@ int cmd_trace(int argc, char **argv)
     fprintf(stderr, "specula: traced %lld prompt + %lld generated tokens: %lld lines to %s (%s precision, %s kernels)\n",
             (long long)n, (long long)st.n_generated,
             (long long)(sp_trace_writer_lines(wt) + (wd ? sp_trace_writer_lines(wd) : 0)), out_path,
-            mp.precision == SP_PRECISION_FAST ? "fast" : "exact", sp_cpu_kernels_name());
+            cli_precision_name(m), cli_kernels_name(m));
     print_residuals(wt, "target");
     if (wd)
         print_residuals(wd, "draft");
