@@ -223,13 +223,12 @@ static __device__ __forceinline__ void tc_item_slice(const tc_slice_w &f, const 
             slot[j][r][lane] = c[j][r];
 }
 
-/* grid (16-row groups of all matrices, token tiles of 8 NT), 256 threads; dynamic shared
- * memory: XS, the tile's tokens of x as bf16 (tc_rows_xs_bytes). Items are (job, slice)
- * pairs, job 0 the matrix (SwiGLU: 0 gate, 1 up), in rounds of up to TC_ROUND_FLOATS /
- * (128 NT) items (one round for K up to 16384 at NT 1); warp w computes items w, w + 8,
- * ... of a round into shared memory, then the block folds the round's items in ascending
- * order into total (thread e < 128 NT: token tile e / 128, element e % 128 = fragment
- * register (e % 128) / 32 of lane e % 32). */
+/* grid (16-row groups of all matrices, token tiles of 8 NT), TC_WARPS_ROWS warps; dynamic
+ * shared memory: XS, the tile's tokens of x as bf16 (rows of xs_pitch bytes). Items are
+ * (job, slice) pairs, job 0 the matrix (SwiGLU: 0 gate, 1 up), in rounds of up to
+ * TC_ROUND_FLOATS / (128 NT) items (one round for K up to 16384 at NT 1); warp w computes
+ * items w, w + W, ... of a round into shared memory, then the block folds the round's
+ * items in ascending order (the fold's element mapping is below). */
 template <int NT, bool XS>
 __global__ void __launch_bounds__(TC_WARPS_ROWS * 32, 2)
 k_tc_rows(const tc_set set, const float *__restrict__ x, int64_t n_tok, bool xvec, int xs_pitch)
@@ -257,8 +256,6 @@ k_tc_rows(const tc_set set, const float *__restrict__ x, int64_t n_tok, bool xve
 #pragma unroll
     for (int i = 0; i < PER; i++)
         total[i][0] = total[i][1] = 0.0f;
-    /* the first item's weights are on their way before x is read (x may still be being
-     * written by the previous kernel until spc_pdl_wait) */
     /* the first item's weights are on their way before x is read (x may still be being
      * written by the previous kernel until spc_pdl_wait) */
     tc_slice_w f;
