@@ -1,7 +1,7 @@
 /* test_api.c: the public API an embedder sees (include/specula.h only, as tools/ does):
  * sp_model_info against the fixtures' known dimensions, input scales by index, and the
  * diagnostics section (trace writing with a planted perturbation, reading back, comparing;
- * the checkpoint self-tests). */
+ * the checkpoint self-tests); the precision a model computes in. */
 #include "test_util.h"
 
 #include <stdio.h>
@@ -20,6 +20,28 @@ static sp_model *open_fixture(const char *name)
     if (sp_model_open(fixture_path(rel), &mp, &m, &err) != SP_OK)
         fail_msg("%s: %s", name, err.msg);
     return m;
+}
+
+/* sp_model_precision: what the backend computes in. Exact unless fast is asked for; fast
+ * where the backend has fast products (the CPU always; CUDA on sm_80+, which every GPU the
+ * tests run on is), so a precision a user asked for is never silently another one. */
+static void test_precision(void **state)
+{
+    (void)state;
+    const char *devices[2] = {"cpu", test_device()};
+    for (int d = 0; d < 2; d++)
+        for (int fast = 0; fast < 2; fast++) {
+            sp_model_params mp = sp_model_default_params();
+            mp.device = devices[d];
+            mp.n_threads = 1;
+            mp.precision = fast ? SP_PRECISION_FAST : SP_PRECISION_EXACT;
+            sp_model *m = NULL;
+            sp_error err = {0};
+            if (sp_model_open(fixture_path("models/llama_mha_bf16"), &mp, &m, &err) != SP_OK)
+                fail_msg("%s: %s", devices[d], err.msg);
+            assert_int_equal(sp_model_precision(m), mp.precision);
+            sp_model_close(m);
+        }
 }
 
 static int64_t n_format(const sp_model_info *in, const char *name)
@@ -210,6 +232,7 @@ static void test_checks(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_precision),
         cmocka_unit_test(test_info_dense),
         cmocka_unit_test(test_info_moe_nvfp4),
         cmocka_unit_test(test_trace_compare),
