@@ -61,6 +61,7 @@ P1B=$!
 # 1. kernels (correctness, invariance, bandwidth; the tensor-core products of fast precision)
 run kernels 100 $B/tests/cuda/test_cuda_kernels
 [ -x $B/tests/cuda/test_cuda_tc ] && run tc 60 $B/tests/cuda/test_cuda_tc
+[ -x $B/tc_speed ] && run tc_speed 30 $B/tc_speed
 
 wait $P100 $P1B 2>/dev/null
 for m in l100 l1b; do echo "make_random_model $m: $(grep -E '^rc=' "$OUT/make_$m.log" 2>/dev/null | tail -1)"; done >> "$OUT/status.txt"
@@ -112,6 +113,11 @@ echo
 echo "## Kernel tests"
 echo '```'
 grep -E '^\[ *(PASSED|FAILED|OK|SKIPPED|ERROR) *\]|matmul .*max rel|bit-identical|device:' "$OUT/kernels.log" 2>/dev/null | head -60
+echo '```'
+echo
+echo "## Fast-precision tensor-core products (bench/gpu/tc_speed.c)"
+echo '```'
+grep -E '^tc ' "$OUT/tc_speed.log" 2>/dev/null
 echo '```'
 echo
 echo "## Matmul bandwidth (weights bytes / time; last column: fraction of the device copy bandwidth)"

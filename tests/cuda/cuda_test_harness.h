@@ -2,12 +2,13 @@
  * have-a-GPU flag (set by the file's main), NEED_GPU (skip without a device), CK (fail on a
  * CUDA error, named), a seeded xorshift generator (CUDA_TEST_SEED, defined before this
  * header, picks the sequence) and device buffers: copies to and from the host and
- * NaN-poisoned outputs, and the cmocka group setup that opens the device. One test file
+ * NaN-poisoned outputs, bit comparisons of results, and the cmocka group setup that opens the device. One test file
  * per executable includes it. */
 #ifndef SPECULA_TESTS_CUDA_TEST_HARNESS_H
 #define SPECULA_TESTS_CUDA_TEST_HARNESS_H
 
 #include "kernels/cuda/cuda_ops.h"
+#include "util/dtype.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +85,26 @@ static inline void *host_copy(const void *d, size_t bytes)
     void *h = malloc(bytes ? bytes : 4);
     to_host(h, d, bytes);
     return h;
+}
+
+/* A malloc'd host copy of n floats of device memory. */
+static inline float *host_of(const float *d, int64_t n) { return (float *)host_copy(d, (size_t)n * 4); }
+
+/* Equal bits (two NaNs count as equal: the GPU's canonical NaN has other payload bits). */
+static inline int same_bits(float a, float b)
+{
+    if (a != a && b != b)
+        return 1;
+    return sp_f32_bits(a) == sp_f32_bits(b);
+}
+
+/* How many of n floats differ from b's in their bits. */
+static inline int64_t count_diff_bits(const float *a, const float *b, int64_t n)
+{
+    int64_t d = 0;
+    for (int64_t i = 0; i < n; i++)
+        d += !same_bits(a[i], b[i]);
+    return d;
 }
 
 /* cmocka group setup / teardown: without a device every test skips (NEED_GPU); with one,

@@ -40,23 +40,6 @@ static void fill(float *p, int64_t n, float scale)
         p[i] = frand() * scale;
 }
 
-static float *host_of(const float *d, int64_t n) { return host_copy(d, (size_t)n * 4); }
-
-static int same_bits(float a, float b)
-{
-    if (a != a && b != b)
-        return 1; /* NaN: the GPU's canonical NaN has other payload bits */
-    return sp_f32_bits(a) == sp_f32_bits(b);
-}
-
-static int64_t count_diff_bits(const float *a, const float *b, int64_t n)
-{
-    int64_t d = 0;
-    for (int64_t i = 0; i < n; i++)
-        d += !same_bits(a[i], b[i]);
-    return d;
-}
-
 /* ---- weights ----------------------------------------------------------------------- */
 
 typedef struct test_weight {

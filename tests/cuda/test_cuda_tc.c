@@ -1,8 +1,8 @@
 /* test_cuda_tc.c: the fast-precision BF16 tensor-core products (cuda_tc.cu) against a
  * double-precision reference of the same rounded inputs, and their contract: a token's
  * outputs are bit-identical alone, in any batch (the few-token and the GEMM schedules,
- * both GEMM tile sizes), run to run, and the fused forms (several matrices, SwiGLU) equal
- * the separate products. Without a GPU every test skips. */
+ * every GEMM tile), run to run, and the fused forms (several matrices, SwiGLU) equal the
+ * separate products. Without a GPU every test skips. Timings: bench/gpu/tc_speed.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,20 +11,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
 
 #define CUDA_TEST_SEED 0x7c15a3e1d00dfeedull
 #include "cuda_test_harness.h"
-
-static float *host_of(const float *d, int64_t n) { return host_copy(d, (size_t)n * 4); }
-
-static int64_t count_diff_bits(const float *a, const float *b, int64_t n)
-{
-    int64_t bad = 0;
-    for (int64_t i = 0; i < n; i++)
-        bad += memcmp(a + i, b + i, 4) != 0;
-    return bad;
-}
 
 /* float -> bf16 bits, round to nearest even (finite inputs) */
 static uint16_t bf16_bits(float f)
@@ -301,58 +290,12 @@ static void test_tc_fused(void **state)
     printf("tc: multi and SwiGLU fused == separate at 1/5/16/40/150 tokens, every GEMM tile\n");
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Bandwidth of the few-token kernel and throughput of the GEMM on llama-1B's shapes
- * (printed for the record; timings are benchmarks, nothing is asserted). */
-static void test_tc_speed(void **state)
-{
-    (void)state;
-    NEED_GPU();
-    if (!spc_tc_supported())
-        skip();
-    if (getenv("SPC_TEST_SANITIZER") || getenv("SPC_TEST_NO_TIMING")) { /* timings mean nothing */
-        printf("timing skipped (SPC_TEST_SANITIZER / SPC_TEST_NO_TIMING)\n");
-        return;
-    }
-    const int64_t shapes[][2] = {{2048, 2048}, {16384, 2048}, {2048, 8192}, {32000, 2048}};
-    const int64_t toks[] = {1, 4, 512};
-    for (int si = 0; si < 4; si++) {
-        tc_matrix m = make_bf16(shapes[si][0], shapes[si][1], 0, 0.05f);
-        for (int ti = 0; ti < 3; ti++) {
-            const int64_t nt = toks[ti], K = shapes[si][1], N = shapes[si][0];
-            float *dx = dev_poison(nt * K), *dy = dev_poison(nt * N);
-            CK(spc_memset(g_stream, dx, 0, (size_t)(nt * K) * 4));
-            const int reps = 20;
-            CK(spc_matmul_tc(g_stream, &m.d, dx, nt, dy, NULL));
-            CK(spc_stream_sync(g_stream));
-            double t0 = now_s();
-            for (int r = 0; r < reps; r++)
-                CK(spc_matmul_tc(g_stream, &m.d, dx, nt, dy, NULL));
-            CK(spc_stream_sync(g_stream));
-            double ms = (now_s() - t0) * 1e3 / reps;
-            printf("tc %5lld x %5lld, %3lld tokens: %8.1f us, %7.0f GB/s, %6.1f TFLOP/s\n",
-                   (long long)N, (long long)K, (long long)nt, ms * 1e3,
-                   (double)N * K * 2 / (ms * 1e-3) / 1e9, 2.0 * N * K * nt / (ms * 1e-3) / 1e12);
-            spc_free(dx);
-            spc_free(dy);
-        }
-        free_matrix(&m);
-    }
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tc_reference),
         cmocka_unit_test(test_tc_batch_invariance),
         cmocka_unit_test(test_tc_fused),
-        cmocka_unit_test(test_tc_speed),
     };
     int rc = cmocka_run_group_tests(tests, cuda_group_setup, cuda_group_teardown);
     return g_have_gpu ? rc : 77;
