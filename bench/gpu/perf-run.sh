@@ -3,7 +3,7 @@
 #
 # Runs from the repository root on the GPU machine with a build packed by
 # bench/gpu/pack-perf-build.sh (carried as .devbuild; see device-check.sh):
-#   1. tests/cuda/test_cuda_kernels and test_cuda_tc: every kernel against its reference, batch
+#   1. tests/cuda/test_cuda_kernels, test_cuda_tc and test_cuda_moe_tc: every kernel against its reference, batch
 #      invariance (n_tok 1..64), and the bandwidth table (device copy, decode shapes,
 #      n_tok 1..16, L2 defeated by rotating weight copies);
 #   2. random llama-100m and llama-1b checkpoints (written to /dev/shm while step 1 runs),
@@ -61,6 +61,7 @@ P1B=$!
 # 1. kernels (correctness, invariance, bandwidth; the tensor-core products of fast precision)
 run kernels 100 $B/tests/cuda/test_cuda_kernels
 [ -x $B/tests/cuda/test_cuda_tc ] && run tc 60 $B/tests/cuda/test_cuda_tc
+[ -x $B/tests/cuda/test_cuda_moe_tc ] && run moe_tc 60 $B/tests/cuda/test_cuda_moe_tc
 [ -x $B/tc_speed ] && run tc_speed 30 $B/tc_speed
 
 wait $P100 $P1B 2>/dev/null
@@ -113,6 +114,11 @@ echo
 echo "## Kernel tests"
 echo '```'
 grep -E '^\[ *(PASSED|FAILED|OK|SKIPPED|ERROR) *\]|matmul .*max rel|bit-identical|device:' "$OUT/kernels.log" 2>/dev/null | head -60
+echo '```'
+echo
+echo "## MXFP4 experts on tensor cores (tests/cuda/test_cuda_moe_tc.c)"
+echo '```'
+grep -E '^moe |PASSED|FAILED' "$OUT/moe_tc.log" 2>/dev/null
 echo '```'
 echo
 echo "## Fast-precision tensor-core products (bench/gpu/tc_speed.c)"

@@ -382,6 +382,7 @@ static void cuda_moe_ffn(sp_backend *be, const sp_moe_args *a)
         .row_major_only = a->row_major_only,
         .scratch_c = cu(be)->moe_group ? sc : NULL,
         .group_ints = cu(be)->moe_group ? gi : NULL,
+        .fast = cu(be)->fast,
     };
     check(cu(be), "moe_ffn", spc_moe_ffn(cu(be)->stream, &g));
     plant(cu(be), "moe_ffn", a->out, a->n_tok * a->n_embd);

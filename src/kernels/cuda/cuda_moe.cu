@@ -9,6 +9,7 @@
  * ascending expert id. With several tokens and row-major experts the pairs of one
  * expert share a block instead (grouping by expert, below): the same bits, each
  * expert's weights read once per 4 pairs. */
+#include "kernels/cuda/cuda_moe_tc.cuh"
 #include "kernels/cuda/decode.cuh"
 
 #include <math.h>
@@ -208,6 +209,23 @@ extern "C" int spc_moe_route(void *stream, const sp_route_cfg *cfg, const float 
 
 #define MR_ROWS 4
 #define MC_THREADS 128
+#define MG_TOK 4 /* pairs a group of the exact kernels (their token tile) */
+
+/* Fast precision on tensor cores (cuda_moe_tc.cu): row-major MXFP4 experts whose inputs
+ * fit its shared memory. A choice by the model's shape only, never by n_tok. */
+static bool moe_tc(const spc_moe_args *a)
+{
+    const int64_t wide = a->H > a->I ? a->H : a->I;
+    return a->fast && a->row_fmt == SP_WF_MXFP4 && a->row_major_only && a->H % 32 == 0 &&
+           a->I % 32 == 0 && spc_moe_tc_group_tokens(wide) > 0 && spc_tc_supported();
+}
+
+/* Pairs a group of one expert holds at most (grouping, below): MG_TOK for the exact
+ * kernels, up to 8 (one mma column each) on tensor cores. */
+static int moe_group_tokens(const spc_moe_args *a)
+{
+    return moe_tc(a) ? spc_moe_tc_group_tokens(a->H > a->I ? a->H : a->I) : MG_TOK;
+}
 
 /* stage: 0 gate (or gpt-oss gate_up), 1 up, 2 down */
 static __device__ __forceinline__ const sp_weight &mx_weight(const spc_expert &e, int stage)
@@ -292,6 +310,12 @@ static void moe_rows_launch(cudaStream_t s, const spc_moe_args *a, int stage, bo
 {
     const int64_t P = a->n_tok * a->k;
     const int64_t cols = stage == 2 ? a->I : a->H;
+    if (moe_tc(a)) {
+        const spc_moe_tc_job j = {a->experts, a->n_experts, stage, gptoss, x, div, xs, a->ids,
+                                  NULL, P, false, n_out, cols, y};
+        (void)spc_moe_tc_rows(s, j, P);
+        return;
+    }
     dim3 grid((unsigned)((n_out + MR_ROWS - 1) / MR_ROWS), (unsigned)P);
     if ((a->row_fmt == SP_WF_MXFP4 || a->row_fmt == SP_WF_NVFP4) && cols <= 32 * SPC_SLOTS) {
 #define MR_U1(F)                                                                                \
@@ -314,8 +338,8 @@ static void moe_rows_launch(cudaStream_t s, const spc_moe_args *a, int stage, bo
 /* ---- grouping by expert -------------------------------------------------------------
  * Several tokens: the pairs that chose one expert are sorted next to each other (stable:
  * ascending pair index within an expert, invalid ids as one more expert after the last)
- * and cut into groups of up to MG_TOK, each computed by one block per MR_ROWS rows with
- * spc_block_rows' token tile, so an expert's rows are read once per group rather than
+ * and cut into groups of up to `per` pairs (moe_group_tokens), each computed by one block
+ * per MR_ROWS rows with spc_block_rows' token tile (or per 16 rows on tensor cores), so an expert's rows are read once per group rather than
  * once per pair. spc_block_rows' per-output order does not depend on the tile's tokens:
  * the outputs are bit-identical to k_moe_rows'. Gate/up read the token inputs gathered
  * in sorted order and write their outputs in sorted order (the activation is row-wise),
@@ -323,7 +347,6 @@ static void moe_rows_launch(cudaStream_t s, const spc_moe_args *a, int stage, bo
  * order for k_moe_combine.
  * group_ints: order [P] (sorted slot -> pair), groups [3 P] (expert, first slot, count),
  * then the group count. */
-#define MG_TOK 4
 #define MG_THREADS 256
 #define MG_MAX_E 1024
 
@@ -336,7 +359,7 @@ static __device__ __forceinline__ int32_t mg_key(int32_t id, int64_t E)
 
 /* One block: a stable counting sort of the pairs by expert, then the groups. */
 __global__ void __launch_bounds__(MG_THREADS)
-k_moe_group(const int32_t *__restrict__ ids, int64_t P, int64_t E, int32_t *gi)
+k_moe_group(const int32_t *__restrict__ ids, int64_t P, int64_t E, int per, int32_t *gi)
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
@@ -357,7 +380,7 @@ k_moe_group(const int32_t *__restrict__ ids, int64_t P, int64_t E, int32_t *gi)
             start[e] = slot;
             gstart[e] = g;
             slot += c;
-            g += (c + MG_TOK - 1) / MG_TOK;
+            g += (c + per - 1) / per;
         }
         gi[4 * P] = g;
     }
@@ -384,11 +407,11 @@ k_moe_group(const int32_t *__restrict__ ids, int64_t P, int64_t E, int32_t *gi)
     }
     for (int64_t e = tid; e <= E; e += MG_THREADS) {
         const int32_t n = fill[e], first = start[e];
-        for (int32_t j = 0; j * MG_TOK < n; j++) {
+        for (int32_t j = 0; j * per < n; j++) {
             int32_t *gr = groups + 3 * (int64_t)(gstart[e] + j);
             gr[0] = (int32_t)e;
-            gr[1] = first + j * MG_TOK;
-            gr[2] = n - j * MG_TOK < MG_TOK ? n - j * MG_TOK : MG_TOK;
+            gr[1] = first + j * per;
+            gr[2] = n - j * per < per ? n - j * per : per;
         }
     }
 }
@@ -437,6 +460,13 @@ static void moe_rows_grouped_launch(cudaStream_t s, const spc_moe_args *a, int s
                                     float *y)
 {
     const int64_t P = a->n_tok * a->k;
+    if (moe_tc(a)) {
+        const spc_moe_tc_job j = {a->experts, a->n_experts, stage, gptoss, xs, 1, x_stride, NULL,
+                                  (const int32_t *)a->group_ints, P, scatter, n_out,
+                                  stage == 2 ? a->I : a->H, y};
+        (void)spc_moe_tc_rows(s, j, P);
+        return;
+    }
     dim3 grid((unsigned)((n_out + MR_ROWS - 1) / MR_ROWS), (unsigned)P);
 #define MG_LAUNCH(F)                                                                           \
     spc_launch(k_moe_rows_grouped<F>, grid, dim3(SPC_SLOTS), s, true, a->experts, a->n_experts, \
@@ -540,7 +570,8 @@ static int moe_ffn_grouped(cudaStream_t s, const spc_moe_args *a)
 {
     const int64_t P = a->n_tok * a->k, H = a->H, I = a->I;
     float *A = a->scratch_a, *B = a->scratch_b, *C = a->scratch_c;
-    spc_launch(k_moe_group, dim3(1), dim3(MG_THREADS), s, true, a->ids, P, a->n_experts, a->group_ints);
+    spc_launch(k_moe_group, dim3(1), dim3(MG_THREADS), s, true, a->ids, P, a->n_experts,
+               moe_group_tokens(a), a->group_ints);
     spc_launch(k_moe_gather, dim3(ew(P * H)), dim3(256), s, true, a->x, (const int32_t *)a->group_ints,
                P, a->k, H, C);
     if (a->act == SPC_ACT_GPTOSS_GLU) {
@@ -611,5 +642,18 @@ extern "C" int spc_moe_ffn(void *stream, const spc_moe_args *a)
     }
 #undef ROWS
 #undef COLS
+    return spc_launch_status();
+}
+
+extern "C" int spc_moe_stage(void *stream, const spc_moe_args *a, int stage, const float *x,
+                             int64_t x_div, int64_t x_stride, int64_t n_out, float *y)
+{
+    if (!a || !a->experts || !a->row_major_only || a->n_tok < 0 || a->k <= 0 || stage < 0 ||
+        stage > 2 || x_div < 1 || n_out < 1 || a->n_tok * a->k > 65535)
+        return (int)cudaErrorInvalidValue;
+    if (a->n_tok == 0)
+        return 0;
+    moe_rows_launch((cudaStream_t)stream, a, stage, a->act == SPC_ACT_GPTOSS_GLU, x, x_div, x_stride,
+                    n_out, y);
     return spc_launch_status();
 }

@@ -113,7 +113,7 @@ int spc_matmul_swiglu(void *stream, const sp_weight *wg, const sp_weight *wu, co
  * SP_PRECISION_FAST, the counterpart of the CPU's BF16 dot products. Relative to the
  * exact kernels above, only the rounding of x and the order below change; the contract
  * (nothing depends on n_tok or on the other tokens of a launch) is the same.
- * Order per output element (t, r): the columns are cut into slices of 512; a slice's
+ * Order per output element (t, r): the columns are cut into slices of 128; a slice's
  * products are one chain of mma instructions over its 32-column steps in ascending order,
  * starting from zero (a step: the two mma of cuda_tc.cu's fragment mapping; columns past
  * cols are zeros); the slice sums are added to 0.0f in ascending slice order; then
@@ -244,7 +244,17 @@ typedef struct spc_moe_args {
     /* Grouping by expert (both or neither; NULL: every pair alone): */
     float *scratch_c;         /* n_tok * k * H floats: inputs gathered in expert order */
     int32_t *group_ints;      /* spc_moe_group_ints(n_tok * k) ints */
+    bool fast;                /* fast precision: MXFP4 experts on tensor cores (below) */
 } spc_moe_args;
+
+/* Fast precision (spc_moe_args.fast) with every expert row-major MXFP4 (row_fmt), H and I
+ * multiples of 32 and a device with tensor cores: the expert products take x rounded to
+ * BF16 and the weights exactly (an MXFP4 value is a BF16), products summed in fp32 on
+ * tensor cores (cuda_moe_tc.cu). Order per output (pair, r): 128-column slices (four
+ * MXFP4 blocks), each one chain of eight mma from zero in cuda_moe_tc.cu's operand
+ * mapping; the slice sums added to 0.0f ascending; then + bias. Pairs alone or grouped
+ * (up to 8 a group) give the same bits, as in exact precision; routing, the activation
+ * and the weighted sum are unchanged. Otherwise fast is ignored (the exact kernels). */
 
 /* Ints of spc_moe_args.group_ints for P = n_tok * k pairs. */
 int64_t spc_moe_group_ints(int64_t pairs);
@@ -252,12 +262,19 @@ int64_t spc_moe_group_ints(int64_t pairs);
 /* out[t] = sum over the token's k experts, in ascending expert id, of w * expert(x[t])
  * (p = y * w; out += p, unfused, as the CPU). With at least two (token, slot) pairs per
  * expert on average, row-major experts only, n_experts <= 1024 and the grouping scratch
- * given, the pairs that chose one expert share its weight reads, up to 4 per block;
- * otherwise each pair runs alone.
- * Either way every output has the matmul's per-row order: batch-invariant, and the
+ * given, the pairs that chose one expert share its weight reads, up to 4 per block (8 in
+ * fast precision on tensor cores, above); otherwise each pair runs alone.
+ * Either way every output has the matmul's per-row order (or the fast one): batch-invariant, and the
  * grouped launch is bit-identical to the pair-by-pair one. n_tok * k <= 65535 per call;
  * an id outside [0, n_experts) gives NaN outputs, not a fault. */
 int spc_moe_ffn(void *stream, const spc_moe_args *a);
+
+/* One product of spc_moe_ffn for each of a's n_tok * k pairs alone (not grouped), in a's
+ * precision: y[p * n_out + r] = bias + row r of the stage matrix (0 gate or gpt-oss's
+ * gate_up, 1 up, 2 down) of expert ids[p] . x[(p / x_div) * x_stride ..], for r < n_out.
+ * Row-major experts only (row_major_only); for tests of the per-stage arithmetic. */
+int spc_moe_stage(void *stream, const spc_moe_args *a, int stage, const float *x, int64_t x_div,
+                  int64_t x_stride, int64_t n_out, float *y);
 
 /* ---- DeepSeek-V4 (cuda_dsv4.cu; the CPU references are kernels/cpu/dsv4.h) -------------
  * Same arguments as the backend ops of backend.h, device pointers throughout. Element-wise

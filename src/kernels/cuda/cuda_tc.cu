@@ -5,7 +5,7 @@
  * Two schedules compute the same mma sequence for every output element:
  * - k_tc_rows (up to 16 tokens: decode, verify): a block of 8 warps owns 16 rows (and,
  *   for SwiGLU, the same 16 rows of up) and 8 or 16 tokens, with x as bf16 in shared
- *   memory; each warp computes whole 256-column slices (which warp takes which slice is a
+ *   memory; each warp computes whole 128-column slices (which warp takes which slice is a
  *   schedule, not arithmetic), the block folds the slice sums in ascending order.
  * - k_tc_gemm (prefill): 64 or 128 rows x 64 or 128 tokens a block (the largest tile that
  *   still gives every SM a block), warps of 32 or 64 rows x 32 tokens, a three-stage
@@ -17,10 +17,12 @@
  * g + 8 and of token g's x (one 16-byte load each, no ldmatrix); elements 0-3 feed the
  * step's first mma, 4-7 its second, in the register order of tc_mma2. Both schedules
  * use this mapping, so the tensor core sees the same operands in the same places. */
+#include "kernels/cuda/cuda_moe_tc.cuh"
 #include "kernels/cuda/decode.cuh"
+#include "kernels/cuda/tc_mma.cuh"
 
 #define TC_BK 32                     /* columns a step: two k16 mma */
-#define TC_KS 256                    /* columns a slice: one mma chain */
+#define TC_KS 128                    /* columns a slice: one mma chain */
 #define TC_SLICE (TC_KS / TC_BK)     /* steps a slice */
 #define TC_WARPS_ROWS 8              /* warps of k_tc_rows */
 #define TC_ROUND_FLOATS 8192         /* k_tc_rows' slice sums a round (32 KB) */
@@ -30,20 +32,6 @@
 
 /* ---- the step: two mma on one thread's 8 elements --------------------------------- */
 
-static __device__ __forceinline__ void tc_mma(float c[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                              uint32_t a3, uint32_t b0, uint32_t b1)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#else
-    (void)c, (void)a0, (void)a1, (void)a2, (void)a3, (void)b0, (void)b1;
-    __trap(); /* spc_tc_supported() refuses such devices */
-#endif
-}
-
 /* c += one step: lo / hi are rows g and g + 8 (8 bf16 each), b token g's 8 bf16 as
  * pairs. mma 1 takes pairs 0 (k 2q) and 1 (k 2q + 8), mma 2 pairs 2 and 3. */
 static __device__ __forceinline__ void tc_mma2(float c[4], const uint4 &lo, const uint4 &hi,
@@ -51,13 +39,6 @@ static __device__ __forceinline__ void tc_mma2(float c[4], const uint4 &lo, cons
 {
     tc_mma(c, lo.x, hi.x, lo.y, hi.y, b[0], b[1]);
     tc_mma(c, lo.z, hi.z, lo.w, hi.w, b[2], b[3]);
-}
-
-/* fp32 -> bf16 pair, round to nearest even (low half = first element) */
-static __device__ __forceinline__ uint32_t tc_pack(float lo, float hi)
-{
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&v);
 }
 
 static __device__ __forceinline__ void tc_pack8(const float4 &u, const float4 &v, uint32_t b[4])
@@ -258,7 +239,7 @@ k_tc_rows(const tc_set set, const float *__restrict__ x, int64_t n_tok, bool xve
         total[i][0] = total[i][1] = 0.0f;
     /* the first item's weights are on their way before x is read (x may still be being
      * written by the previous kernel until spc_pdl_wait) */
-    tc_slice_w f;
+    tc_slice_w f, fn;
     tc_load_item(set, m, r0, S, warp, items, f);
     spc_pdl_wait();
     if (XS) {
@@ -267,10 +248,13 @@ k_tc_rows(const tc_set set, const float *__restrict__ x, int64_t n_tok, bool xve
     }
     for (int round = 0; round < items; round += ROUND) {
         const int n_in = items - round < ROUND ? items - round : ROUND;
-        for (int k = warp; k < n_in; k += W) {
-            if (round + k != warp)
-                tc_load_item(set, m, r0, S, round + k, items, f);
+        if (round)
+            tc_load_item(set, m, r0, S, round + warp, items, f);
+        for (int k = warp; k < n_in; k += W) { /* the next item's loads fly during this one */
+            if (k + W < n_in)
+                tc_load_item(set, m, r0, S, round + k + W, items, fn);
             tc_item_slice<NT, XS>(f, src, (round + k) % S, part[k]);
+            f = fn;
         }
         __syncthreads();
 #pragma unroll
@@ -495,24 +479,6 @@ static int g_tc_sms[64]; /* SMs of each device (spc_tc_supported) */
 /* Tokens up to which the rows kernel runs (both give the same bits; this is speed). */
 #define TC_ROWS_MAX_TOK 16
 
-/* A launch with dynamic shared memory, as a programmatic dependent (decode.cuh). */
-template <typename... P, typename... A>
-static void tc_launch_smem(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-                           A... args)
-{
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = spc_pdl_enabled ? 1 : 0;
-    (void)cudaLaunchKernelEx(&cfg, k, args...);
-}
-
 /* One k_tc_gemm launch over every matrix of the set (row blocks counted in grp0). */
 template <int MI, int WM> static int tc_gemm_launch(cudaStream_t s, tc_set set, const float *x,
                                                     int64_t n_tok)
@@ -529,7 +495,7 @@ template <int MI, int WM> static int tc_gemm_launch(cudaStream_t s, tc_set set, 
     if ((n_tok + C::BM - 1) / C::BM > 65535)
         return (int)cudaErrorInvalidValue;
     dim3 grid(blocks, (unsigned)((n_tok + C::BM - 1) / C::BM));
-    tc_launch_smem(k_tc_gemm<MI, WM>, grid, dim3(C::THREADS), (size_t)C::SMEM, s, set, x, n_tok);
+    spc_launch_smem(k_tc_gemm<MI, WM>, grid, dim3(C::THREADS), (size_t)C::SMEM, s, true, set, x, n_tok);
     return spc_launch_status();
 }
 
@@ -578,8 +544,8 @@ static int tc_run(cudaStream_t s, tc_set &set, const float *x, int64_t n_tok)
         const int pitch = use_xs ? (int)xs_pitch : 0;
         const cudaStream_t st = s;
 #define TC_ROWS(NT, XS)                                                                      \
-    tc_launch_smem(k_tc_rows<NT, XS>, grid, dim3(TC_WARPS_ROWS * 32), XS ? (size_t)xs : 0, st, \
-                   set, x, n_tok, xvec, pitch)
+    spc_launch_smem(k_tc_rows<NT, XS>, grid, dim3(TC_WARPS_ROWS * 32), XS ? (size_t)xs : 0, st, \
+                    true, set, x, n_tok, xvec, pitch)
         if (nt == 1)
             use_xs ? TC_ROWS(1, true) : TC_ROWS(1, false);
         else
@@ -632,7 +598,7 @@ extern "C" bool spc_tc_supported(void)
              tc_smem_limit(k_tc_rows<2, true>, TC_XS_MAX) &&
              tc_smem_limit(k_tc_gemm<4, 4>, tc_gemm_cfg<4, 4>::SMEM) &&
              tc_smem_limit(k_tc_gemm<4, 2>, tc_gemm_cfg<4, 2>::SMEM) &&
-             tc_smem_limit(k_tc_gemm<2, 2>, tc_gemm_cfg<2, 2>::SMEM);
+             tc_smem_limit(k_tc_gemm<2, 2>, tc_gemm_cfg<2, 2>::SMEM) && spc_moe_tc_setup();
         g_tc_sms[dev] = sms > 0 ? sms : 132;
         g_tc_state[dev] = ok ? 1 : -1;
         (void)cudaGetLastError(); /* a refused attribute is not a launch error */

@@ -40,16 +40,17 @@ static __device__ __forceinline__ void spc_pdl_wait(void)
 
 extern int spc_pdl_enabled; /* cuda_ops.cu: the device is sm_90+ and PDL is not turned off */
 
-/* Launches kernel k; with pdl (and PDL enabled) as a programmatic dependent of the
- * stream's previous kernel. Errors reach cudaGetLastError as for <<<>>>. */
+/* Launches kernel k with `smem` bytes of dynamic shared memory; with pdl (and PDL
+ * enabled) as a programmatic dependent of the stream's previous kernel. Errors reach
+ * cudaGetLastError as for <<<>>>. */
 template <typename... P, typename... A>
-static inline void spc_launch(void (*k)(P...), dim3 grid, dim3 block, cudaStream_t s, bool pdl,
-                              A... args)
+static inline void spc_launch_smem(void (*k)(P...), dim3 grid, dim3 block, size_t smem,
+                                   cudaStream_t s, bool pdl, A... args)
 {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
-    cfg.dynamicSmemBytes = 0;
+    cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -57,6 +58,14 @@ static inline void spc_launch(void (*k)(P...), dim3 grid, dim3 block, cudaStream
     cfg.attrs = at;
     cfg.numAttrs = pdl && spc_pdl_enabled ? 1 : 0;
     (void)cudaLaunchKernelEx(&cfg, k, args...);
+}
+
+/* spc_launch_smem without dynamic shared memory. */
+template <typename... P, typename... A>
+static inline void spc_launch(void (*k)(P...), dim3 grid, dim3 block, cudaStream_t s, bool pdl,
+                              A... args)
+{
+    spc_launch_smem(k, grid, block, 0, s, pdl, args...);
 }
 
 /* Blocks of `threads` for a grid-stride loop over n elements (at most 65535: the loop

@@ -1,0 +1,385 @@
+/* cuda_moe_tc.cu: MXFP4 expert rows in fast precision, on tensor cores (the contract is in
+ * cuda_ops.h, "fast precision: MXFP4 experts"; cuda_moe.cu runs the pass around them).
+ *
+ * An MXFP4 value, e2m1(code) * 2^(s - 127), has at most two significant bits and the
+ * exponent range of fp32, so BF16 holds it exactly: the weights reach the tensor core as
+ * the exact decoder gives them; x is rounded to BF16 and the products are summed in fp32
+ * by mma.sync m16n8k16, as BF16 weights are in cuda_tc.cu. The decode is a few integer
+ * operations and one BF16 product a pair of codes, where the exact kernels spend about
+ * eight instructions an element (the reason their FP4 rows run at a fifth of the DRAM
+ * bandwidth, docs/BENCHMARKS.md): a code's magnitude bits placed at a BF16's exponent and
+ * mantissa read as e2m1(code) * 2^-126, its sign bit goes to the sign, and multiplying by
+ * 2^(s - 1) gives the value (by 2^126, then 2^(s - 127), when 2^(s - 1) is past BF16's range).
+ *
+ * Operands: in a 128-column slice (MXFP4 blocks 4j .. 4j + 3), thread (g, q) holds block
+ * 4j + q of rows g and g + 8 (16 bytes each, one load) and of token g's x. Word w (codes
+ * 8w .. 8w + 7) of a block gives four BF16 pairs, pair i = codes (8w + i, 8w + i + 4);
+ * the slice is eight mma, mma 2w taking pairs 0 and 1 of word w, mma 2w + 1 pairs 2 and 3.
+ * x is staged in shared memory already in that pair order.
+ *
+ * Schedule: a block of 8 warps owns 16 rows of one expert's matrix and up to 8 tokens of
+ * that expert (one (token, slot) pair in decode and verify; a group of pairs sorted by
+ * expert in prefill: either way each token is a column of the same mma); warp w computes
+ * slices w, w + 8, ..., each one mma chain from zero, into shared memory, and the block
+ * adds the slice sums to 0.0f in ascending order, then the bias. */
+#include "kernels/cuda/cuda_moe_tc.cuh"
+#include "kernels/cuda/decode.cuh"
+#include "kernels/cuda/tc_mma.cuh"
+
+#define MT_BK 256   /* columns a slice: eight MXFP4 blocks, one chain of sixteen mma */
+#define MT_WARPS 4  /* warps a block: one row group, its 128 outputs folded by 128 threads */
+#define MT_PER 4    /* slices a warp takes of a round, at most */
+#define MT_ROUND (MT_WARPS * MT_PER) /* slices folded at once */
+
+/* ---- the decode: 8 codes -> 4 BF16 pairs --------------------------------------------- */
+
+/* BF16 pair (both halves) of the block scale's factors: c1 = 2^(s - 1) when that fits
+ * BF16 (s <= 128), else 2^126 with c2 = 2^(s - 127) (NaN for s = 255, as spc_e8m0); c2 = 0:
+ * no second product. */
+static __device__ __forceinline__ void mt_scale(uint32_t s, uint32_t *c1, uint32_t *c2)
+{
+    if (s <= 128u) {
+        *c1 = (s + 126u) << 7;
+        *c2 = 0;
+    } else {
+        *c1 = 253u << 7;
+        *c2 = s == 255u ? 0x7fc0u : s << 7;
+    }
+    *c1 |= *c1 << 16;
+    *c2 |= *c2 << 16;
+}
+
+static __device__ __forceinline__ uint32_t mt_mul(uint32_t a, uint32_t b)
+{
+    __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162 *>(&a),
+                               *reinterpret_cast<__nv_bfloat162 *>(&b));
+    return *reinterpret_cast<uint32_t *>(&r);
+}
+
+/* Pair i of word w: codes i (bits 4i..) and i + 4 (bits 4i + 16..), magnitude to bits
+ * 6-8 / 22-24, sign to 15 / 31; times the scale. Exact: e2m1 * 2^-126 is a BF16 (a
+ * subnormal for 0.5) and the products by powers of two round nothing away but overflow. */
+template <int I, bool BIG>
+static __device__ __forceinline__ uint32_t mt_pair(uint32_t w, uint32_t c1, uint32_t c2)
+{
+    constexpr int MS = 6 - 4 * I, SS = 12 - 4 * I; /* left shifts (negative: right) */
+    const uint32_t mag = (MS >= 0 ? w << (MS & 31) : w >> ((-MS) & 31)) & 0x01c001c0u;
+    const uint32_t v = mag | ((w << SS) & 0x80008000u);
+    const uint32_t r = mt_mul(v, c1);
+    return BIG && c2 ? mt_mul(r, c2) : r;
+}
+
+/* c += the two mma of word w of rows g (lo) and g + 8 (hi) against x pairs b. BIG: some
+ * scale of the warp's slice needs the second product. */
+template <bool BIG>
+static __device__ __forceinline__ void mt_word(float c[4], uint32_t lo, uint32_t hi,
+                                               const uint32_t slo[2], const uint32_t shi[2],
+                                               const uint4 &b)
+{
+    tc_mma(c, mt_pair<0, BIG>(lo, slo[0], slo[1]), mt_pair<0, BIG>(hi, shi[0], shi[1]),
+           mt_pair<1, BIG>(lo, slo[0], slo[1]), mt_pair<1, BIG>(hi, shi[0], shi[1]), b.x, b.y);
+    tc_mma(c, mt_pair<2, BIG>(lo, slo[0], slo[1]), mt_pair<2, BIG>(hi, shi[0], shi[1]),
+           mt_pair<3, BIG>(lo, slo[0], slo[1]), mt_pair<3, BIG>(hi, shi[0], shi[1]), b.z, b.w);
+}
+
+/* ---- one slice ------------------------------------------------------------------------ */
+
+/* A thread's operands of one slice: blocks 2q and 2q + 1 of rows g (lo) and g + 8 (hi),
+ * and their four scales (bytes: lo 2q, lo 2q + 1, hi 2q, hi 2q + 1). */
+struct mt_slice {
+    uint4 lo[2], hi[2];
+    uint32_t sc;
+};
+
+/* 16 bytes of an MXFP4 row (one block); byte loads when the row is not 16-byte aligned */
+template <bool VEC> static __device__ __forceinline__ uint4 mt_ld16(const unsigned char *p)
+{
+    if constexpr (VEC) {
+        return __ldg(reinterpret_cast<const uint4 *>(p));
+    } else {
+        uint32_t v[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            v[i] = (uint32_t)__ldg(p + 4 * i) | (uint32_t)__ldg(p + 4 * i + 1) << 8 |
+                   (uint32_t)__ldg(p + 4 * i + 2) << 16 | (uint32_t)__ldg(p + 4 * i + 3) << 24;
+        return make_uint4(v[0], v[1], v[2], v[3]);
+    }
+}
+
+/* One row's two blocks b, b + 1 and their scales (zeros past the row or its blocks). */
+template <bool VEC>
+static __device__ __forceinline__ void mt_load_row(const sp_weight &w, int64_t nb, int64_t r, int64_t b,
+                                                   uint4 v[2], uint32_t *sc)
+{
+    const uint4 z = make_uint4(0, 0, 0, 0);
+    const unsigned char *d = w.data + (size_t)r * w.row_bytes + (size_t)b * 16;
+    const unsigned char *s = w.scales + (size_t)r * w.scale_row_bytes + (size_t)b;
+    const bool ok0 = r < w.rows && b < nb, ok1 = r < w.rows && b + 1 < nb;
+    v[0] = ok0 ? mt_ld16<VEC>(d) : z;
+    v[1] = ok1 ? mt_ld16<VEC>(d + 16) : z;
+    *sc = (ok0 ? (uint32_t)__ldg(s) : 0u) | (ok1 ? (uint32_t)__ldg(s + 1) << 8 : 0u);
+}
+
+/* Issues the loads of slice s of rows r0 .. r0 + 15 of w. */
+template <bool VEC>
+static __device__ __forceinline__ void mt_load(const sp_weight &w, int64_t nb, int64_t r0, int s,
+                                               mt_slice &f)
+{
+    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const int64_t b = (int64_t)s * (MT_BK / 32) + 2 * q;
+    uint32_t slo, shi;
+    mt_load_row<VEC>(w, nb, r0 + g, b, f.lo, &slo);
+    mt_load_row<VEC>(w, nb, r0 + g + 8, b, f.hi, &shi);
+    f.sc = slo | shi << 16;
+}
+
+/* c += one block's eight mma: lo / hi its 16 bytes in rows g / g + 8, slo / shi their scale
+ * bytes, b the token's 64 bytes of x pairs. */
+template <bool BIG>
+static __device__ __forceinline__ void mt_block(float c[4], const uint4 &lo, const uint4 &hi, uint32_t slo,
+                                                uint32_t shi, const uint4 *b)
+{
+    uint32_t cl[2], ch[2];
+    mt_scale(slo, &cl[0], &cl[1]);
+    mt_scale(shi, &ch[0], &ch[1]);
+    mt_word<BIG>(c, lo.x, hi.x, cl, ch, b[0]);
+    mt_word<BIG>(c, lo.y, hi.y, cl, ch, b[1]);
+    mt_word<BIG>(c, lo.z, hi.z, cl, ch, b[2]);
+    mt_word<BIG>(c, lo.w, hi.w, cl, ch, b[3]);
+}
+
+/* The slice's chain of sixteen mma from zero (block 2q, then 2q + 1); xt: the x pairs of
+ * the thread's token (tokens past the block's read the last one's: their mma columns are
+ * never stored, and a column's sums use its own x only). */
+static __device__ __forceinline__ void mt_chain(const mt_slice &f, const unsigned char *xt, int s,
+                                                float c[4])
+{
+    const int q = threadIdx.x & 3;
+    c[0] = c[1] = c[2] = c[3] = 0.0f;
+    const uint4 *xb = reinterpret_cast<const uint4 *>(xt + ((size_t)s * (MT_BK / 32) + 2 * q) * 64);
+    const bool big = __any_sync(SPC_FULL_MASK, (f.sc & 0x80808080u) != 0u); /* a scale of 2 or more: rare */
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        uint4 b[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            b[i] = xb[4 * k + i];
+        const uint32_t slo = (f.sc >> (8 * k)) & 0xffu, shi = (f.sc >> (16 + 8 * k)) & 0xffu;
+        if (big)
+            mt_block<true>(c, f.lo[k], f.hi[k], slo, shi, b);
+        else
+            mt_block<false>(c, f.lo[k], f.hi[k], slo, shi, b);
+    }
+}
+
+/* ---- the kernel ------------------------------------------------------------------------ */
+
+/* Stages tokens 0 .. nt - 1 (rows of x, x_stride floats apart, cols floats) as BF16 pairs
+ * in the slice order: block b of token t at xs + t * pitch + 64 b, its word w's pair i
+ * (x[32b + 8w + i], x[32b + 8w + i + 4]) at + 16 w + 4 i; zeros past cols. */
+static __device__ __forceinline__ void mt_stage_x(const float *const *xrow, int nt, int64_t cols,
+                                                  int64_t nb_pad, int pitch, unsigned char *xs)
+{
+    const int64_t words = nb_pad * 4; /* 8 columns each */
+    for (int64_t i = threadIdx.x; i < words * nt; i += blockDim.x) {
+        const int t = (int)(i / words);
+        const int64_t w = i % words, k = w * 8;
+        float v[8];
+        const float *p = xrow[t] + k;
+        if (k < cols && ((uintptr_t)p % 16) == 0) { /* cols % 32 == 0: all 8 or none */
+            const float4 a = __ldg(reinterpret_cast<const float4 *>(p)),
+                         b = __ldg(reinterpret_cast<const float4 *>(p) + 1);
+            v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                v[j] = k + j < cols ? p[j] : 0.0f;
+        }
+        *reinterpret_cast<uint4 *>(xs + (size_t)t * pitch + w * 16) =
+            make_uint4(tc_pack(v[0], v[4]), tc_pack(v[1], v[5]), tc_pack(v[2], v[6]),
+                       tc_pack(v[3], v[7]));
+    }
+}
+
+/* Where a warp is: row group rg, round (first slice of MT_ROUND), item i (slice round +
+ * warp + MT_WARPS i). */
+struct mt_pos {
+    int64_t rg;
+    int round, i;
+};
+
+/* The position after p: items 0 .. ipw - 1 of each round, the rounds of a group, then
+ * the block's next group. */
+static __device__ __forceinline__ mt_pos mt_next(mt_pos p, int ipw, int S, int64_t step)
+{
+    if (++p.i < ipw)
+        return p;
+    p.i = 0;
+    p.round += MT_ROUND;
+    if (p.round < S)
+        return p;
+    p.round = 0;
+    p.rg += step;
+    return p;
+}
+
+/* The kernel's work once the block knows its (valid, row-major) expert matrix and tokens. */
+template <bool VEC>
+static __device__ __forceinline__ void mt_body(const spc_moe_tc_job &j, const sp_weight &w,
+                                               const float *bias, int64_t y, int64_t first, int nt,
+                                               const int32_t *order, int pitch, unsigned char *mt_xs,
+                                               float (*part)[4][32], const float **xrow)
+{
+    const int64_t step = gridDim.x;
+    const int64_t rows = w.rows < j.n_out ? w.rows : j.n_out, n_rg = (rows + 15) / 16;
+    if ((int64_t)blockIdx.x >= n_rg)
+        return;
+    const int64_t nb = (w.cols < j.cols ? w.cols : j.cols) / 32;
+    const int S = (int)((j.cols + MT_BK - 1) / MT_BK);
+    /* items a warp takes of a round (the same for every warp: they meet at the fold) */
+    const int ipw = S >= MT_ROUND ? MT_PER : (S + MT_WARPS - 1) / MT_WARPS;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, fr = threadIdx.x >> 5;
+    /* the first item's weights are on their way while x is staged */
+    mt_pos p = {blockIdx.x, 0, 0};
+    mt_slice f, fn;
+    if (warp < S)
+        mt_load<VEC>(w, nb, p.rg * 16, warp, f);
+    if (threadIdx.x < nt)
+        xrow[threadIdx.x] = j.gi ? j.x + (first + threadIdx.x) * j.x_stride
+                                 : j.x + (y / j.x_div) * j.x_stride;
+    __syncthreads();
+    mt_stage_x(xrow, nt, j.cols, (int64_t)S * (MT_BK / 32), pitch, mt_xs);
+    __syncthreads();
+    const int g = lane >> 2;
+    const unsigned char *xt = mt_xs + (size_t)(g < nt ? g : nt - 1) * pitch;
+    float total = 0.0f;
+    for (;;) {
+        const mt_pos pn = mt_next(p, ipw, S, step);
+        const int s = p.round + warp + MT_WARPS * p.i, sn = pn.round + warp + MT_WARPS * pn.i;
+        if (pn.rg < n_rg && sn < S)
+            mt_load<VEC>(w, nb, pn.rg * 16, sn, fn);
+        if (s < S) {
+            float c[4];
+            mt_chain(f, xt, s, c);
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                part[s - p.round][r][lane] = c[r];
+        }
+        if (p.i == ipw - 1) { /* the round's slice sums are in: fold them in order */
+            __syncthreads();
+            const int n_in = S - p.round < MT_ROUND ? S - p.round : MT_ROUND;
+            for (int k = 0; k < n_in; k++) /* thread e owns register e / 32 of lane e % 32 */
+                total = __fadd_rn(total, part[k][fr][lane]);
+            __syncthreads(); /* part is refilled by the next round */
+            if (p.round + MT_ROUND >= S) { /* the group's last round: store */
+                const int64_t row = p.rg * 16 + (lane >> 2) + (fr >= 2 ? 8 : 0);
+                const int t = 2 * (lane & 3) + (fr & 1);
+                if (row < rows && t < nt)
+                    j.y[(order ? order[first + t] : first + t) * j.n_out + row] =
+                        bias ? __fadd_rn(total, bias[row]) : total;
+                total = 0.0f;
+            }
+        }
+        if (pn.rg >= n_rg)
+            break;
+        p = pn;
+        f = fn;
+    }
+}
+
+/* Block (x, y): y is pair y (ids, x row y / x_div, output row y) or, with gi, group y
+ * (expert, first sorted slot, count: x rows first.., output rows first.. or order[first..]
+ * with scatter); x walks the 16-row groups x, x + gridDim.x, ... A warp's items (group,
+ * slice) form one stream, each item's weight loads issued while the one before is
+ * computed, across rounds and groups. Dynamic shared memory: the tokens' x, `pitch`
+ * bytes each. */
+__global__ void __launch_bounds__(MT_WARPS * 32, 5)
+k_moe_tc(const spc_moe_tc_job j, int pitch)
+{
+    extern __shared__ __align__(16) unsigned char mt_xs[];
+    __shared__ float part[MT_ROUND][4][32];
+    __shared__ const float *xrow[SPC_MOE_TC_TOK];
+    spc_pdl_trigger();
+    spc_pdl_wait(); /* ids and x come from the kernels before */
+    const int64_t y = blockIdx.y, step = gridDim.x;
+    int32_t e;
+    int64_t first;
+    int nt;
+    if (j.gi) {
+        if (y >= j.gi[4 * j.P])
+            return;
+        const int32_t *gr = j.gi + j.P + 3 * y;
+        e = gr[0], first = gr[1], nt = gr[2];
+    } else {
+        e = j.ids[y], first = y, nt = 1;
+    }
+    const int32_t *order = j.gi && j.scatter ? j.gi : NULL;
+    if (e < 0 || e >= j.n_experts) { /* NaN rows, as the exact pass */
+        for (int64_t rg = blockIdx.x; rg * 16 < j.n_out; rg += step)
+            for (int i = threadIdx.x; i < 16 * nt; i += blockDim.x) {
+                const int64_t r = rg * 16 + i % 16, t = first + i / 16;
+                if (r < j.n_out)
+                    j.y[(order ? order[t] : t) * j.n_out + r] = __uint_as_float(0x7fffffffu);
+            }
+        return;
+    }
+    const spc_expert &ex = j.experts[e];
+    if (ex.in_major)
+        return;
+    const sp_weight w = j.stage == 0 ? ex.gate : j.stage == 1 ? ex.up : ex.down; /* to registers */
+    const float *bias = !j.gptoss ? NULL : j.stage == 0 ? ex.gate_up_bias : j.stage == 2 ? ex.down_bias : NULL;
+    if (((uintptr_t)w.data % 16) == 0 && w.row_bytes % 16 == 0)
+        mt_body<true>(j, w, bias, y, first, nt, order, pitch, mt_xs, part, xrow);
+    else
+        mt_body<false>(j, w, bias, y, first, nt, order, pitch, mt_xs, part, xrow);
+}
+
+/* ---- launch ------------------------------------------------------------------------- */
+
+#define MT_MAX_DEVICES 64
+static int g_mt_sms[MT_MAX_DEVICES]; /* SMs of each device (spc_moe_tc_setup) */
+
+static int mt_sms(void)
+{
+    int dev = 0;
+    (void)cudaGetDevice(&dev);
+    return dev >= 0 && dev < MT_MAX_DEVICES && g_mt_sms[dev] > 0 ? g_mt_sms[dev] : 132;
+}
+
+/* Bytes of one token's staged x (blocks padded to whole slices, + 16 against bank conflicts). */
+static int64_t mt_pitch(int64_t cols) { return (cols + MT_BK - 1) / MT_BK * MT_BK * 2 + 16; }
+
+int spc_moe_tc_group_tokens(int64_t cols)
+{
+    const int64_t per = SPC_MOE_TC_XS_MAX / mt_pitch(cols);
+    return per >= SPC_MOE_TC_TOK ? SPC_MOE_TC_TOK : per < 1 ? 0 : (int)per;
+}
+
+int spc_moe_tc_rows(cudaStream_t s, const spc_moe_tc_job &j, int64_t blocks_y)
+{
+    const int per = spc_moe_tc_group_tokens(j.cols);
+    if (per < 1 || blocks_y < 1 || blocks_y > 65535 || j.cols % 32 || j.n_out < 1)
+        return (int)cudaErrorInvalidValue;
+    const int64_t pitch = mt_pitch(j.cols);
+    const size_t smem = (size_t)(j.gi ? per : 1) * (size_t)pitch;
+    /* about one wave of blocks (five an SM), each walking an equal share of the row
+     * groups; grouped, blocks_y counts pairs and about P / per + experts hold a group */
+    const int64_t n_rg = (j.n_out + 15) / 16;
+    int64_t ys = j.gi ? j.P / per + j.n_experts : blocks_y;
+    ys = ys < blocks_y ? ys : blocks_y;
+    const int64_t wave = 5 * (int64_t)mt_sms(), per_block = (n_rg * ys + wave - 1) / wave;
+    dim3 grid((unsigned)((n_rg + per_block - 1) / per_block), (unsigned)blocks_y);
+    spc_launch_smem(k_moe_tc, grid, dim3(MT_WARPS * 32), smem, s, true, j, (int)pitch);
+    return spc_launch_status();
+}
+
+bool spc_moe_tc_setup(void)
+{
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= MT_MAX_DEVICES ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        return false;
+    g_mt_sms[dev] = sms > 0 ? sms : 132;
+    return cudaFuncSetAttribute(k_moe_tc, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                SPC_MOE_TC_XS_MAX) == cudaSuccess;
+}

@@ -1,0 +1,43 @@
+/* cuda_moe_tc.cuh: the MXFP4 expert rows on tensor cores (cuda_moe_tc.cu), as cuda_moe.cu
+ * launches them in fast precision. Internal to the CUDA kernels. */
+#ifndef SP_KERNELS_CUDA_MOE_TC_CUH
+#define SP_KERNELS_CUDA_MOE_TC_CUH
+
+#include "kernels/cuda/cuda_ops.h"
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#define SPC_MOE_TC_TOK 8                /* tokens a block at most: one n8 tile */
+#define SPC_MOE_TC_XS_MAX (96 * 1024)   /* their BF16 x in shared memory, at most */
+
+/* One stage (0 gate or gpt-oss gate_up, 1 up, 2 down) of the row-major MXFP4 experts:
+ * y[out row] = bias + expert's stage matrix . bf16(x row), cols = the stage's input size.
+ * Pairs (gi NULL): block row p is pair p (expert ids[p], x row p / x_div, output row p).
+ * Groups (gi from k_moe_group, P pairs): block row g is group g (expert, first, count):
+ * x rows first.., output rows first.. or, with scatter, order[first..]. */
+struct spc_moe_tc_job {
+    const spc_expert *experts;
+    int64_t n_experts;
+    int stage;
+    bool gptoss;
+    const float *x;
+    int64_t x_div, x_stride;
+    const int32_t *ids;
+    const int32_t *gi;
+    int64_t P;
+    bool scatter;
+    int64_t n_out, cols;
+    float *y;
+};
+
+/* Tokens a group may hold for inputs of `cols` (0: they do not fit shared memory). */
+int spc_moe_tc_group_tokens(int64_t cols);
+
+/* Launches one stage over blocks_y pairs or groups (cols a multiple of 32). */
+int spc_moe_tc_rows(cudaStream_t s, const spc_moe_tc_job &j, int64_t blocks_y);
+
+/* The kernel's shared-memory limit, once per device outside graph capture (spc_tc_supported). */
+bool spc_moe_tc_setup(void);
+
+#endif

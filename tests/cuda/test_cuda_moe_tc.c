@@ -1,0 +1,338 @@
+/* test_cuda_moe_tc.c: MXFP4 experts in fast precision on tensor cores (cuda_moe_tc.cu).
+ * One stage's products against a double-precision reference of the same rounded inputs
+ * (x to BF16, the weights exactly as sp_weight_at decodes them, scales from 2^-127 to
+ * 2^127 and NaN included), then the whole expert pass: each token alone equals the batch,
+ * pairs grouped by expert equal pairs alone, bit for bit, and the pass stays within BF16
+ * rounding of the exact one. Without a GPU every test skips. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define CUDA_TEST_SEED 0x4d6f45746346e201ull
+#include "cuda_test_harness.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "util/dtype.h"
+#include "../unit/test_weight_layout.h"
+
+static float bf16_round(float f) { return sp_bf16_to_f32(sp_f32_to_bf16(f)); }
+
+/* An MXFP4 matrix: random codes, scales 2^-7 .. 2^4, and in `special` of 1000 blocks a
+ * scale from the edges (2^-127 .. 2^127; 255, NaN, only where nan_ok). */
+typedef struct fp4_matrix {
+    sp_weight h, d;
+    unsigned char *hdata, *hscales;
+    void *ddata, *dscales;
+} fp4_matrix;
+
+static fp4_matrix make_fp4(int64_t rows, int64_t cols, int special, int nan_ok)
+{
+    static const uint8_t edge[] = {0, 1, 2, 100, 127, 128, 129, 140, 200, 254, 255};
+    fp4_matrix m;
+    memset(&m, 0, sizeof m);
+    size_t sbytes = test_weight_layout(&m.h, SP_WF_MXFP4, rows, cols);
+    size_t dbytes = m.h.row_bytes * (size_t)rows;
+    m.hdata = malloc(dbytes);
+    m.hscales = malloc(sbytes);
+    for (size_t i = 0; i < dbytes; i++)
+        m.hdata[i] = (uint8_t)rnd32();
+    for (size_t i = 0; i < sbytes; i++) {
+        m.hscales[i] = (uint8_t)(120 + rnd32() % 12);
+        if ((int)(rnd32() % 1000) < special) {
+            uint8_t s = edge[rnd32() % sizeof edge];
+            if (s < 254 || nan_ok)
+                m.hscales[i] = s;
+        }
+    }
+    m.h.data = m.hdata;
+    m.h.scales = m.hscales;
+    m.ddata = dev_from(m.hdata, dbytes);
+    m.dscales = dev_from(m.hscales, sbytes);
+    m.d = m.h;
+    m.d.data = m.ddata;
+    m.d.scales = m.dscales;
+    return m;
+}
+
+static void free_fp4(fp4_matrix *m)
+{
+    free(m->hdata);
+    free(m->hscales);
+    spc_free(m->ddata);
+    spc_free(m->dscales);
+}
+
+static void fill(float *x, int64_t n, float scale)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = frand() * scale;
+}
+
+/* A table of E gpt-oss experts (gate_up 2I x H, down H x I, biases) on the device. */
+typedef struct experts {
+    int64_t E, H, I;
+    fp4_matrix *gu, *dn;
+    float **bgu, **bdn;         /* host biases */
+    float **dbgu, **ddn;        /* device biases */
+    spc_expert *dtable;
+} experts;
+
+static experts make_experts(int64_t E, int64_t H, int64_t I, int special, int nan_ok)
+{
+    experts x = {.E = E, .H = H, .I = I};
+    x.gu = calloc((size_t)E, sizeof *x.gu);
+    x.dn = calloc((size_t)E, sizeof *x.dn);
+    x.bgu = calloc((size_t)E, sizeof(float *));
+    x.bdn = calloc((size_t)E, sizeof(float *));
+    x.dbgu = calloc((size_t)E, sizeof(float *));
+    x.ddn = calloc((size_t)E, sizeof(float *));
+    spc_expert *table = calloc((size_t)E, sizeof *table);
+    for (int64_t e = 0; e < E; e++) {
+        x.gu[e] = make_fp4(2 * I, H, special, nan_ok);
+        x.dn[e] = make_fp4(H, I, special, nan_ok);
+        x.bgu[e] = malloc((size_t)(2 * I) * 4);
+        x.bdn[e] = malloc((size_t)H * 4);
+        fill(x.bgu[e], 2 * I, 0.5f);
+        fill(x.bdn[e], H, 0.5f);
+        x.dbgu[e] = dev_from(x.bgu[e], (size_t)(2 * I) * 4);
+        x.ddn[e] = dev_from(x.bdn[e], (size_t)H * 4);
+        table[e].gate = x.gu[e].d;
+        table[e].down = x.dn[e].d;
+        table[e].gate_up_bias = x.dbgu[e];
+        table[e].down_bias = x.ddn[e];
+    }
+    x.dtable = dev_from(table, (size_t)E * sizeof *table);
+    free(table);
+    return x;
+}
+
+static void free_experts(experts *x)
+{
+    for (int64_t e = 0; e < x->E; e++) {
+        free_fp4(&x->gu[e]);
+        free_fp4(&x->dn[e]);
+        free(x->bgu[e]);
+        free(x->bdn[e]);
+        spc_free(x->dbgu[e]);
+        spc_free(x->ddn[e]);
+    }
+    free(x->gu);
+    free(x->dn);
+    free(x->bgu);
+    free(x->bdn);
+    free(x->dbgu);
+    free(x->ddn);
+    spc_free(x->dtable);
+}
+
+static spc_moe_args moe_args(const experts *x, int64_t n_tok, int64_t k, const int32_t *dids, bool fast)
+{
+    spc_moe_args a = {.experts = x->dtable, .n_experts = x->E, .act = SPC_ACT_GPTOSS_GLU, .H = x->H,
+                      .I = x->I, .alpha = 1.702f, .limit = 7.0f, .n_tok = n_tok, .k = k, .ids = dids,
+                      .row_fmt = SP_WF_MXFP4, .row_major_only = true, .fast = fast};
+    return a;
+}
+
+/* Random distinct experts per token (ids [n_tok, k]) and weights. */
+static void route(int64_t n_tok, int64_t k, int64_t E, int32_t *ids, float *w)
+{
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t j = 0; j < k; j++) {
+            int32_t e;
+            int dup;
+            do {
+                e = (int32_t)(rnd32() % E);
+                dup = 0;
+                for (int64_t q = 0; q < j; q++)
+                    dup |= ids[t * k + q] == e;
+            } while (dup);
+            ids[t * k + j] = e;
+            if (w)
+                w[t * k + j] = 0.1f + (float)(rnd32() % 100) * 0.01f;
+        }
+}
+
+/* Stage `stage` of every pair against sum bf16(x) w in double: finite outputs within 2e-6
+ * of the sum of |terms|; a row holding a NaN scale gives NaN; a row that overflows
+ * (a term past FLT_MAX) gives a non-finite output. Returns the worst ratio. */
+static double check_stage(const experts *x, int stage, int64_t P, const int32_t *ids, const float *xin,
+                          const float *y)
+{
+    const int64_t cols = stage == 2 ? x->I : x->H, n_out = stage == 2 ? x->H : 2 * x->I;
+    double worst = 0;
+    for (int64_t p = 0; p < P; p++) {
+        const fp4_matrix *m = stage == 2 ? &x->dn[ids[p]] : &x->gu[ids[p]];
+        const float *bias = stage == 2 ? x->bdn[ids[p]] : x->bgu[ids[p]];
+        for (int64_t r = 0; r < n_out; r++) {
+            double s = bias[r], mag = fabs(bias[r]);
+            int nan = 0, huge = 0;
+            for (int64_t c = 0; c < cols; c++) {
+                float w = sp_weight_at(&m->h, r, c);
+                nan |= w != w;
+                huge |= isinf(w) || fabs((double)w * bf16_round(xin[p * cols + c])) > 3.4e38;
+                double term = (double)bf16_round(xin[p * cols + c]) * w;
+                s += term;
+                mag += fabs(term);
+            }
+            const float g = y[p * n_out + r];
+            if (nan) {
+                if (g == g)
+                    fail_msg("stage %d pair %lld row %lld: %g where a NaN scale gives NaN", stage,
+                             (long long)p, (long long)r, g);
+                continue;
+            }
+            if (huge) {
+                if (isfinite(g))
+                    fail_msg("stage %d pair %lld row %lld: %g, expected non-finite", stage,
+                             (long long)p, (long long)r, g);
+                continue;
+            }
+            if (mag > 1e38 && !isfinite(g))
+                continue; /* an fp32 running sum may overflow where the double one does not */
+            double e = fabs(g - s) / (mag > 0 ? mag : 1);
+            if (!(e <= 2e-6))
+                fail_msg("stage %d pair %lld row %lld: %.9g, reference %.9g (of %.3g)", stage,
+                         (long long)p, (long long)r, g, s, mag);
+            worst = e > worst ? e : worst;
+        }
+    }
+    return worst;
+}
+
+static void run_stages(int64_t H, int64_t I, int special)
+{
+    const int64_t E = 5, n_tok = 7, k = 3, P = n_tok * k;
+    experts x = make_experts(E, H, I, special, 1);
+    int32_t *ids = malloc((size_t)P * 4);
+    route(n_tok, k, E, ids, NULL);
+    int32_t *dids = dev_from(ids, (size_t)P * 4);
+    float *x0 = malloc((size_t)(n_tok * H) * 4), *x2 = malloc((size_t)(P * I) * 4);
+    fill(x0, n_tok * H, 1.0f);
+    fill(x2, P * I, 4.0f);
+    /* stage 0 reads token p / k; the reference wants one row per pair */
+    float *x0p = malloc((size_t)(P * H) * 4);
+    for (int64_t p = 0; p < P; p++)
+        memcpy(x0p + p * H, x0 + (p / k) * H, (size_t)H * 4);
+    float *dx0 = dev_from(x0, (size_t)(n_tok * H) * 4), *dx2 = dev_from(x2, (size_t)(P * I) * 4);
+    float *dy0 = dev_poison(P * 2 * I), *dy2 = dev_poison(P * H);
+    spc_moe_args a = moe_args(&x, n_tok, k, dids, true);
+    CK(spc_moe_stage(g_stream, &a, 0, dx0, k, H, 2 * I, dy0));
+    CK(spc_moe_stage(g_stream, &a, 2, dx2, 1, I, H, dy2));
+    float *y0 = host_of(dy0, P * 2 * I), *y2 = host_of(dy2, P * H);
+    double w0 = check_stage(&x, 0, P, ids, x0p, y0), w2 = check_stage(&x, 2, P, ids, x2, y2);
+    printf("moe stage fast H %lld I %lld, %d/1000 edge scales: max error %.3g / %.3g of the sum of |terms|\n",
+           (long long)H, (long long)I, special, w0, w2);
+    free(y0);
+    free(y2);
+    free(ids);
+    free(x0);
+    free(x2);
+    free(x0p);
+    spc_free(dids);
+    spc_free(dx0);
+    spc_free(dx2);
+    spc_free(dy0);
+    spc_free(dy2);
+    free_experts(&x);
+}
+
+static void test_stage_reference(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    run_stages(352, 224, 0);   /* partial last slices (2.75 and 1.75 slices) */
+    run_stages(128, 96, 60);   /* edge scales: subnormal to 2^127, overflow, NaN */
+    run_stages(1056, 4128, 5); /* more than one round of slices on the down stage */
+}
+
+/* One whole pass (n_tok tokens, top k of E) into a fresh host buffer. */
+static float *run_pass(const spc_moe_args *a0, const float *dx, const float *dw, bool grouped,
+                       float *dc, int32_t *dgi)
+{
+    spc_moe_args a = *a0;
+    const int64_t P = a.n_tok * a.k, wide = 2 * a.I > a.H ? 2 * a.I : a.H;
+    float *da = dev_poison(P * wide), *db = dev_poison(P * wide), *dout = dev_poison(a.n_tok * a.H);
+    a.x = dx;
+    a.w = dw;
+    a.out = dout;
+    a.scratch_a = da;
+    a.scratch_b = db;
+    a.scratch_c = grouped ? dc : NULL;
+    a.group_ints = grouped ? dgi : NULL;
+    CK(spc_moe_ffn(g_stream, &a));
+    float *out = host_of(dout, a.n_tok * a.H);
+    spc_free(da);
+    spc_free(db);
+    spc_free(dout);
+    return out;
+}
+
+static void test_pass_invariance(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    const int64_t E = 8, H = 2880 / 9, I = 2880 / 9 + 32, k = 4, N = 37, P = N * k;
+    experts x = make_experts(E, H, I, 0, 0);
+    int32_t *ids = malloc((size_t)P * 4);
+    float *w = malloc((size_t)P * 4), *xin = malloc((size_t)(N * H) * 4);
+    route(N, k, E, ids, w);
+    fill(xin, N * H, 1.0f);
+    int32_t *dids = dev_from(ids, (size_t)P * 4);
+    float *dw = dev_from(w, (size_t)P * 4), *dx = dev_from(xin, (size_t)(N * H) * 4);
+    float *dc = dev_poison(P * H);
+    int32_t *dgi;
+    CK(spc_malloc((void **)&dgi, (size_t)spc_moe_group_ints(P) * 4));
+    spc_moe_args fast = moe_args(&x, N, k, dids, true), exact = moe_args(&x, N, k, dids, false);
+    float *alone = run_pass(&fast, dx, dw, false, dc, dgi);
+    float *grouped = run_pass(&fast, dx, dw, true, dc, dgi); /* 148 pairs over 8 experts */
+    float *ref = run_pass(&exact, dx, dw, false, dc, dgi);
+    int64_t bad_group = count_diff_bits(alone, grouped, N * H), bad_tok = 0;
+    for (int64_t t = 0; t < N; t += 5) { /* each token alone (a decode step) */
+        spc_moe_args one = fast;
+        one.n_tok = 1;
+        one.ids = dids + t * k;
+        float *o = run_pass(&one, dx + t * H, dw + t * k, false, dc, dgi);
+        bad_tok += count_diff_bits(o, alone + t * H, H);
+        free(o);
+    }
+    /* against the exact pass: BF16 rounding of both stages' inputs */
+    double worst = 0, maxabs = 0;
+    for (int64_t i = 0; i < N * H; i++)
+        maxabs = fabs(ref[i]) > maxabs ? fabs(ref[i]) : maxabs;
+    for (int64_t i = 0; i < N * H; i++) {
+        double e = fabs(alone[i] - ref[i]) / maxabs;
+        worst = e == e ? (e > worst ? e : worst) : INFINITY;
+    }
+    printf("moe pass fast: grouped vs alone %lld differ, token alone vs batch %lld differ, "
+           "max |fast - exact| %.3g of max |out|\n",
+           (long long)bad_group, (long long)bad_tok, worst);
+    if (bad_group || bad_tok || !(worst < 2e-2))
+        fail_msg("moe pass fast: %lld grouped, %lld alone differ; error %.3g", (long long)bad_group,
+                 (long long)bad_tok, worst);
+    free(alone);
+    free(grouped);
+    free(ref);
+    free(ids);
+    free(w);
+    free(xin);
+    spc_free(dids);
+    spc_free(dw);
+    spc_free(dx);
+    spc_free(dc);
+    spc_free(dgi);
+    free_experts(&x);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stage_reference),
+        cmocka_unit_test(test_pass_invariance),
+    };
+    return cmocka_run_group_tests(tests, cuda_group_setup, cuda_group_teardown);
+}
