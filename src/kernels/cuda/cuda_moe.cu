@@ -8,7 +8,8 @@
  * input-major experts, the transposed product; then the weighted sum per token in
  * ascending expert id. With several tokens and row-major experts the pairs of one
  * expert share a block instead (grouping by expert, below): the same bits, each
- * expert's weights read once per 4 pairs. */
+ * expert's weights read once per 4 pairs. In fast precision, row-major MXFP4 experts run
+ * on tensor cores instead (cuda_moe_tc.cu), alone or grouped alike. */
 #include "kernels/cuda/cuda_moe_tc.cuh"
 #include "kernels/cuda/decode.cuh"
 
@@ -313,7 +314,7 @@ static void moe_rows_launch(cudaStream_t s, const spc_moe_args *a, int stage, bo
     if (moe_tc(a)) {
         const spc_moe_tc_job j = {a->experts, a->n_experts, stage, gptoss, x, div, xs, a->ids,
                                   NULL, P, false, n_out, cols, y};
-        (void)spc_moe_tc_rows(s, j, P);
+        (void)spc_moe_tc_rows(s, j, P); /* its checks hold: moe_tc's and spc_moe_ffn's */
         return;
     }
     dim3 grid((unsigned)((n_out + MR_ROWS - 1) / MR_ROWS), (unsigned)P);
@@ -339,8 +340,8 @@ static void moe_rows_launch(cudaStream_t s, const spc_moe_args *a, int stage, bo
  * Several tokens: the pairs that chose one expert are sorted next to each other (stable:
  * ascending pair index within an expert, invalid ids as one more expert after the last)
  * and cut into groups of up to `per` pairs (moe_group_tokens), each computed by one block
- * per MR_ROWS rows with spc_block_rows' token tile (or per 16 rows on tensor cores), so an expert's rows are read once per group rather than
- * once per pair. spc_block_rows' per-output order does not depend on the tile's tokens:
+ * per MR_ROWS rows with spc_block_rows' token tile (on tensor cores: cuda_moe_tc.cu), so an
+ * expert's rows are read once per group rather than once per pair. spc_block_rows' per-output order does not depend on the tile's tokens:
  * the outputs are bit-identical to k_moe_rows'. Gate/up read the token inputs gathered
  * in sorted order and write their outputs in sorted order (the activation is row-wise),
  * so the down product reads its inputs in place and scatters its outputs back to pair
@@ -464,7 +465,7 @@ static void moe_rows_grouped_launch(cudaStream_t s, const spc_moe_args *a, int s
         const spc_moe_tc_job j = {a->experts, a->n_experts, stage, gptoss, xs, 1, x_stride, NULL,
                                   (const int32_t *)a->group_ints, P, scatter, n_out,
                                   stage == 2 ? a->I : a->H, y};
-        (void)spc_moe_tc_rows(s, j, P);
+        (void)spc_moe_tc_rows(s, j, P); /* its checks hold: moe_tc's and spc_moe_ffn's */
         return;
     }
     dim3 grid((unsigned)((n_out + MR_ROWS - 1) / MR_ROWS), (unsigned)P);

@@ -11,17 +11,19 @@
  * mantissa read as e2m1(code) * 2^-126, its sign bit goes to the sign, and multiplying by
  * 2^(s - 1) gives the value (by 2^126, then 2^(s - 127), when 2^(s - 1) is past BF16's range).
  *
- * Operands: in a 128-column slice (MXFP4 blocks 4j .. 4j + 3), thread (g, q) holds block
- * 4j + q of rows g and g + 8 (16 bytes each, one load) and of token g's x. Word w (codes
- * 8w .. 8w + 7) of a block gives four BF16 pairs, pair i = codes (8w + i, 8w + i + 4);
- * the slice is eight mma, mma 2w taking pairs 0 and 1 of word w, mma 2w + 1 pairs 2 and 3.
+ * Operands: in a 256-column slice (MXFP4 blocks 8j .. 8j + 7), thread (g, q) holds blocks
+ * 8j + 2q and 8j + 2q + 1 of rows g and g + 8 (32 contiguous bytes a row) and of its
+ * token's x. Word w (codes 8w .. 8w + 7) of a block gives four BF16 pairs, pair i = codes
+ * (8w + i, 8w + i + 4); a block is eight mma, mma 2w taking pairs 0 and 1 of word w, mma
+ * 2w + 1 pairs 2 and 3; the slice is one chain of sixteen from zero (block 2q, then 2q + 1).
  * x is staged in shared memory already in that pair order.
  *
- * Schedule: a block of 8 warps owns 16 rows of one expert's matrix and up to 8 tokens of
- * that expert (one (token, slot) pair in decode and verify; a group of pairs sorted by
- * expert in prefill: either way each token is a column of the same mma); warp w computes
- * slices w, w + 8, ..., each one mma chain from zero, into shared memory, and the block
- * adds the slice sums to 0.0f in ascending order, then the bias. */
+ * Schedule: a block of 4 warps computes one expert's matrix for up to 8 tokens of that
+ * expert (one (token, slot) pair in decode and verify; a group of pairs sorted by expert
+ * in prefill: either way each token is a column of the same mma), walking 16-row groups
+ * x, x + gridDim.x, ...; warp w computes slices w, w + 4, ... of a group into shared
+ * memory, its next slice's loads in flight meanwhile, and the block adds the slice sums
+ * to 0.0f in ascending order, then the bias. */
 #include "kernels/cuda/cuda_moe_tc.cuh"
 #include "kernels/cuda/decode.cuh"
 #include "kernels/cuda/tc_mma.cuh"

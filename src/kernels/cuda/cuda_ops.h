@@ -250,8 +250,8 @@ typedef struct spc_moe_args {
 /* Fast precision (spc_moe_args.fast) with every expert row-major MXFP4 (row_fmt), H and I
  * multiples of 32 and a device with tensor cores: the expert products take x rounded to
  * BF16 and the weights exactly (an MXFP4 value is a BF16), products summed in fp32 on
- * tensor cores (cuda_moe_tc.cu). Order per output (pair, r): 128-column slices (four
- * MXFP4 blocks), each one chain of eight mma from zero in cuda_moe_tc.cu's operand
+ * tensor cores (cuda_moe_tc.cu). Order per output (pair, r): 256-column slices (eight
+ * MXFP4 blocks), each one chain of sixteen mma from zero in cuda_moe_tc.cu's operand
  * mapping; the slice sums added to 0.0f ascending; then + bias. Pairs alone or grouped
  * (up to 8 a group) give the same bits, as in exact precision; routing, the activation
  * and the weighted sum are unchanged. Otherwise fast is ignored (the exact kernels). */
