@@ -9,7 +9,8 @@
  *   schedule, not arithmetic), the block folds the slice sums in ascending order.
  * - k_tc_gemm (prefill): 64 or 128 rows x 64 or 128 tokens a block (the largest tile that
  *   still gives every SM a block), warps of 32 or 64 rows x 32 tokens, a three-stage
- *   cp.async pipeline; each thread keeps the running slice and the folded total in
+ *   pipeline (weights by cp.async; x through registers, stored as bf16 after the step
+ *   that issued its loads); each thread keeps the running slice and the folded total in
  *   registers.
  *
  * Operand fragments: a thread (g = lane / 4, q = lane % 4) of a 16 x 8 tile reads, for a
@@ -28,7 +29,6 @@
 #define TC_ROUND_FLOATS 8192         /* k_tc_rows' slice sums a round (32 KB) */
 #define TC_XS_MAX (96 * 1024)        /* k_tc_rows' bf16 x in shared memory, at most */
 #define TC_STAGES 3                  /* k_tc_gemm pipeline depth */
-#define TC_XPITCH (TC_BK + 4)        /* floats a token row of the x tile (no bank conflicts) */
 
 /* ---- the step: two mma on one thread's 8 elements --------------------------------- */
 
@@ -316,7 +316,8 @@ template <int MI, int WM> struct tc_gemm_cfg {
     static constexpr int BN = 32 * MI;                 /* weight rows a block */
     static constexpr int BM = 32 * WM;                 /* tokens a block */
     static constexpr int A_BYTES = BN * TC_BK * 2;
-    static constexpr int X_BYTES = BM * TC_XPITCH * 4;
+    static constexpr int X_BYTES = BM * TC_BK * 2; /* x as bf16: a fragment's rows 64 B apart */
+    static constexpr int X_PER = BM * (TC_BK / 8) / THREADS; /* 8-column chunks a thread stages */
     static constexpr int SMEM = TC_STAGES * (A_BYTES + X_BYTES);
 };
 
@@ -338,10 +339,10 @@ static __device__ __forceinline__ const unsigned char *tc_a_row(const tc_set &se
     return set.w[mm] + (size_t)(ok ? r : 0) * set.ld[mm];
 }
 
+/* Step kt's weight tile into a_s (cp.async). */
 template <int MI, int WM>
-static __device__ __forceinline__ void tc_gemm_load(const tc_set &set, int m, int64_t r0,
-                                                    const float *x, int64_t n_tok, int64_t t0,
-                                                    int64_t kt, unsigned char *a_s, float *x_s)
+static __device__ __forceinline__ void tc_gemm_load_a(const tc_set &set, int m, int64_t r0,
+                                                      int64_t kt, unsigned char *a_s)
 {
     using C = tc_gemm_cfg<MI, WM>;
     const int64_t cols = set.cols, k0 = kt * TC_BK;
@@ -353,11 +354,42 @@ static __device__ __forceinline__ void tc_gemm_load(const tc_set &set, int m, in
         ok = ok && k < cols;
         tc_cp16(a_s + rho * (TC_BK * 2) + ch * 16, ok ? row + k * 2 : set.w[0], ok);
     }
-    for (int i = threadIdx.x; i < C::BM * 8; i += C::THREADS) {
-        const int t = i >> 3, ch = i & 7;
-        const int64_t tok = t0 + t, k = k0 + 4 * ch;
-        const bool ok = tok < n_tok && k < cols;
-        tc_cp16(x_s + t * TC_XPITCH + 4 * ch, ok ? x + tok * cols + k : x, ok);
+}
+
+/* Step kt's x tile, fp32 from global into registers: chunk c of this thread is token
+ * (threadIdx.x + THREADS c) / 4, columns 8 x its remainder (zeros past the tokens or
+ * columns). Issued before a step's mma, stored after them (tc_gemm_store_x). */
+template <int MI, int WM>
+static __device__ __forceinline__ void tc_gemm_fetch_x(const float *x, int64_t cols, int64_t n_tok,
+                                                       int64_t t0, int64_t kt, float4 r[][2])
+{
+    using C = tc_gemm_cfg<MI, WM>;
+#pragma unroll
+    for (int c = 0; c < C::X_PER; c++) {
+        const int i = threadIdx.x + C::THREADS * c, t = i >> 2, ch = i & 3;
+        const int64_t tok = t0 + t, k = kt * TC_BK + 8 * ch;
+        r[c][0] = r[c][1] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (tok < n_tok && k < cols) {
+            const float4 *p = reinterpret_cast<const float4 *>(x + tok * cols + k);
+            r[c][0] = __ldg(p);
+            r[c][1] = __ldg(p + 1);
+        }
+    }
+}
+
+/* The fetched chunks as BF16 into a stage's x tile (tc_pack8: the values tc_x_frag gives),
+ * token rows of 64 bytes: a fragment read (8 lanes, rows g and g + 1) is conflict-free. */
+template <int MI, int WM>
+static __device__ __forceinline__ void tc_gemm_store_x(const float4 r[][2], unsigned char *x_s)
+{
+    using C = tc_gemm_cfg<MI, WM>;
+#pragma unroll
+    for (int c = 0; c < C::X_PER; c++) {
+        const int i = threadIdx.x + C::THREADS * c;
+        uint32_t b[4];
+        tc_pack8(r[c][0], r[c][1], b);
+        *reinterpret_cast<uint4 *>(x_s + (i >> 2) * (TC_BK * 2) + (i & 3) * 16) =
+            make_uint4(b[0], b[1], b[2], b[3]);
     }
 }
 
@@ -370,8 +402,7 @@ k_tc_gemm(const tc_set set, const float *__restrict__ x, int64_t n_tok)
 {
     using C = tc_gemm_cfg<MI, WM>;
     extern __shared__ __align__(16) unsigned char tc_smem[];
-    unsigned char *a_s = tc_smem;
-    float *x_s = reinterpret_cast<float *>(tc_smem + TC_STAGES * C::A_BYTES);
+    unsigned char *a_s = tc_smem, *x_s = tc_smem + TC_STAGES * C::A_BYTES;
     spc_pdl_trigger();
     spc_pdl_wait();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
@@ -390,25 +421,28 @@ k_tc_gemm(const tc_set set, const float *__restrict__ x, int64_t n_tok)
 #pragma unroll
             for (int r = 0; r < 4; r++)
                 acc[i][j][r] = tot[i][j][r] = 0.0f;
+    float4 xr[C::X_PER][2];
 #pragma unroll
     for (int s = 0; s < TC_STAGES - 1; s++) {
-        if (s < steps)
-            tc_gemm_load<MI, WM>(set, m, r0, x, n_tok, t0, s, a_s + s * C::A_BYTES,
-                                 x_s + s * (C::X_BYTES / 4));
+        if (s < steps) {
+            tc_gemm_load_a<MI, WM>(set, m, r0, s, a_s + s * C::A_BYTES);
+            tc_gemm_fetch_x<MI, WM>(x, set.cols, n_tok, t0, s, xr);
+            tc_gemm_store_x<MI, WM>(xr, x_s + s * C::X_BYTES);
+        }
         tc_cp_commit();
     }
     for (int64_t kt = 0; kt < steps; kt++) {
         tc_cp_wait<TC_STAGES - 2>();
         __syncthreads();
         const int64_t nk = kt + TC_STAGES - 1;
-        if (nk < steps)
-            tc_gemm_load<MI, WM>(set, m, r0, x, n_tok, t0, nk,
-                                 a_s + (nk % TC_STAGES) * C::A_BYTES,
-                                 x_s + (nk % TC_STAGES) * (C::X_BYTES / 4));
+        if (nk < steps) {
+            tc_gemm_load_a<MI, WM>(set, m, r0, nk, a_s + (nk % TC_STAGES) * C::A_BYTES);
+            tc_gemm_fetch_x<MI, WM>(x, set.cols, n_tok, t0, nk, xr); /* stored after this step */
+        }
         tc_cp_commit();
         const int st = (int)(kt % TC_STAGES);
         const unsigned char *a = a_s + st * C::A_BYTES;
-        const float *xs = x_s + st * (C::X_BYTES / 4);
+        const unsigned char *xs = x_s + st * C::X_BYTES;
         uint4 lo[MI], hi[MI];
         uint32_t b[4][4];
 #pragma unroll
@@ -419,9 +453,9 @@ k_tc_gemm(const tc_set set, const float *__restrict__ x, int64_t n_tok)
         }
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            const float *p = xs + (32 * wm + 8 * j + g) * TC_XPITCH + 8 * q;
-            tc_pack8(*reinterpret_cast<const float4 *>(p), *reinterpret_cast<const float4 *>(p + 4),
-                     b[j]);
+            const int tok = 32 * wm + 8 * j + g;
+            const uint4 v = *reinterpret_cast<const uint4 *>(xs + tok * (TC_BK * 2) + 16 * q);
+            b[j][0] = v.x, b[j][1] = v.y, b[j][2] = v.z, b[j][3] = v.w;
         }
 #pragma unroll
         for (int i = 0; i < MI; i++)
@@ -439,6 +473,8 @@ k_tc_gemm(const tc_set set, const float *__restrict__ x, int64_t n_tok)
                         acc[i][j][r] = 0.0f;
                     }
         }
+        if (nk < steps) /* stage nk % TC_STAGES was last read in step kt - 1: all are past it */
+            tc_gemm_store_x<MI, WM>(xr, x_s + (nk % TC_STAGES) * C::X_BYTES);
     }
     tc_cp_wait<0>();
     /* outputs: register r of tile (i, j) is row 16 i + g (+ 8 when r >= 2) of the warp's
