@@ -2,7 +2,7 @@
 # bench/gpu/perf-run.sh: issue 11's GPU performance run, in one call of about 6 minutes.
 #
 # Runs from the repository root on the GPU machine with a build packed by
-# bench/gpu/pack-perf-build.sh (carried as .devbuild; see device-check.sh):
+# bench/gpu/pack-perf-build.sh (carried as .devbuild.tar.xz, or .devbuild; see device-check.sh):
 #   1. tests/cuda/test_cuda_kernels, test_cuda_tc and test_cuda_moe_tc: every kernel against its reference, batch
 #      invariance (n_tok 1..64), and the bandwidth table (device copy, decode shapes,
 #      n_tok 1..16, L2 defeated by rotating weight copies);
@@ -25,8 +25,12 @@ T_START=$(date +%s)
 mkdir -p /work/wt 2>/dev/null
 for p in /work/main /work/wt/gpuperf; do [ -e "$p" ] || ln -sfn "$ROOT" "$p" 2>/dev/null; done
 B=build-cuda
-if [ -d .devbuild/build-cuda ]; then   # the packed build (never a stale build-cuda left there)
-    B=.devbuild/build-cuda
+if [ ! -d .devbuild ] && [ -f .devbuild.tar.xz ]; then   # the packed build, as carried
+    mkdir -p .devbuild && tar -xJf .devbuild.tar.xz -C .devbuild
+fi
+PB=$(ls -d .devbuild/build-cuda .devbuild/build 2>/dev/null | head -1)
+if [ -n "$PB" ]; then   # the packed build (never a stale build-cuda left there)
+    B=$PB
     export LD_LIBRARY_PATH=$ROOT/.devbuild/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 S=$B/specula
@@ -84,8 +88,10 @@ done
 if [ "${PERF_20B:-0}" = 1 ] && [ "$(left)" -gt 90 ]; then
     run make_g20b 120 $B/make_random_model "$MODELS/g20b" --preset gptoss-20b
     run bench_g20b 90 $S bench -m "$MODELS/g20b" --device cuda --prompt-len 128 --gen-len 64 --runs 2
+    run bench_exact_g20b 90 $S bench -m "$MODELS/g20b" --device cuda --precision exact --prompt-len 128 --gen-len 64 --runs 2
     SPECULA_CUDA_PDL=0 run bench_nopdl_g20b 90 $S bench -m "$MODELS/g20b" --device cuda --prompt-len 128 --gen-len 64 --runs 2
     run verify_g20b 60 $B/verify_cost -m "$MODELS/g20b" --device cuda --ctx 128 --reps 5 --kmax 8
+    run verify_fast_g20b 60 $B/verify_cost -m "$MODELS/g20b" --device cuda --precision fast --ctx 128 --reps 5 --kmax 8
     rm -rf "$MODELS/g20b"
 fi
 
@@ -168,7 +174,7 @@ PY
 fi
 echo
 echo "## Verify cost (eval of k+1 tokens with all logits rows / one decode step), context 128"
-for v in l100 l1b g20b fast_l100 fast_l1b; do
+for v in l100 l1b g20b fast_l100 fast_l1b fast_g20b; do
     [ -f "$OUT/verify_$v.log" ] || continue
     echo
     echo "-- $v (verify_cost's precision: exact unless named fast)"
