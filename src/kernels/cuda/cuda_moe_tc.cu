@@ -110,8 +110,8 @@ template <bool VEC> static __device__ __forceinline__ uint4 mt_ld16(const unsign
 
 /* One row's two blocks b, b + 1 and their scales (zeros past the row or its blocks). */
 template <bool VEC>
-static __device__ __forceinline__ void mt_load_row(const sp_weight &w, int64_t nb, int64_t r, int64_t b,
-                                                   uint4 v[2], uint32_t *sc)
+static __device__ __forceinline__ void mt_load_row(const sp_weight &w, int64_t nb, int64_t r,
+                                                   int64_t b, uint4 v[2], uint32_t *sc)
 {
     const uint4 z = make_uint4(0, 0, 0, 0);
     const unsigned char *d = w.data + (size_t)r * w.row_bytes + (size_t)b * 16;
@@ -138,8 +138,8 @@ static __device__ __forceinline__ void mt_load(const sp_weight &w, int64_t nb, i
 /* c += one block's eight mma: lo / hi its 16 bytes in rows g / g + 8, slo / shi their scale
  * bytes, b the token's 64 bytes of x pairs. */
 template <bool BIG>
-static __device__ __forceinline__ void mt_block(float c[4], const uint4 &lo, const uint4 &hi, uint32_t slo,
-                                                uint32_t shi, const uint4 *b)
+static __device__ __forceinline__ void mt_block(float c[4], const uint4 &lo, const uint4 &hi,
+                                                uint32_t slo, uint32_t shi, const uint4 *b)
 {
     uint32_t cl[2], ch[2];
     mt_scale(slo, &cl[0], &cl[1]);
@@ -159,7 +159,8 @@ static __device__ __forceinline__ void mt_chain(const mt_slice &f, const unsigne
     const int q = threadIdx.x & 3;
     c[0] = c[1] = c[2] = c[3] = 0.0f;
     const uint4 *xb = reinterpret_cast<const uint4 *>(xt + ((size_t)s * (MT_BK / 32) + 2 * q) * 64);
-    const bool big = __any_sync(SPC_FULL_MASK, (f.sc & 0x80808080u) != 0u); /* a scale of 2 or more: rare */
+    /* a scale of 2 or more (rare): the second product */
+    const bool big = __any_sync(SPC_FULL_MASK, (f.sc & 0x80808080u) != 0u);
 #pragma unroll
     for (int k = 0; k < 2; k++) {
         uint4 b[4];
@@ -191,7 +192,8 @@ static __device__ __forceinline__ void mt_stage_x(const float *const *xrow, int 
         if (k < cols && ((uintptr_t)p % 16) == 0) { /* cols % 32 == 0: all 8 or none */
             const float4 a = __ldg(reinterpret_cast<const float4 *>(p)),
                          b = __ldg(reinterpret_cast<const float4 *>(p) + 1);
-            v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+            v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+            v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
         } else {
 #pragma unroll
             for (int j = 0; j < 8; j++)
@@ -329,7 +331,10 @@ k_moe_tc(const spc_moe_tc_job j, int pitch)
     if (ex.in_major)
         return;
     const sp_weight w = j.stage == 0 ? ex.gate : j.stage == 1 ? ex.up : ex.down; /* to registers */
-    const float *bias = !j.gptoss ? NULL : j.stage == 0 ? ex.gate_up_bias : j.stage == 2 ? ex.down_bias : NULL;
+    const float *bias = !j.gptoss       ? NULL
+                        : j.stage == 0  ? ex.gate_up_bias
+                        : j.stage == 2  ? ex.down_bias
+                                        : NULL;
     if (((uintptr_t)w.data % 16) == 0 && w.row_bytes % 16 == 0)
         mt_body<true>(j, w, bias, y, first, nt, order, pitch, mt_xs, part, xrow);
     else
