@@ -4,7 +4,8 @@
 # dimensions, MXFP4 experts, shared vocabulary; random weights), both resident on one GPU.
 #
 # Runs from the repository root on the GPU machine with a build packed by
-# pack-device-build.sh (carried, unpacked into .devbuild). Needs about 80 GiB of GPU memory
+# pack-perf-build.sh (carried as .devbuild.tar.xz, unpacked into .devbuild). The CLI's
+# default precision (fast) throughout; the 120b is also benched in exact. Needs about 80 GiB of GPU memory
 # (an H200; on an 80 GB H100 it reports that they do not fit) and 75 GiB of /dev/shm (the
 # checkpoints are written to memory: the one-GPU machines' disks are 64 GiB).
 # Shows: plain tok/s of each model, speculative greedy output == plain greedy output token
@@ -14,7 +15,10 @@
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
-B=.devbuild/build-cuda
+if [ ! -d .devbuild ] && [ -f .devbuild.tar.xz ]; then   # pack-perf-build.sh's tarball
+    mkdir -p .devbuild && tar -xJf .devbuild.tar.xz -C .devbuild
+fi
+B=$(ls -d .devbuild/build-cuda .devbuild/build 2>/dev/null | head -1)
 export LD_LIBRARY_PATH=$PWD/.devbuild/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 S=$B/specula
 M=/dev/shm/specula-pair
@@ -33,8 +37,9 @@ step spec 200 sh -c "$S generate -m $M/g120b --draft $M/g20b --device cuda --tok
 if cmp -s $OUT/plain.txt $OUT/spec.txt && [ -s $OUT/plain.txt ]; then echo "spec == plain: yes"; else echo "spec == plain: NO"; fi
 step check_pair 240 $S check -m $M/g120b --draft $M/g20b --device cuda --tokens $P
 step bench_120b 150 $S bench -m $M/g120b --device cuda --prompt-len 128 --gen-len 32 --runs 1
+step bench_120b_exact 150 $S bench -m $M/g120b --device cuda --precision exact --prompt-len 128 --gen-len 32 --runs 1
 step bench_20b 60 $S bench -m $M/g20b --device cuda --prompt-len 128 --gen-len 32 --runs 1
-step verify_120b 120 $B/verify_cost -m $M/g120b --device cuda --ctx 128 --reps 3 --kmax 4
+step verify_120b 120 $B/verify_cost -m $M/g120b --device cuda --precision fast --ctx 128 --reps 3 --kmax 4
 nvidia-smi --query-gpu=memory.used --format=csv
 } > "$OUT/pair.log" 2>&1
 rm -rf $M
