@@ -1,9 +1,9 @@
 /* test_cuda_moe_tc.c: MXFP4 experts in fast precision on tensor cores (cuda_moe_tc.cu).
- * One stage's products against a double-precision reference of the same rounded inputs
- * (x to BF16, the weights exactly as sp_weight_at decodes them, scales from 2^-127 to
- * 2^127 and NaN included), then the whole expert pass: each token alone equals the batch,
- * pairs grouped by expert equal pairs alone, bit for bit, and the pass stays within BF16
- * rounding of the exact one. Without a GPU every test skips. */
+ * Each stage's products (gate_up, SwiGLU's up, down) against a double-precision reference
+ * of the same rounded inputs (x to BF16, the weights exactly as sp_weight_at decodes them;
+ * scales from 2^-127 to 2^127 and NaN included), then the whole expert pass: each token
+ * alone equals the batch, pairs grouped by expert equal pairs alone, bit for bit, and the
+ * pass stays within BF16 rounding of the exact one. Without a GPU every test skips. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -102,6 +102,7 @@ static experts make_experts(int64_t E, int64_t H, int64_t I, int special, int na
         x.dbgu[e] = dev_from(x.bgu[e], (size_t)(2 * I) * 4);
         x.ddn[e] = dev_from(x.bdn[e], (size_t)H * 4);
         table[e].gate = x.gu[e].d;
+        table[e].up = x.gu[e].d; /* stage 1 (SwiGLU's up, no bias) reads the same matrix */
         table[e].down = x.dn[e].d;
         table[e].gate_up_bias = x.dbgu[e];
         table[e].down_bias = x.ddn[e];
@@ -157,7 +158,8 @@ static void route(int64_t n_tok, int64_t k, int64_t E, int32_t *ids, float *w)
         }
 }
 
-/* Stage `stage` of every pair against sum bf16(x) w in double: finite outputs within 2e-6
+/* Stage `stage` of every pair (0: gate_up + bias, 1: the same matrix as SwiGLU's up, no
+ * bias, 2: down + bias) against sum bf16(x) w in double: finite outputs within 2e-6
  * of the sum of |terms|; a row holding a NaN scale gives NaN; a row that overflows
  * (a term past FLT_MAX) gives a non-finite output. Returns the worst ratio. */
 static double check_stage(const experts *x, int stage, int64_t P, const int32_t *ids, const float *xin,
@@ -167,9 +169,9 @@ static double check_stage(const experts *x, int stage, int64_t P, const int32_t 
     double worst = 0;
     for (int64_t p = 0; p < P; p++) {
         const fp4_matrix *m = stage == 2 ? &x->dn[ids[p]] : &x->gu[ids[p]];
-        const float *bias = stage == 2 ? x->bdn[ids[p]] : x->bgu[ids[p]];
+        const float *bias = stage == 2 ? x->bdn[ids[p]] : stage == 0 ? x->bgu[ids[p]] : NULL;
         for (int64_t r = 0; r < n_out; r++) {
-            double s = bias[r], mag = fabs(bias[r]);
+            double s = bias ? bias[r] : 0.0, mag = bias ? fabs(bias[r]) : 0.0;
             int nan = 0, huge = 0;
             for (int64_t c = 0; c < cols; c++) {
                 float w = sp_weight_at(&m->h, r, c);
@@ -225,9 +227,16 @@ static void run_stages(int64_t H, int64_t I, int special)
     CK(spc_moe_stage(g_stream, &a, 2, dx2, 1, I, H, dy2));
     float *y0 = host_of(dy0, P * 2 * I), *y2 = host_of(dy2, P * H);
     double w0 = check_stage(&x, 0, P, ids, x0p, y0), w2 = check_stage(&x, 2, P, ids, x2, y2);
-    printf("moe stage fast H %lld I %lld, %d/1000 edge scales: max error %.3g / %.3g of the sum of |terms|\n",
-           (long long)H, (long long)I, special, w0, w2);
+    spc_moe_args sw = a; /* SwiGLU's up: stage 1, no bias */
+    sw.act = SPC_ACT_SWIGLU;
+    CK(spc_moe_stage(g_stream, &sw, 1, dx0, k, H, 2 * I, dy0));
+    float *y1 = host_of(dy0, P * 2 * I);
+    double w1 = check_stage(&x, 1, P, ids, x0p, y1);
+    printf("moe stage fast H %lld I %lld, %d/1000 edge scales: max error %.3g / %.3g / %.3g of the "
+           "sum of |terms|\n",
+           (long long)H, (long long)I, special, w0, w1, w2);
     free(y0);
+    free(y1);
     free(y2);
     free(ids);
     free(x0);
