@@ -317,12 +317,20 @@ static void test_pass_invariance(void **state)
         double e = fabs(alone[i] - ref[i]) / maxabs;
         worst = e == e ? (e > worst ? e : worst) : INFINITY;
     }
+    /* an id out of range: NaN for its token, the same grouped or alone */
+    ids[5] = (int32_t)E + 2;
+    CK(spc_memcpy_h2d_sync(g_stream, dids, ids, (size_t)P * 4));
+    float *na = run_pass(&fast, dx, dw, false, dc, dgi), *ng = run_pass(&fast, dx, dw, true, dc, dgi);
+    const int64_t bad_nan = count_diff_bits(na, ng, N * H);
+    const int nan_row = na[(5 / k) * H] != na[(5 / k) * H];
+    free(na);
+    free(ng);
     printf("moe pass fast: grouped vs alone %lld differ, token alone vs batch %lld differ, "
-           "max |fast - exact| %.3g of max |out|\n",
-           (long long)bad_group, (long long)bad_tok, worst);
-    if (bad_group || bad_tok || !(worst < 2e-2))
-        fail_msg("moe pass fast: %lld grouped, %lld alone differ; error %.3g", (long long)bad_group,
-                 (long long)bad_tok, worst);
+           "max |fast - exact| %.3g of max |out|; an invalid id: %lld differ, NaN row %d\n",
+           (long long)bad_group, (long long)bad_tok, worst, (long long)bad_nan, nan_row);
+    if (bad_group || bad_tok || !(worst < 2e-2) || bad_nan || !nan_row)
+        fail_msg("moe pass fast: %lld grouped, %lld alone differ; error %.3g; invalid id: %lld, %d",
+                 (long long)bad_group, (long long)bad_tok, worst, (long long)bad_nan, nan_row);
     free(alone);
     free(grouped);
     free(ref);

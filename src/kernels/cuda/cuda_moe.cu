@@ -313,7 +313,7 @@ static void moe_rows_launch(cudaStream_t s, const spc_moe_args *a, int stage, bo
     const int64_t cols = stage == 2 ? a->I : a->H;
     if (moe_tc(a)) {
         const spc_moe_tc_job j = {a->experts, a->n_experts, stage, gptoss, x, div, xs, a->ids,
-                                  NULL, P, false, n_out, cols, y};
+                                  NULL, P, false, n_out, cols, y, false, 0.0f, 0.0f};
         (void)spc_moe_tc_rows(s, j, P); /* its checks hold: moe_tc's and spc_moe_ffn's */
         return;
     }
@@ -464,7 +464,7 @@ static void moe_rows_grouped_launch(cudaStream_t s, const spc_moe_args *a, int s
     if (moe_tc(a)) {
         const spc_moe_tc_job j = {a->experts, a->n_experts, stage, gptoss, xs, 1, x_stride, NULL,
                                   (const int32_t *)a->group_ints, P, scatter, n_out,
-                                  stage == 2 ? a->I : a->H, y};
+                                  stage == 2 ? a->I : a->H, y, false, 0.0f, 0.0f};
         (void)spc_moe_tc_rows(s, j, P); /* its checks hold: moe_tc's and spc_moe_ffn's */
         return;
     }
@@ -522,21 +522,6 @@ __global__ void k_moe_swiglu(const float *g, const float *u, int64_t n, bool cla
     }
 }
 
-__global__ void k_moe_glu(const float *gu, int64_t n_rows, int64_t I, float alpha, float limit,
-                          float *h)
-{
-    spc_pdl_trigger();
-    spc_pdl_wait(); /* launched as a programmatic dependent */
-    SPC_GRID_STRIDE(k, n_rows * I) {
-        int64_t t = k / I, i = k % I;
-        float g = gu[t * 2 * I + 2 * i], u = gu[t * 2 * I + 2 * i + 1];
-        g = g > limit ? limit : g;
-        u = u > limit ? limit : u < -limit ? -limit : u;
-        float glu = __fmul_rn(g, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-__fmul_rn(g, alpha)))));
-        h[k] = __fmul_rn(__fadd_rn(u, 1.0f), glu);
-    }
-}
-
 /* out[t, h] = sum over the token's slots in ascending expert id of y * w (unfused). */
 __global__ void k_moe_combine(const int32_t *__restrict__ ids, const float *__restrict__ wts,
                               const float *__restrict__ ys, int64_t n_tok, int64_t k, int64_t H,
@@ -566,6 +551,20 @@ __global__ void k_moe_combine(const int32_t *__restrict__ ids, const float *__re
 
 static unsigned ew(int64_t n) { return spc_grid_blocks(n, 256); }
 
+/* gpt-oss's gate_up product and activation into h ([pairs, I]) on tensor cores, the
+ * activation in the product's epilogue (spc_glu_oss, as spc_gptoss_glu computes it):
+ * pairs alone (x row p / div) or, grouped, the gathered inputs in sorted order. */
+static void moe_tc_gate_up_glu(cudaStream_t s, const spc_moe_args *a, const float *x, int64_t div,
+                               bool grouped, float *h)
+{
+    const int64_t P = a->n_tok * a->k;
+    const spc_moe_tc_job j = {a->experts, a->n_experts, 0, true, x, div, a->H,
+                              grouped ? NULL : a->ids,
+                              grouped ? (const int32_t *)a->group_ints : NULL, P, false, 2 * a->I,
+                              a->H, h, true, a->alpha, a->limit};
+    (void)spc_moe_tc_rows(s, j, P); /* its checks hold: moe_tc's and spc_moe_ffn's */
+}
+
 /* spc_moe_ffn with the pairs grouped by expert (row-major experts only). */
 static int moe_ffn_grouped(cudaStream_t s, const spc_moe_args *a)
 {
@@ -576,9 +575,12 @@ static int moe_ffn_grouped(cudaStream_t s, const spc_moe_args *a)
     spc_launch(k_moe_gather, dim3(ew(P * H)), dim3(256), s, true, a->x, (const int32_t *)a->group_ints,
                P, a->k, H, C);
     if (a->act == SPC_ACT_GPTOSS_GLU) {
-        moe_rows_grouped_launch(s, a, 0, true, C, H, 2 * I, false, A);
-        spc_launch(k_moe_glu, dim3(ew(P * I)), dim3(256), s, true, (const float *)A, P, I, a->alpha,
-                   a->limit, B);
+        if (moe_tc(a)) {
+            moe_tc_gate_up_glu(s, a, C, 1, true, B);
+        } else {
+            moe_rows_grouped_launch(s, a, 0, true, C, H, 2 * I, false, A);
+            (void)spc_gptoss_glu(s, A, P, I, a->alpha, a->limit, B); /* P, I > 0: no error */
+        }
         moe_rows_grouped_launch(s, a, 2, true, B, I, H, true, A);
         spc_launch(k_moe_combine, dim3(ew(a->n_tok * H)), dim3(256), s, true, a->ids, a->w,
                    (const float *)A, a->n_tok, a->k, H, a->out);
@@ -624,10 +626,13 @@ extern "C" int spc_moe_ffn(void *stream, const spc_moe_args *a)
                        (int64_t)(n_out), y);                                                    \
     } while (0)
     if (gptoss) {
-        ROWS(0, a->x, a->k, H, 2 * I, A);
-        COLS(0, a->x, a->k, H, H, 2 * I, A);
-        spc_launch(k_moe_glu, dim3(ew(P * I)), dim3(256), s, true, (const float *)A, P, I, a->alpha,
-                   a->limit, B);
+        if (moe_tc(a)) { /* row-major experts only */
+            moe_tc_gate_up_glu(s, a, a->x, a->k, false, B);
+        } else {
+            ROWS(0, a->x, a->k, H, 2 * I, A);
+            COLS(0, a->x, a->k, H, H, 2 * I, A);
+            (void)spc_gptoss_glu(s, A, P, I, a->alpha, a->limit, B); /* P, I > 0: no error */
+        }
         ROWS(2, B, 1, I, H, A);
         COLS(2, B, 1, I, I, H, A);
         spc_launch(k_moe_combine, dim3(ew(a->n_tok * H)), dim3(256), s, true, a->ids, a->w,

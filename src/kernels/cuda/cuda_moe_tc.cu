@@ -23,7 +23,8 @@
  * in prefill: either way each token is a column of the same mma), walking 16-row groups
  * x, x + gridDim.x, ...; warp w computes slices w, w + 4, ... of a group into shared
  * memory, its next slice's loads in flight meanwhile, and the block adds the slice sums
- * to 0.0f in ascending order, then the bias. */
+ * to 0.0f in ascending order, then the bias. gpt-oss's gate_up stage can end in its
+ * activation: a row pair (gate 2i, up 2i + 1) sits in lanes 4 apart, one shuffle away. */
 #include "kernels/cuda/cuda_moe_tc.cuh"
 #include "kernels/cuda/decode.cuh"
 #include "kernels/cuda/tc_mma.cuh"
@@ -278,9 +279,15 @@ static __device__ __forceinline__ void mt_body(const spc_moe_tc_job &j, const sp
             if (p.round + MT_ROUND >= S) { /* the group's last round: store */
                 const int64_t row = p.rg * 16 + (lane >> 2) + (fr >= 2 ? 8 : 0);
                 const int t = 2 * (lane & 3) + (fr & 1);
-                if (row < rows && t < nt)
-                    j.y[(order ? order[first + t] : first + t) * j.n_out + row] =
-                        bias ? __fadd_rn(total, bias[row]) : total;
+                const int64_t tok = order ? order[first + (t < nt ? t : 0)] : first + t;
+                const float v = bias && row < rows ? __fadd_rn(total, bias[row]) : total;
+                if (j.glu) { /* row 2i + 1 (up) is lane ^ 4's: same register, token */
+                    const float up = __shfl_xor_sync(SPC_FULL_MASK, v, 4);
+                    if (!(row & 1) && row + 1 < rows && t < nt)
+                        j.y[tok * (j.n_out / 2) + row / 2] = spc_glu_oss(v, up, j.alpha, j.limit);
+                } else if (row < rows && t < nt) {
+                    j.y[tok * j.n_out + row] = v;
+                }
                 total = 0.0f;
             }
         }
@@ -318,12 +325,13 @@ k_moe_tc(const spc_moe_tc_job j, int pitch)
         e = j.ids[y], first = y, nt = 1;
     }
     const int32_t *order = j.gi && j.scatter ? j.gi : NULL;
-    if (e < 0 || e >= j.n_experts) { /* NaN rows, as the exact pass */
+    if (e < 0 || e >= j.n_experts) { /* NaN rows (with glu, NaN activations), as the exact pass */
+        const int64_t n_y = j.glu ? j.n_out / 2 : j.n_out, per = j.glu ? 8 : 16;
         for (int64_t rg = blockIdx.x; rg * 16 < j.n_out; rg += step)
-            for (int i = threadIdx.x; i < 16 * nt; i += blockDim.x) {
-                const int64_t r = rg * 16 + i % 16, t = first + i / 16;
-                if (r < j.n_out)
-                    j.y[(order ? order[t] : t) * j.n_out + r] = __uint_as_float(0x7fffffffu);
+            for (int i = threadIdx.x; i < per * nt; i += blockDim.x) {
+                const int64_t r = rg * per + i % per, t = first + i / per;
+                if (r < n_y)
+                    j.y[(order ? order[t] : t) * n_y + r] = __uint_as_float(0x7fffffffu);
             }
         return;
     }
@@ -365,7 +373,8 @@ int spc_moe_tc_group_tokens(int64_t cols)
 int spc_moe_tc_rows(cudaStream_t s, const spc_moe_tc_job &j, int64_t blocks_y)
 {
     const int per = spc_moe_tc_group_tokens(j.cols);
-    if (per < 1 || blocks_y < 1 || blocks_y > 65535 || j.cols % 32 || j.n_out < 1)
+    if (per < 1 || blocks_y < 1 || blocks_y > 65535 || j.cols % 32 || j.n_out < 1 ||
+        (j.glu && (j.stage != 0 || j.n_out % 2)))
         return (int)cudaErrorInvalidValue;
     const int64_t pitch = mt_pitch(j.cols);
     const size_t smem = (size_t)(j.gi ? per : 1) * (size_t)pitch;

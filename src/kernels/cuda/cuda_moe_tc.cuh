@@ -29,6 +29,10 @@ struct spc_moe_tc_job {
     bool scatter;
     int64_t n_out, cols;
     float *y;
+    /* glu (stage 0 of gpt-oss): y gets n_out / 2 outputs a token, the activation of each
+     * (gate, up) row pair (spc_glu_oss), not the rows themselves */
+    bool glu;
+    float alpha, limit;
 };
 
 /* Tokens a group may hold for inputs of `cols` (0: they do not fit shared memory). */

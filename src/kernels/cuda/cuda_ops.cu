@@ -320,11 +320,7 @@ __global__ void k_gptoss_glu(const float *gu, int64_t n_tok, int64_t I, float al
     SPC_GRID_STRIDE(k, n_tok * I)
     {
         int64_t t = k / I, i = k % I;
-        float g = gu[t * 2 * I + 2 * i], u = gu[t * 2 * I + 2 * i + 1];
-        g = g > limit ? limit : g;
-        u = u > limit ? limit : u < -limit ? -limit : u;
-        float glu = __fmul_rn(g, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-__fmul_rn(g, alpha)))));
-        h[k] = __fmul_rn(__fadd_rn(u, 1.0f), glu);
+        h[k] = spc_glu_oss(gu[t * 2 * I + 2 * i], gu[t * 2 * I + 2 * i + 1], alpha, limit);
     }
 }
 

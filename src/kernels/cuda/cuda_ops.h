@@ -253,8 +253,9 @@ typedef struct spc_moe_args {
  * tensor cores (cuda_moe_tc.cu). Order per output (pair, r): 256-column slices (eight
  * MXFP4 blocks), each one chain of sixteen mma from zero in cuda_moe_tc.cu's operand
  * mapping; the slice sums added to 0.0f ascending; then + bias. Pairs alone or grouped
- * (up to 8 a group) give the same bits, as in exact precision; routing, the activation
- * and the weighted sum are unchanged. Otherwise fast is ignored (the exact kernels). */
+ * (up to 8 a group) give the same bits, as in exact precision; routing and the weighted
+ * sum are unchanged, and gpt-oss's activation runs in the gate_up kernel's epilogue with
+ * spc_gptoss_glu's operations. Otherwise fast is ignored (the exact kernels). */
 
 /* Ints of spc_moe_args.group_ints for P = n_tok * k pairs. */
 int64_t spc_moe_group_ints(int64_t pairs);

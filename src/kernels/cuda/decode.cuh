@@ -89,6 +89,16 @@ static __device__ __forceinline__ float spc_silu(float x)
     return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x)));
 }
 
+/* gpt-oss's expert activation of one (gate, up) pair: gate clamped above at limit, up to
+ * [-limit, limit], then gate * sigmoid(alpha gate) * (up + 1), in the CPU backend's order. */
+static __device__ __forceinline__ float spc_glu_oss(float g, float u, float alpha, float limit)
+{
+    g = g > limit ? limit : g;
+    u = u > limit ? limit : u < -limit ? -limit : u;
+    const float glu = __fmul_rn(g, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-__fmul_rn(g, alpha)))));
+    return __fmul_rn(__fadd_rn(u, 1.0f), glu);
+}
+
 static __device__ __forceinline__ float spc_bf16(uint32_t h) { return __uint_as_float(h << 16); }
 
 static __device__ __forceinline__ float spc_f16(uint32_t h)
