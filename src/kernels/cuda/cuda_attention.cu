@@ -176,7 +176,10 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
  * butterflies added in the same order (k_attention's warps w = keys 32w..32w+31, their sums
  * (((s0 + s1) + s2) + s3)); every output dim the same fmaf chain over the keys ascending.
  * So both kernels give the same bits, and spc_attention may pick either by the launch's
- * size. A block holds AW_WARPS consecutive heads of one query (a GQA group shares its keys
+ * size (test_cuda_kernels runs every attention case through both and compares bits). The
+ * score batch, value sum and sink epilogue are written out twice on purpose: shared
+ * __device__ helpers gave the same bits but changed k_attention's code generation (96 -> 72
+ * registers) and cost llama-1b decode 9% on an H100 (456-458 -> 417-418 tok/s). A block holds AW_WARPS consecutive heads of one query (a GQA group shares its keys
  * through L1): many queries (prefill) keep every SM busy without k_attention's barriers. */
 #define AW_WARPS 4
 #define AW_DPL ((AT_MAXD + 31) / 32) /* output dims a lane owns */
