@@ -46,6 +46,7 @@ extern "C" int spc_device_open(int index, spc_device_info *info, void **stream)
         info->sm_count = p.multiProcessorCount;
         const char *env = getenv("SPECULA_CUDA_PDL");
         spc_pdl_enabled = p.major >= 9 && !(env && !strcmp(env, "0"));
+        spc_attention_setup();
         if ((e = cudaMemGetInfo(&info->free_mem, &info->total_mem)) != cudaSuccess)
             return (int)e;
     }

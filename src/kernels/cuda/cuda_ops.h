@@ -197,10 +197,14 @@ int spc_rope_kv_store(void *stream, float *q, float *k, const float *v, int64_t 
  * online softmax in ascending order: the order depends only on the query's own position,
  * window and the head dims. qk_dim, v_dim <= 576; n_heads a multiple of n_kv_heads. */
 int spc_attention(void *stream, const sp_attn_args *a);
-/* The same with the kernel named: 1 a block per (query, head), 2 a warp per (query, head)
- * (the same arithmetic operation for operation: equal bits), 0 by the query count (the
- * warp kernel from 16 queries: prefill). */
+/* The same with the kernel named: 1 a block per (query, head) (its keys and values staged
+ * through shared memory where the dims allow), 3 the block kernel without staging, 2 a
+ * warp per (query, head) (the same arithmetic operation for operation: equal bits), 0 by
+ * the query count (the warp kernel from 16 queries: prefill). */
 int spc_attention_kernel(void *stream, const sp_attn_args *a, int which);
+/* Once per device (spc_device_open calls it; outside any graph capture): lets the staged
+ * block kernel use its shared memory. Without it the block kernel does not stage. */
+void spc_attention_setup(void);
 
 /* ---- mixture of experts ------------------------------------------------------------ */
 
