@@ -2,8 +2,8 @@
  * have-a-GPU flag (set by the file's main), NEED_GPU (skip without a device), CK (fail on a
  * CUDA error, named), a seeded xorshift generator (CUDA_TEST_SEED, defined before this
  * header, picks the sequence) and device buffers: copies to and from the host and
- * NaN-poisoned outputs, bit comparisons of results, and the cmocka group setup that opens the device. One test file
- * per executable includes it. */
+ * NaN-poisoned outputs, bit comparisons of results, random fills, and
+ * the cmocka group setup that opens the device. One test file per executable includes it. */
 #ifndef SPECULA_TESTS_CUDA_TEST_HARNESS_H
 #define SPECULA_TESTS_CUDA_TEST_HARNESS_H
 
@@ -105,6 +105,12 @@ static inline int64_t count_diff_bits(const float *a, const float *b, int64_t n)
     for (int64_t i = 0; i < n; i++)
         d += !same_bits(a[i], b[i]);
     return d;
+}
+
+static inline void fill(float *x, int64_t n, float scale)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = frand() * scale;
 }
 
 /* cmocka group setup / teardown: without a device every test skips (NEED_GPU); with one,

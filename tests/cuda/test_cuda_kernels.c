@@ -34,12 +34,6 @@
 
 /* ---- random data, device buffers --------------------------------------------------- */
 
-static void fill(float *p, int64_t n, float scale)
-{
-    for (int64_t i = 0; i < n; i++)
-        p[i] = frand() * scale;
-}
-
 /* ---- weights ----------------------------------------------------------------------- */
 
 typedef struct test_weight {

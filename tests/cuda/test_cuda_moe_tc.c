@@ -67,12 +67,6 @@ static void free_fp4(fp4_matrix *m)
     spc_free(m->dscales);
 }
 
-static void fill(float *x, int64_t n, float scale)
-{
-    for (int64_t i = 0; i < n; i++)
-        x[i] = frand() * scale;
-}
-
 /* A table of E gpt-oss experts (gate_up 2I x H, down H x I, biases) on the device. */
 typedef struct experts {
     int64_t E, H, I;

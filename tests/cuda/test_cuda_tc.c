@@ -70,12 +70,6 @@ static void free_matrix(tc_matrix *m)
     free(m->host);
 }
 
-static void fill(float *x, int64_t n, float scale)
-{
-    for (int64_t i = 0; i < n; i++)
-        x[i] = frand() * scale;
-}
-
 /* y against sum over c of bf16(x) W in double: error within 2e-6 of the sum of |terms|
  * (fp32 accumulation of BF16 products); returns the worst such ratio. */
 static double check_against_reference(const tc_matrix *m, const float *x, int64_t n_tok,
