@@ -17,6 +17,7 @@
 #include "kernels/cuda/decode.cuh"
 
 #include <math.h>
+#include <type_traits>
 
 #define AT_THREADS 128
 #define AT_WARPS (AT_THREADS / 32)
@@ -66,16 +67,31 @@ static __device__ __forceinline__ float block_max(float v, float *red)
 /* Copies rows cb .. cb + n - 1 of one head (dim floats each, row stride `stride` floats,
  * 16-byte aligned) to dst [n][dim] by cp.async, 16 bytes a copy, the whole block issuing,
  * and commits them as one group (an empty group when n is 0). */
+static __device__ __forceinline__ void at_cp16(float *dst, const float *src)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
+}
+
 static __device__ __forceinline__ void at_stage_rows(float *dst, const float *src, int64_t stride,
                                                      int n, int dim)
 {
-    const int per_row = dim / 4, total = n * per_row;
-    for (int i = threadIdx.x; i < total; i += AT_THREADS) {
-        const int j = i / per_row, c = (i - j * per_row) * 4;
-        const unsigned s = (unsigned)__cvta_generic_to_shared(dst + j * dim + c);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s),
-                     "l"(src + (int64_t)j * stride + c)
-                     : "memory");
+    const int per_row = dim / 4;
+    if (AT_THREADS % per_row == 0) { /* a thread keeps one 16-byte column: pointer steps only */
+        const int step = AT_THREADS / per_row, j0 = threadIdx.x / per_row;
+        const int c = (threadIdx.x - j0 * per_row) * 4;
+        const float *sp = src + (int64_t)j0 * stride + c;
+        float *dp = dst + j0 * dim + c;
+        const int64_t sstep = (int64_t)step * stride;
+        const int dstep = step * dim;
+        for (int j = j0; j < n; j += step, sp += sstep, dp += dstep)
+            at_cp16(dp, sp);
+    } else {
+        const int total = n * per_row;
+        for (int i = threadIdx.x; i < total; i += AT_THREADS) {
+            const int j = i / per_row, c = (i - j * per_row) * 4;
+            at_cp16(dst + j * dim + c, src + (int64_t)j * stride + c);
+        }
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
 }
@@ -143,7 +159,9 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
         /* the chunk's rows: staged (row j at j * dim) or in the cache (at (cb + j) * stride) */
         const float *kc = STAGE ? kst : kbase + cb * ks;
         const float *vc = STAGE ? vst : vbase + cb * vs;
-        const int64_t kcs = STAGE ? a.qk_dim : ks, vcs = STAGE ? a.v_dim : vs;
+        /* row strides: 32-bit in shared memory (fewer address instructions) */
+        using idx = typename std::conditional<STAGE, int, int64_t>::type;
+        const idx kcs = STAGE ? (idx)a.qk_dim : (idx)ks, vcs = STAGE ? (idx)a.v_dim : (idx)vs;
         if constexpr (STAGE) {
             at_stage_wait1(); /* this chunk's keys (its values may still be in flight) */
             __syncthreads();
@@ -157,7 +175,7 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
             for (int q = 0; q < AT_KEYS; q++) {
                 s[q] = 0.0f;
                 int jj = jb + q * AT_WARPS;
-                kp[q] = kc + (jj < n ? jj : jb) * kcs;
+                kp[q] = kc + (idx)(jj < n ? jj : jb) * kcs;
             }
             for (int64_t d = lane; d < a.qk_dim; d += 32) {
                 const float qd = qs[d];
@@ -206,7 +224,7 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
                     float vv[AT_VB];
 #pragma unroll
                     for (int q = 0; q < AT_VB; q++)
-                        vv[q] = at_ld<STAGE>(v + (int64_t)(jj + q) * vcs);
+                        vv[q] = at_ld<STAGE>(v + (idx)(jj + q) * vcs);
 #pragma unroll
                     for (int q = 0; q < AT_VB; q++)
                         o = fmaf(sc[jj + q], vv[q], o);
