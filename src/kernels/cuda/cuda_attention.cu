@@ -11,7 +11,7 @@
  * the loads, not the arithmetic (bits unchanged from the one-key-at-a-time version).
  * Where the head dims allow (k_attention<true>), each chunk's keys and values are first
  * copied to shared memory by cp.async, the next chunk's while this one is computed: again
- * only the loads move (llama-1b decode, ctx ~190, H100: 24.9 -> 12.0 us a layer).
+ * only the loads move (llama-1b decode, ctx ~190, H100: 24.9 -> 10.9 us a layer).
  * k_attention_warp computes the same operations with one warp per (query, head), for
  * launches with many queries (below). */
 #include "kernels/cuda/decode.cuh"
@@ -273,10 +273,15 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
  * size (test_cuda_kernels runs every attention case through both and compares bits). The
  * score batch, value sum and sink epilogue are written out twice on purpose: shared
  * __device__ helpers gave the same bits but changed k_attention's code generation (96 -> 72
- * registers) and cost llama-1b decode 9% on an H100 (456-458 -> 417-418 tok/s). A block holds AW_WARPS consecutive heads of one query (a GQA group shares its keys
- * through L1): many queries (prefill) keep every SM busy without k_attention's barriers. */
+ * registers) and cost llama-1b decode 9% on an H100 (456-458 -> 417-418 tok/s). A block
+ * holds AW_WARPS consecutive heads of one query (a GQA group shares its keys through L1):
+ * many queries (prefill) keep every SM busy without k_attention's barriers. Its own batch
+ * sizes (AW_KEYS, AW_VB) are the schedule only, as AT_KEYS / AT_VB are the block
+ * kernel's. */
 #define AW_WARPS 4
 #define AW_DPL ((AT_MAXD + 31) / 32) /* output dims a lane owns */
+#define AW_KEYS 16 /* keys a warp scores at once (8: llama-1b prefill attention 7% slower) */
+#define AW_VB 16   /* value rows loaded at once per output dim */
 
 __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_args a)
 {
@@ -310,26 +315,26 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_
 
     for (int64_t cb = lo; cb <= pos; cb += AT_CHUNK) {
         const int n = (int)(pos - cb + 1 < AT_CHUNK ? pos - cb + 1 : AT_CHUNK);
-        for (int jb = 0; jb < n; jb += AT_KEYS) { /* AT_KEYS keys' loads in flight */
-            float s[AT_KEYS];
-            const float *kp[AT_KEYS];
+        for (int jb = 0; jb < n; jb += AW_KEYS) { /* AW_KEYS keys' loads in flight */
+            float s[AW_KEYS];
+            const float *kp[AW_KEYS];
 #pragma unroll
-            for (int k = 0; k < AT_KEYS; k++) {
+            for (int k = 0; k < AW_KEYS; k++) {
                 s[k] = 0.0f;
                 kp[k] = kbase + (cb + (jb + k < n ? jb + k : jb)) * ks;
             }
             for (int64_t d = lane; d < a.qk_dim; d += 32) {
                 const float qd = qs[d];
-                float kv[AT_KEYS];
+                float kv[AW_KEYS];
 #pragma unroll
-                for (int k = 0; k < AT_KEYS; k++)
+                for (int k = 0; k < AW_KEYS; k++)
                     kv[k] = __ldg(kp[k] + d);
 #pragma unroll
-                for (int k = 0; k < AT_KEYS; k++)
+                for (int k = 0; k < AW_KEYS; k++)
                     s[k] = fmaf(qd, kv[k], s[k]);
             }
 #pragma unroll
-            for (int k = 0; k < AT_KEYS; k++) {
+            for (int k = 0; k < AW_KEYS; k++) {
                 float v = s[k];
 #pragma unroll
                 for (int off = 16; off > 0; off >>= 1)
@@ -370,13 +375,13 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_
                 float o = __fmul_rn(acc[i], corr);
                 const float *v = vbase + cb * vs + d;
                 int jj = 0;
-                for (; jj + AT_VB <= n; jj += AT_VB) {
-                    float vv[AT_VB];
+                for (; jj + AW_VB <= n; jj += AW_VB) {
+                    float vv[AW_VB];
 #pragma unroll
-                    for (int k = 0; k < AT_VB; k++)
+                    for (int k = 0; k < AW_VB; k++)
                         vv[k] = __ldg(v + (int64_t)(jj + k) * vs);
 #pragma unroll
-                    for (int k = 0; k < AT_VB; k++)
+                    for (int k = 0; k < AW_VB; k++)
                         o = fmaf(sc[jj + k], vv[k], o);
                 }
                 for (; jj < n; jj++)
