@@ -26,6 +26,8 @@ extern "C" int spc_device_count(void)
 }
 
 int spc_pdl_enabled = 0;
+int spc_sm_count = 0;
+thread_local unsigned long long spc_pdl_prev_blocks = 0;
 
 extern "C" int spc_device_open(int index, spc_device_info *info, void **stream)
 {
@@ -45,7 +47,10 @@ extern "C" int spc_device_open(int index, spc_device_info *info, void **stream)
         info->cc_minor = p.minor;
         info->sm_count = p.multiProcessorCount;
         const char *env = getenv("SPECULA_CUDA_PDL");
-        spc_pdl_enabled = p.major >= 9 && !(env && !strcmp(env, "0"));
+        spc_pdl_enabled = p.major < 9 || (env && !strcmp(env, "0")) ? 0
+                          : env && !strcmp(env, "all")               ? 2
+                                                                     : 1;
+        spc_sm_count = p.multiProcessorCount;
         spc_attention_setup();
         if ((e = cudaMemGetInfo(&info->free_mem, &info->total_mem)) != cudaSuccess)
             return (int)e;

@@ -38,15 +38,30 @@ static __device__ __forceinline__ void spc_pdl_wait(void)
 #endif
 }
 
-extern int spc_pdl_enabled; /* cuda_ops.cu: the device is sm_90+ and PDL is not turned off */
+/* cuda_ops.cu: 0 no PDL (below sm_90, or SPECULA_CUDA_PDL=0), 1 (default) a launch is a
+ * programmatic dependent only when the launch before it had fewer blocks than the device
+ * has SMs, 2 every launch (SPECULA_CUDA_PDL=all). A dependent launched early parks its
+ * blocks on the SMs until its wait: that pays when the kernel before leaves SMs idle (a
+ * norm, routing, attention), and costs the kernel before some of its slots when it fills
+ * the device (gpt-oss-20b shape fast decode on an H100: 262 tok/s with every launch a
+ * dependent, 278 with none). */
+extern int spc_pdl_enabled;
+extern int spc_sm_count;                          /* of the device spc_device_open opened */
+extern thread_local unsigned long long spc_pdl_prev_blocks; /* the thread's last launch */
 
 /* Launches kernel k with `smem` bytes of dynamic shared memory; with pdl (and PDL
- * enabled) as a programmatic dependent of the stream's previous kernel. Errors reach
+ * enabled, see above) as a programmatic dependent of the stream's previous kernel. Every
+ * kernel calls spc_pdl_wait before it reads what an earlier kernel wrote, a no-op when it
+ * was not launched as a dependent: the choice is scheduling only. Errors reach
  * cudaGetLastError as for <<<>>>. */
 template <typename... P, typename... A>
 static inline void spc_launch_smem(void (*k)(P...), dim3 grid, dim3 block, size_t smem,
                                    cudaStream_t s, bool pdl, A... args)
 {
+    const unsigned long long blocks = (unsigned long long)grid.x * grid.y * grid.z;
+    pdl = pdl && (spc_pdl_enabled == 2 ||
+                  (spc_pdl_enabled == 1 && spc_pdl_prev_blocks < (unsigned long long)spc_sm_count));
+    spc_pdl_prev_blocks = blocks;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
@@ -56,7 +71,7 @@ static inline void spc_launch_smem(void (*k)(P...), dim3 grid, dim3 block, size_
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
-    cfg.numAttrs = pdl && spc_pdl_enabled ? 1 : 0;
+    cfg.numAttrs = pdl ? 1 : 0;
     (void)cudaLaunchKernelEx(&cfg, k, args...);
 }
 
