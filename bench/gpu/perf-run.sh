@@ -81,6 +81,7 @@ for m in l100 l1b; do
     run "bench_pp512_$m" 45 $S bench -m "$MODELS/$m" --device cuda --prompt-len 512 --gen-len 16 --runs 3
     SPECULA_CUDA_GRAPHS=0 run "bench_nograph_$m" 45 $S bench -m "$MODELS/$m" --device cuda --prompt-len 128 --gen-len 128 --runs 3
     SPECULA_CUDA_PDL=0 run "bench_nopdl_$m" 45 $S bench -m "$MODELS/$m" --device cuda --prompt-len 128 --gen-len 128 --runs 3
+    SPECULA_CUDA_PDL=all run "bench_pdlall_$m" 45 $S bench -m "$MODELS/$m" --device cuda --prompt-len 128 --gen-len 128 --runs 3
     run "verify_$m" 30 $B/verify_cost -m "$MODELS/$m" --device cuda --ctx 128 --reps 15 --kmax 8
     run "verify_fast_$m" 30 $B/verify_cost -m "$MODELS/$m" --device cuda --precision fast --ctx 128 --reps 15 --kmax 8
 done
@@ -90,6 +91,8 @@ if [ "${PERF_20B:-0}" = 1 ] && [ "$(left)" -gt 90 ]; then
     run bench_g20b 90 $S bench -m "$MODELS/g20b" --device cuda --prompt-len 128 --gen-len 64 --runs 2
     run bench_exact_g20b 90 $S bench -m "$MODELS/g20b" --device cuda --precision exact --prompt-len 128 --gen-len 64 --runs 2
     SPECULA_CUDA_PDL=0 run bench_nopdl_g20b 90 $S bench -m "$MODELS/g20b" --device cuda --prompt-len 128 --gen-len 64 --runs 2
+    SPECULA_CUDA_PDL=all run bench_pdlall_g20b 90 $S bench -m "$MODELS/g20b" --device cuda --prompt-len 128 --gen-len 64 --runs 2
+    run bench_pp512_g20b 90 $S bench -m "$MODELS/g20b" --device cuda --prompt-len 512 --gen-len 16 --runs 2
     run verify_g20b 60 $B/verify_cost -m "$MODELS/g20b" --device cuda --ctx 128 --reps 5 --kmax 8
     run verify_fast_g20b 60 $B/verify_cost -m "$MODELS/g20b" --device cuda --precision fast --ctx 128 --reps 5 --kmax 8
     rm -rf "$MODELS/g20b"
@@ -155,6 +158,7 @@ for m in l100 l1b g20b; do
     [ -f "$OUT/bench_pp512_$m.log" ] && { echo "-- $m, prompt 512"; grep -v '^$' "$OUT/bench_pp512_$m.log" | tail -3; }
     [ -f "$OUT/bench_nograph_$m.log" ] && { echo "-- $m, SPECULA_CUDA_GRAPHS=0"; grep -v '^$' "$OUT/bench_nograph_$m.log" | tail -3; }
     [ -f "$OUT/bench_nopdl_$m.log" ] && { echo "-- $m, SPECULA_CUDA_PDL=0"; grep -v '^$' "$OUT/bench_nopdl_$m.log" | tail -3; }
+    [ -f "$OUT/bench_pdlall_$m.log" ] && { echo "-- $m, SPECULA_CUDA_PDL=all"; grep -v '^$' "$OUT/bench_pdlall_$m.log" | tail -3; }
 done
 echo '```'
 CBW=$(sed -n 's/^timing: device copy \([0-9.]*\) GB\/s.*/\1/p' "$OUT/kernels.log" 2>/dev/null | head -1)
