@@ -64,15 +64,16 @@ static __device__ __forceinline__ float block_max(float v, float *red)
 #define AT_STAGE_DIMS 256
 #define AT_STAGE_BYTES (AT_CHUNK * AT_STAGE_DIMS * 4)
 
-/* Copies rows cb .. cb + n - 1 of one head (dim floats each, row stride `stride` floats,
- * 16-byte aligned) to dst [n][dim] by cp.async, 16 bytes a copy, the whole block issuing,
- * and commits them as one group (an empty group when n is 0). */
+/* 16 bytes from global src to shared dst by cp.async (both 16-byte aligned). */
 static __device__ __forceinline__ void at_cp16(float *dst, const float *src)
 {
     const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
 }
 
+/* Copies n rows of one head (dim floats each, from src, `stride` floats apart, 16-byte
+ * aligned) to dst [n][dim] by cp.async, the whole block issuing, and commits them as one
+ * group (an empty group when n is 0). */
 static __device__ __forceinline__ void at_stage_rows(float *dst, const float *src, int64_t stride,
                                                      int n, int dim)
 {
