@@ -14,6 +14,7 @@
  * only the loads move (llama-1b decode, ctx ~190, H100: 24.9 -> 10.9 us a layer).
  * k_attention_warp computes the same operations with one warp per (query, head), for
  * launches with many queries (below). */
+#include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/decode.cuh"
 
 #include <math.h>
@@ -64,13 +65,6 @@ static __device__ __forceinline__ float block_max(float v, float *red)
 #define AT_STAGE_DIMS 256
 #define AT_STAGE_BYTES (AT_CHUNK * AT_STAGE_DIMS * 4)
 
-/* 16 bytes from global src to shared dst by cp.async (both 16-byte aligned). */
-static __device__ __forceinline__ void at_cp16(float *dst, const float *src)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
-}
-
 /* Copies n rows of one head (dim floats each, from src, `stride` floats apart, 16-byte
  * aligned) to dst [n][dim] by cp.async, the whole block issuing, and commits them as one
  * group (an empty group when n is 0). */
@@ -86,21 +80,15 @@ static __device__ __forceinline__ void at_stage_rows(float *dst, const float *sr
         const int64_t sstep = (int64_t)step * stride;
         const int dstep = step * dim;
         for (int j = j0; j < n; j += step, sp += sstep, dp += dstep)
-            at_cp16(dp, sp);
+            spc_cp16(dp, sp);
     } else {
         const int total = n * per_row;
         for (int i = threadIdx.x; i < total; i += AT_THREADS) {
             const int j = i / per_row, c = (i - j * per_row) * 4;
-            at_cp16(dst + j * dim + c, src + (int64_t)j * stride + c);
+            spc_cp16(dst + j * dim + c, src + (int64_t)j * stride + c);
         }
     }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-/* Waits until at most one of this thread's cp.async groups is still in flight. */
-static __device__ __forceinline__ void at_stage_wait1(void)
-{
-    asm volatile("cp.async.wait_group 1;" ::: "memory");
+    spc_cp_commit();
 }
 
 /* A load of a key or value element: from shared memory when staged, else through the
@@ -164,7 +152,7 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
         using idx = typename std::conditional<STAGE, int, int64_t>::type;
         const idx kcs = STAGE ? (idx)a.qk_dim : (idx)ks, vcs = STAGE ? (idx)a.v_dim : (idx)vs;
         if constexpr (STAGE) {
-            at_stage_wait1(); /* this chunk's keys (its values may still be in flight) */
+            spc_cp_wait<1>(); /* this chunk's keys (its values may still be in flight) */
             __syncthreads();
         }
         /* warp w scores keys w, w + AT_WARPS, ... as before, AT_KEYS of them at a time so
@@ -204,7 +192,7 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
             const int64_t nb = cb + AT_CHUNK;
             const int nn = (int)(nb > pos ? 0 : pos - nb + 1 < AT_CHUNK ? pos - nb + 1 : AT_CHUNK);
             at_stage_rows(kst, kbase + (nb > pos ? lo : nb) * ks, ks, nn, (int)a.qk_dim);
-            at_stage_wait1(); /* this chunk's values; block_max's barrier publishes them */
+            spc_cp_wait<1>(); /* this chunk's values; block_max's barrier publishes them */
         }
         float mine = threadIdx.x < n ? sc[threadIdx.x] : -INFINITY;
         float cm = block_max(mine, red);
@@ -244,7 +232,7 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
         }
     }
     if constexpr (STAGE)
-        asm volatile("cp.async.wait_group 0;" ::: "memory"); /* the empty tail groups */
+        spc_cp_wait<0>(); /* the empty tail groups */
     if (a.sinks) {
         float sink = a.sinks[h];
         float mn = fmaxf(m, sink);

@@ -18,6 +18,7 @@
  * g + 8 and of token g's x (one 16-byte load each, no ldmatrix); elements 0-3 feed the
  * step's first mma, 4-7 its second, in the register order of tc_mma2. Both schedules
  * use this mapping, so the tensor core sees the same operands in the same places. */
+#include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/cuda_moe_tc.cuh"
 #include "kernels/cuda/decode.cuh"
 #include "kernels/cuda/tc_mma.cuh"
@@ -289,24 +290,6 @@ k_tc_rows(const tc_set set, const float *__restrict__ x, int64_t n_tok, bool xve
 
 /* ---- many tokens: k_tc_gemm --------------------------------------------------------- */
 
-static __device__ __forceinline__ void tc_cp16(void *smem, const void *gmem, bool ok)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    const int n = ok ? 16 : 0; /* 0: fill with zeros */
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(n)
-                 : "memory");
-}
-
-static __device__ __forceinline__ void tc_cp_commit(void)
-{
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-template <int N> static __device__ __forceinline__ void tc_cp_wait(void)
-{
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
 /* A k_tc_gemm shape: MI m-tiles (16 rows) a warp, 2 x WM warps (2 along rows, WM along
  * tokens), each warp 32 tokens (4 n-tiles). A block: 32 MI weight rows (SwiGLU: 16 MI
  * outputs, each warp's first MI / 2 m-tiles gate rows and the last MI / 2 the same rows
@@ -352,7 +335,7 @@ static __device__ __forceinline__ void tc_gemm_load_a(const tc_set &set, int m, 
         const unsigned char *row = tc_a_row<MI>(set, m, r0, rho, ok);
         const int64_t k = k0 + 8 * ch;
         ok = ok && k < cols;
-        tc_cp16(a_s + rho * (TC_BK * 2) + ch * 16, ok ? row + k * 2 : set.w[0], ok);
+        spc_cp16_or_zero(a_s + rho * (TC_BK * 2) + ch * 16, ok ? row + k * 2 : set.w[0], ok);
     }
 }
 
@@ -429,17 +412,17 @@ k_tc_gemm(const tc_set set, const float *__restrict__ x, int64_t n_tok)
             tc_gemm_fetch_x<MI, WM>(x, set.cols, n_tok, t0, s, xr);
             tc_gemm_store_x<MI, WM>(xr, x_s + s * C::X_BYTES);
         }
-        tc_cp_commit();
+        spc_cp_commit();
     }
     for (int64_t kt = 0; kt < steps; kt++) {
-        tc_cp_wait<TC_STAGES - 2>();
+        spc_cp_wait<TC_STAGES - 2>();
         __syncthreads();
         const int64_t nk = kt + TC_STAGES - 1;
         if (nk < steps) {
             tc_gemm_load_a<MI, WM>(set, m, r0, nk, a_s + (nk % TC_STAGES) * C::A_BYTES);
             tc_gemm_fetch_x<MI, WM>(x, set.cols, n_tok, t0, nk, xr); /* stored after this step */
         }
-        tc_cp_commit();
+        spc_cp_commit();
         const int st = (int)(kt % TC_STAGES);
         const unsigned char *a = a_s + st * C::A_BYTES;
         const unsigned char *xs = x_s + st * C::X_BYTES;
@@ -476,7 +459,7 @@ k_tc_gemm(const tc_set set, const float *__restrict__ x, int64_t n_tok)
         if (nk < steps) /* stage nk % TC_STAGES was last read in step kt - 1: all are past it */
             tc_gemm_store_x<MI, WM>(xr, x_s + (nk % TC_STAGES) * C::X_BYTES);
     }
-    tc_cp_wait<0>();
+    spc_cp_wait<0>();
     /* outputs: register r of tile (i, j) is row 16 i + g (+ 8 when r >= 2) of the warp's
      * rows, token 8 j + 2 q + (r & 1) of its tokens */
 #pragma unroll

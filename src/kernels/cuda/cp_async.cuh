@@ -1,0 +1,37 @@
+/* cp_async.cuh: the asynchronous global -> shared copies (cp.async, sm_80+) the CUDA
+ * kernels stage data with (cuda_tc.cu's GEMM pipeline, cuda_attention.cu's key/value
+ * chunks): a 16-byte copy, with or without zero fill, committing the thread's copies as a
+ * group and waiting for all but the newest N groups. Both addresses 16-byte aligned;
+ * the copies bypass L1 (.cg). */
+#ifndef SP_KERNELS_CUDA_CP_ASYNC_CUH
+#define SP_KERNELS_CUDA_CP_ASYNC_CUH
+
+/* 16 bytes from gmem to smem. */
+static __device__ __forceinline__ void spc_cp16(void *smem, const void *gmem)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+
+/* 16 bytes from gmem to smem when ok, else 16 zero bytes to smem (gmem not read). */
+static __device__ __forceinline__ void spc_cp16_or_zero(void *smem, const void *gmem, bool ok)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    const int n = ok ? 16 : 0; /* source bytes; the rest of the 16 is filled with zeros */
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(n)
+                 : "memory");
+}
+
+/* The thread's copies issued since the last commit become one group. */
+static __device__ __forceinline__ void spc_cp_commit(void)
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+/* Waits until at most N of the thread's groups are still in flight (the newest ones). */
+template <int N> static __device__ __forceinline__ void spc_cp_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+#endif
