@@ -1,7 +1,7 @@
 """Trains specula's bundled default pair (run on the device machine: one GPU, a few minutes).
 
 usage: python3 scripts/reference/train_default_model.py OUT_DIR --kjv KJV.txt
-           [--target-steps N] [--draft-steps M] [--budget-s S]
+           [--target-steps N] [--draft-steps M] [--budget-s S] [--top-k K] [--tokenizer FILE]
            [--teacher DIR] [--draft-shapes HxLxI,...] [--onpolicy-prompts N] [--onpolicy-tokens T]
 
 KJV.txt is the King James Bible as Debian's bible-kjv prints it, one verse a line
@@ -11,7 +11,7 @@ The pair mirrors the seeds (a gpt-oss target, a small dense draft):
 
   OUT_DIR/default        GptOssForCausalLM: hidden 768, 4 layers alternating sliding (128) /
                          full attention with sinks, 8 query heads / 2 KV heads of 64, YaRN
-                         RoPE, 4 experts of width 640 with top-2 routing and a router bias,
+                         RoPE, 4 experts of width 640 with top-3 routing (--top-k) and a router bias,
                          untied embeddings, vocab 4096. Experts in MXFP4 exactly as the hub
                          ships gpt-oss (*_blocks U8 [E, out, in/32, 16], *_scales U8
                          [E, out, in/32], quantization_config quant_method mxfp4), BF16 else.
@@ -278,13 +278,16 @@ def make_fake_mxfp4():
 
 # ---- models ------------------------------------------------------------------------------
 
-def target_config():
+def target_config(top_k=3):
+    """Top-3 of 4 experts: a verify pass over k + 1 tokens touches the union of the experts
+    its tokens are routed to (with top-2 of 4, 1.9x the experts of a decode step for four
+    tokens; with top-3, 1.33x), which is what a verify costs on a CPU beyond a decode step."""
     from transformers import GptOssConfig
     L = 4
     return GptOssConfig(
         vocab_size=4096, hidden_size=768, intermediate_size=640, num_hidden_layers=L,
         num_attention_heads=8, num_key_value_heads=2, head_dim=64, num_local_experts=4,
-        num_experts_per_tok=2, sliding_window=128,
+        num_experts_per_tok=top_k, sliding_window=128,
         layer_types=["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(L)],
         max_position_embeddings=4096, rms_norm_eps=1e-5, attention_bias=True,
         rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0, "beta_fast": 32.0,
@@ -330,9 +333,10 @@ def lr_at(step, steps, peak, warm=100):
 
 AUTOCAST = True
 # draft tokens per round the draft's generation_config.json suggests: on the 2-core CPU,
-# k = 3 beat 4 and 2 (specula bench -t 1, three alternating rounds: 295-310 vs 260-265
-# vs 279-299 tok/s), since a verify pass over k + 1 tokens costs 1.25-1.85 target steps
-DRAFT_TOKENS = 3
+# with the top-3 target, k = 4 beat 3 and 5 (specula bench, three alternating rounds:
+# speedup 1.66-1.69 vs 1.21-1.68 vs 1.19-1.45): a verify pass over k + 1 tokens costs
+# about 1.7 target steps and the fourth draft token is still accepted 30% of the time
+DRAFT_TOKENS = 4
 EAGER_EXPERTS = False
 
 
@@ -619,9 +623,9 @@ def target_stage(args, tok, ids, val_ids, seq, batch, out):
     from transformers import GptOssForCausalLM
     torch.manual_seed(10)
     try:  # sinks need eager attention (transformers' sdpa has no sinks)
-        target = GptOssForCausalLM._from_config(target_config(), attn_implementation="eager")
+        target = GptOssForCausalLM._from_config(target_config(args.top_k), attn_implementation="eager")
     except TypeError:
-        target = GptOssForCausalLM(target_config())
+        target = GptOssForCausalLM(target_config(args.top_k))
     log("target attention:", target.config._attn_implementation, f"params {n_params(target) / 1e6:.2f}M")
     FakeMXFP4 = make_fake_mxfp4()
     for name, mod in target.named_modules():
@@ -677,6 +681,8 @@ def main():
     ap.add_argument("--target-steps", type=int, default=1200)
     ap.add_argument("--draft-steps", type=int, default=1500)
     ap.add_argument("--budget-s", type=float, default=240.0, help="wall-clock guard for both stages")
+    ap.add_argument("--top-k", type=int, default=3, help="experts per token of the target's 4")
+    ap.add_argument("--tokenizer", help="an existing tokenizer.json to use instead of training one")
     ap.add_argument("--teacher", help="an existing target directory: train only its draft")
     ap.add_argument("--draft-shapes", default="192x2x512",
                     help="drafts to distil together, HIDDENxLAYERSxMLP,...: the first is written to "
@@ -700,9 +706,9 @@ def main():
     log("torch", torch.__version__, "transformers", __import__("transformers").__version__,
         torch.cuda.get_device_name(0))
     torch.backends.cuda.matmul.allow_tf32 = True
-    if args.teacher:
+    if args.teacher or args.tokenizer:
         from tokenizers import Tokenizer
-        tok = Tokenizer.from_file(os.path.join(args.teacher, "tokenizer.json"))
+        tok = Tokenizer.from_file(args.tokenizer or os.path.join(args.teacher, "tokenizer.json"))
     else:
         tok = train_tokenizer(train_docs, 4096)
     eot = tok.token_to_id("<|endoftext|>")
@@ -714,7 +720,7 @@ def main():
             out += e.ids + [eot]
         return torch.tensor(out, dtype=torch.long)
     ids, val_ids = encode(train_docs), encode(val_docs)
-    log(f"tokenizer trained; {ids.numel() / 1e6:.2f}M training tokens, {val_ids.numel() / 1e6:.2f}M validation")
+    log(f"tokenizer {'loaded' if args.teacher or args.tokenizer else 'trained'}; {ids.numel() / 1e6:.2f}M training tokens, {val_ids.numel() / 1e6:.2f}M validation")
     seq, batch = 512, 64
 
     out = args.out
