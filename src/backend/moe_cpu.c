@@ -5,6 +5,11 @@
  *                                             result does not depend on its group: matmul.h)
  *   out[t] = sum over the token's experts in ascending id of w[t, j] * y       (fp32)
  *
+ * With few selections (decode, a verify pass: at most GROUPED_ROWS) the experts' products
+ * run side by side: every expert's gate/up product in one parallel-for, the activation
+ * over all their rows, every down product in a second (sp_matmul_each), instead of two
+ * joins per expert; each product is the one the per-expert loop computes, bit for bit.
+ *
  * The order of the weighted sum is fixed per token (ascending expert id, as transformers'
  * index_add_ loop), so a token's output never depends on which tokens share its batch. */
 #include "backend/backend_cpu.h"
@@ -20,18 +25,28 @@ typedef struct moe_scratch {
     int32_t *count; /* [E + 1] selections per expert, then prefix offsets */
     int32_t *fill;  /* [E] */
     int32_t *list;  /* [n * k] selections (t * k + j) grouped by expert */
-    float *xg;      /* [n, H] inputs gathered for one expert */
-    float *g, *u;   /* [n, 2I] */
-    float *y;       /* [n, H] one expert's outputs */
+    float *xg;      /* [rows, H] inputs gathered for one expert (all experts, grouped) */
+    float *g, *u;   /* [rows, 2I] */
+    float *y;       /* [rows, H] one expert's outputs (all experts', grouped) */
     float *slots;   /* [n * k, H] every selection's expert output */
 } moe_scratch;
 
 static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
 
+/* Most selections (tokens x top-k) whose experts run side by side. */
+#define GROUPED_ROWS 64
+
+/* Rows of the per-expert buffers: every selection's when they run side by side. */
+static int64_t buffer_rows(int64_t n, int64_t k)
+{
+    return n * k <= GROUPED_ROWS ? n * k : n;
+}
+
 size_t sp_moe_scratch_bytes(int64_t n, int64_t k, int64_t E, int64_t H, int64_t I)
 {
     size_t ints = align16((size_t)E + 1) + align16((size_t)E) + align16((size_t)(n * k));
-    size_t cpu_floats = align16((size_t)(n * H)) * 2 + align16((size_t)(n * 2 * I)) * 2 +
+    int64_t rows = buffer_rows(n, k);
+    size_t cpu_floats = align16((size_t)(rows * H)) * 2 + align16((size_t)(rows * 2 * I)) * 2 +
                         align16((size_t)(n * k * H));
     /* a GPU (backend_cuda.c): two buffers of [n k, max(2I, H)], the inputs gathered by
      * expert [n k, H] and the grouping's 4 n k + 1 ints */
@@ -53,15 +68,16 @@ static moe_scratch carve(const sp_moe_args *a)
     ip += align16((size_t)E);
     s.list = ip;
     ip += align16((size_t)(n * k));
+    int64_t rows = buffer_rows(n, k);
     float *fp = (float *)ip;
     s.xg = fp;
-    fp += align16((size_t)(n * H));
+    fp += align16((size_t)(rows * H));
     s.g = fp;
-    fp += align16((size_t)(n * 2 * I));
+    fp += align16((size_t)(rows * 2 * I));
     s.u = fp;
-    fp += align16((size_t)(n * 2 * I));
+    fp += align16((size_t)(rows * 2 * I));
     s.y = fp;
-    fp += align16((size_t)(n * H));
+    fp += align16((size_t)(rows * H));
     s.slots = fp;
     return s;
 }
@@ -130,11 +146,80 @@ static void weighted_sum(const sp_moe_args *a, const moe_scratch *s)
     }
 }
 
+/* Whether the experts can run side by side: few selections, products sp_matmul computes. */
+static bool can_group(const sp_moe_args *a, const moe_scratch *s)
+{
+    if (a->n_tok * a->top_k > GROUPED_ROWS)
+        return false;
+    for (int64_t e = 0; e < a->n_experts; e++)
+        if (s->count[e + 1] > s->count[e] && a->experts[e].in_major)
+            return false;
+    return true;
+}
+
+/* Products of the experts in use, each over its rows of in (row stride in_w) into out
+ * (row stride out_w), side by side; which: 0 gate (or gpt-oss's gate_up), 1 up, 2 down. */
+static void each_expert(sp_backend *be, const sp_moe_args *a, const moe_scratch *s, int which,
+                        const float *in, int64_t in_w, float *out, int64_t out_w)
+{
+    enum { MAX_E = 64 };
+    const sp_weight *ws[MAX_E];
+    const float *xs[MAX_E], *bs[MAX_E];
+    float *ys[MAX_E];
+    int64_t ns[MAX_E];
+    int n = 0;
+    for (int64_t e = 0; e < a->n_experts; e++) {
+        int64_t b = s->count[e], cnt = s->count[e + 1] - b;
+        if (!cnt)
+            continue;
+        const sp_expert *x = &a->experts[e];
+        ws[n] = which == 0 ? &x->gate : which == 1 ? &x->up : &x->down;
+        bs[n] = a->glu != SP_GLU_GPTOSS ? NULL : which == 0 ? x->gate_up_bias : x->down_bias;
+        xs[n] = in + b * in_w;
+        ys[n] = out + b * out_w;
+        ns[n] = cnt;
+        if (++n == MAX_E) {
+            sp_matmul_each(sp_cpu_backend_pool(be), n, ws, xs, ns, ys, bs);
+            n = 0;
+        }
+    }
+    sp_matmul_each(sp_cpu_backend_pool(be), n, ws, xs, ns, ys, bs);
+}
+
+/* The per-expert loop's products and activations with the experts side by side: s->y
+ * holds every selection's output, in the grouped order of s->list. */
+static void run_grouped(sp_backend *be, const sp_moe_args *a, moe_scratch *s)
+{
+    int64_t rows = a->n_tok * a->top_k, H = a->n_embd, I = a->inter;
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(s->xg + r * H, a->x + (s->list[r] / a->top_k) * H, (size_t)H * sizeof(float));
+    if (a->glu == SP_GLU_GPTOSS) {
+        each_expert(be, a, s, 0, s->xg, H, s->g, 2 * I);
+        be->ops->gptoss_glu(be, s->g, rows, I, a->alpha, a->limit, s->u);
+        each_expert(be, a, s, 2, s->u, I, s->y, H);
+        return;
+    }
+    each_expert(be, a, s, 0, s->xg, H, s->g, I);
+    each_expert(be, a, s, 1, s->xg, H, s->u, I);
+    if (a->glu == SP_GLU_SWIGLU_LIMIT)
+        sp_swiglu_limit(s->g, s->u, rows * I, a->limit, s->g);
+    else
+        sp_swiglu(s->g, s->u, rows * I, s->g);
+    each_expert(be, a, s, 2, s->g, I, s->y, H);
+}
+
 void sp_cpu_moe_ffn(sp_backend *be, const sp_moe_args *a)
 {
     moe_scratch s = carve(a);
     int64_t k = a->top_k, H = a->n_embd;
     group_by_expert(&s, a->ids, a->n_tok, a->n_experts, k);
+    if (can_group(a, &s)) {
+        run_grouped(be, a, &s);
+        for (int64_t r = 0; r < a->n_tok * k; r++)
+            memcpy(s.slots + (size_t)s.list[r] * (size_t)H, s.y + r * H, (size_t)H * sizeof(float));
+        weighted_sum(a, &s);
+        return;
+    }
     for (int64_t e = 0; e < a->n_experts; e++) {
         int64_t b = s.count[e], cnt = s.count[e + 1] - b;
         if (!cnt)

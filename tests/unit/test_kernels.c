@@ -188,8 +188,8 @@ static void test_matmul_every_isa(void **state)
     sp_pool_free(pool);
 }
 
-/* sp_matmul_multi and sp_matmul_swiglu (one input preparation, one parallel-for) give
- * the bits of the separate products and sp_swiglu, at every level, in both precisions,
+/* sp_matmul_multi, sp_matmul_each and sp_matmul_swiglu (inputs prepared once, one
+ * parallel-for) give the bits of the separate products and sp_swiglu, at every level, in both precisions,
  * with mixed formats (which fall back to separate products) and sizes that are not
  * multiples of the 16-row grain. */
 static void test_matmul_grouped(void **state)
@@ -226,6 +226,14 @@ static void test_matmul_grouped(void **state)
                     sp_matmul_multi(pool, 3, ws, x, nt, y, bs);
                     for (int i = 0; i < 3; i++)
                         assert_memory_equal(y[i], ya[i], (size_t)(nt * rows[i]) * sizeof(float));
+                    /* sp_matmul_each: own inputs (other rows of x), own token counts */
+                    const int64_t ns[3] = {nt, nt > 5 ? nt - 5 : 1, 1};
+                    const float *xs[3] = {x, x + (nt - ns[1]) * cols, x + (nt - 1) * cols};
+                    for (int i = 0; i < 3; i++)
+                        sp_matmul(pool, &w[i], xs[i], ns[i], ya[i], b[i]);
+                    sp_matmul_each(pool, 3, ws, xs, ns, y, bs);
+                    for (int i = 0; i < 3; i++)
+                        assert_memory_equal(y[i], ya[i], (size_t)(ns[i] * rows[i]) * sizeof(float));
                     /* gate w[0] and an up projection of its shape, in the set's last format */
                     sp_weight wu_;
                     void *ud, *usc;

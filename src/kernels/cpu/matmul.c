@@ -189,33 +189,55 @@ static void matmul_task(void *ctx, int64_t b, int64_t e, int thread)
     k->fn(j, b, e);
 }
 
-/* Prepares x ([n_tok, w->cols]) as kernel *k asks (matmul_isa.h) in the pool's scratch or
- * a heap buffer (*heap, for the caller to free): the pointer for sp_mm_job.xp, or NULL
- * when *k needs none or, out of memory, after replacing *k by an exact 8-lane kernel
- * that needs none. */
-static const void *prepare(sp_pool *pool, sp_mm_kernel *k, const sp_weight *w, const float *x,
-                           int64_t n_tok, void **heap)
+/* Bytes kernel k's preparation of x ([n_tok, w->cols]) takes (0: it needs none), a
+ * multiple of 64 so that several can share one buffer. */
+static size_t prep_bytes(const sp_mm_kernel *k, const sp_weight *w, int64_t n_tok)
 {
-    *heap = NULL;
     if (k->prep == SP_MM_PREP_NONE)
-        return NULL;
+        return 0;
     size_t bytes = (size_t)(n_tok * w->cols) * (k->prep == SP_MM_PREP_PAIRS ? 4 : 2);
-    void *buf = pool ? sp_pool_scratch(pool, bytes) : NULL;
-    if (!buf)
-        buf = *heap = malloc(bytes);
-    if (!buf) { /* no memory for the prepared copy: the exact 8-lane kernels need none */
-#ifdef SP_HAVE_AVX2_KERNELS
-        *k = sp_isa_active() >= SP_ISA_AVX2 ? sp_mm_pick_avx2(w) : sp_mm_pick_generic(w);
-#else
-        *k = sp_mm_pick_generic(w);
-#endif
-        return NULL;
-    }
-    /* a prefill's inputs are worth preparing on every thread */
+    return (bytes + 63) & ~(size_t)63;
+}
+
+/* Writes x prepared as kernel *k asks (matmul_isa.h) into buf (prep_bytes of it); a
+ * prefill's inputs are worth preparing on every thread. */
+static void prepare_into(sp_pool *pool, const sp_mm_kernel *k, const sp_weight *w, const float *x,
+                         int64_t n_tok, void *buf)
+{
     prep_job pj = {k, x, w->cols, n_tok, buf};
     int64_t units = k->prep == SP_MM_PREP_BF16_TILED ? (n_tok + SP_MM_TILE_TOKENS - 1) / SP_MM_TILE_TOKENS
                                                      : n_tok;
     sp_pool_run(n_tok * w->cols < (1 << 15) ? NULL : pool, units, 1, prep_task, &pj);
+}
+
+/* The exact 8-lane kernel for w, which needs no prepared input (out of memory for one). */
+static sp_mm_kernel unprepared_kernel(const sp_weight *w)
+{
+#ifdef SP_HAVE_AVX2_KERNELS
+    return sp_isa_active() >= SP_ISA_AVX2 ? sp_mm_pick_avx2(w) : sp_mm_pick_generic(w);
+#else
+    return sp_mm_pick_generic(w);
+#endif
+}
+
+/* Prepares x ([n_tok, w->cols]) as kernel *k asks in the pool's scratch or a heap buffer
+ * (*heap, for the caller to free): the pointer for sp_mm_job.xp, or NULL when *k needs
+ * none or, out of memory, after replacing *k by an exact 8-lane kernel that needs none. */
+static const void *prepare(sp_pool *pool, sp_mm_kernel *k, const sp_weight *w, const float *x,
+                           int64_t n_tok, void **heap)
+{
+    *heap = NULL;
+    size_t bytes = prep_bytes(k, w, n_tok);
+    if (!bytes)
+        return NULL;
+    void *buf = pool ? sp_pool_scratch(pool, bytes) : NULL;
+    if (!buf)
+        buf = *heap = malloc(bytes);
+    if (!buf) {
+        *k = unprepared_kernel(w);
+        return NULL;
+    }
+    prepare_into(pool, k, w, x, n_tok, buf);
     return buf;
 }
 
@@ -240,7 +262,7 @@ void sp_matmul_prec(sp_pool *pool, sp_precision prec, const sp_weight *w, const 
  * at its row 0, as in sp_matmul_prec), so every output is computed by the same kernel in
  * the same order as alone: the group changes the number of joins, not a bit. */
 
-enum { GROUP_MAX = 4, GRAIN = 16 };
+enum { GROUP_MAX = 8, GRAIN = 16 };
 
 typedef struct mm_group {
     int n;
@@ -326,6 +348,54 @@ void sp_matmul_multi(sp_pool *pool, int n, const sp_weight *const *ws, const flo
         }
         group_run(pool, &g, x);
     }
+}
+
+/* Up to GROUP_MAX products with their own inputs: each input prepared into its part of
+ * one buffer, then all rows in one parallel-for. */
+static void each_group(sp_pool *pool, sp_precision prec, int n, const sp_weight *const *ws,
+                       const float *const *xs, const int64_t *n_toks, float *const *ys,
+                       const float *const *biases)
+{
+    mm_group g = {.n = 0};
+    size_t off[GROUP_MAX], total = 0;
+    int64_t work = 0;
+    for (int i = 0; i < n; i++) {
+        if (n_toks[i] <= 0 || ws[i]->rows <= 0)
+            continue;
+        int q = g.n++;
+        g.k[q] = pick_kernel(ws[i], prec);
+        g.j[q] = (sp_mm_job){ws[i], xs[i], NULL, n_toks[i], ys[i], biases ? biases[i] : NULL};
+        g.first[q + 1] = g.first[q] + (ws[i]->rows + GRAIN - 1) / GRAIN;
+        off[q] = total;
+        total += prep_bytes(&g.k[q], ws[i], n_toks[i]);
+        work += ws[i]->rows * ws[i]->cols * n_toks[i];
+    }
+    void *heap = NULL;
+    unsigned char *buf = !total ? NULL : pool ? sp_pool_scratch(pool, total) : NULL;
+    if (total && !buf)
+        buf = heap = malloc(total);
+    if (total && !buf) { /* out of memory: each product alone (sp_matmul_prec copes) */
+        for (int q = 0; q < g.n; q++)
+            sp_matmul_prec(pool, prec, g.j[q].w, g.j[q].x, g.j[q].n_tok, g.j[q].y, g.j[q].bias);
+        return;
+    }
+    for (int q = 0; q < g.n; q++)
+        if (prep_bytes(&g.k[q], g.j[q].w, g.j[q].n_tok)) {
+            prepare_into(pool, &g.k[q], g.j[q].w, g.j[q].x, g.j[q].n_tok, buf + off[q]);
+            g.j[q].xp = buf + off[q];
+        }
+    if (g.n)
+        sp_pool_run(work < (1 << 15) ? NULL : pool, g.first[g.n], 1, group_task, &g);
+    free(heap);
+}
+
+void sp_matmul_each(sp_pool *pool, int n, const sp_weight *const *ws, const float *const *xs,
+                    const int64_t *n_toks, float *const *ys, const float *const *biases)
+{
+    sp_precision prec = sp_pool_precision(pool);
+    for (int b = 0; b < n; b += GROUP_MAX)
+        each_group(pool, prec, n - b < GROUP_MAX ? n - b : GROUP_MAX, ws + b, xs + b, n_toks + b, ys + b,
+                   biases ? biases + b : NULL);
 }
 
 void sp_matmul_swiglu(sp_pool *pool, const sp_weight *wg, const sp_weight *wu, const float *x,

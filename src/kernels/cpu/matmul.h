@@ -31,6 +31,13 @@ void sp_matmul_prec(sp_pool *pool, sp_precision prec, const sp_weight *w, const 
 void sp_matmul_multi(sp_pool *pool, int n, const sp_weight *const *ws, const float *x,
                      int64_t n_tok, float *const *ys, const float *const *biases);
 
+/* Products with their own inputs, in the pool's precision: ys[i] = xs[i] ws[i]^T +
+ * biases[i] (biases may be NULL) for n_toks[i] tokens. Every input is prepared once and
+ * all rows are one parallel-for (a mixture-of-experts layer's experts in one join); every
+ * output has the bits sp_matmul gives it. */
+void sp_matmul_each(sp_pool *pool, int n, const sp_weight *const *ws, const float *const *xs,
+                    const int64_t *n_toks, float *const *ys, const float *const *biases);
+
 /* out = silu(x wg^T) * (x wu^T), up = x wu^T, in one parallel-for: each chunk of rows
  * computes both products and then the activation on its rows. Bit-identical to
  * sp_matmul twice and sp_swiglu. */
