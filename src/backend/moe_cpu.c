@@ -36,10 +36,14 @@ static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
 /* Most selections (tokens x top-k) whose experts run side by side. */
 #define GROUPED_ROWS 64
 
-/* Rows of the per-expert buffers: every selection's when they run side by side. */
+/* Rows of the per-expert buffers for up to n tokens: n for one expert at a time, every
+ * selection's when they run side by side. Never falls as n grows: scratch sized for a
+ * pass of n tokens serves every shorter pass (10 tokens of top-3 run grouped, 30 rows;
+ * 30 tokens do not, 30 rows). */
 static int64_t buffer_rows(int64_t n, int64_t k)
 {
-    return n * k <= GROUPED_ROWS ? n * k : n;
+    int64_t grouped = n * k < GROUPED_ROWS ? n * k : GROUPED_ROWS;
+    return grouped > n ? grouped : n;
 }
 
 size_t sp_moe_scratch_bytes(int64_t n, int64_t k, int64_t E, int64_t H, int64_t I)
