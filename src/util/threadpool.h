@@ -2,8 +2,9 @@
  *
  * sp_pool_run(pool, n, fn, ctx) calls fn(ctx, begin, end, thread) on disjoint ranges
  * (chunks) covering [0, n) and returns when all are done. The chunks depend only on n,
- * grain and the thread count; which thread runs which chunk depends on timing (threads
- * claim chunks as they become free, so one slowed by other work on its core takes fewer).
+ * grain and the thread count; which thread runs which chunk depends on timing (each
+ * thread runs its own contiguous share first, the same rows run after run, then takes
+ * what is left of the others', so one slowed by other work on its core runs fewer).
  * `thread` (0 = the caller) identifies the running thread, for per-thread scratch only.
  * Kernels never split one output element's reduction across chunks, so results depend
  * neither on the thread count nor on timing. The caller's thread takes part in the work.
