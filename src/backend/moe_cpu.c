@@ -86,32 +86,6 @@ static moe_scratch carve(const sp_moe_args *a)
     return s;
 }
 
-/* One expert over the cnt gathered rows of s->xg; result in s->y. */
-static void run_expert(sp_backend *be, const sp_moe_args *a, const sp_expert *x, moe_scratch *s,
-                       int64_t cnt)
-{
-    int64_t H = a->n_embd, I = a->inter;
-    if (a->glu == SP_GLU_GPTOSS) {
-        if (x->in_major)
-            be->ops->matmul_t(be, &x->gate, 0, H, s->xg, H, cnt, s->g, 2 * I, x->gate_up_bias);
-        else
-            be->ops->matmul(be, &x->gate, s->xg, cnt, s->g, x->gate_up_bias);
-        be->ops->gptoss_glu(be, s->g, cnt, I, a->alpha, a->limit, s->u);
-        if (x->in_major)
-            be->ops->matmul_t(be, &x->down, 0, I, s->u, I, cnt, s->y, H, x->down_bias);
-        else
-            be->ops->matmul(be, &x->down, s->u, cnt, s->y, x->down_bias);
-        return;
-    }
-    be->ops->matmul(be, &x->gate, s->xg, cnt, s->g, NULL);
-    be->ops->matmul(be, &x->up, s->xg, cnt, s->u, NULL);
-    if (a->glu == SP_GLU_SWIGLU_LIMIT)
-        sp_swiglu_limit(s->g, s->u, cnt * I, a->limit, s->g);
-    else
-        sp_swiglu(s->g, s->u, cnt * I, s->g);
-    be->ops->matmul(be, &x->down, s->g, cnt, s->y, NULL);
-}
-
 /* Groups the (token, slot) selections by expert: list[count[e] .. count[e + 1]). */
 static void group_by_expert(moe_scratch *s, const int32_t *ids, int64_t n, int64_t E, int64_t k)
 {
@@ -150,21 +124,13 @@ static void weighted_sum(const sp_moe_args *a, const moe_scratch *s)
     }
 }
 
-/* Whether the experts can run side by side: few selections, products sp_matmul computes. */
-static bool can_group(const sp_moe_args *a, const moe_scratch *s)
-{
-    if (a->n_tok * a->top_k > GROUPED_ROWS)
-        return false;
-    for (int64_t e = 0; e < a->n_experts; e++)
-        if (s->count[e + 1] > s->count[e] && a->experts[e].in_major)
-            return false;
-    return true;
-}
-
-/* Products of the experts in use, each over its rows of in (row stride in_w) into out
- * (row stride out_w), side by side; which: 0 gate (or gpt-oss's gate_up), 1 up, 2 down. */
-static void each_expert(sp_backend *be, const sp_moe_args *a, const moe_scratch *s, int which,
-                        const float *in, int64_t in_w, float *out, int64_t out_w)
+/* Products of experts [e0, e1), each over its rows of in (row stride in_w; the range's
+ * first row is row 0) into out (row stride out_w); which: 0 gate (or gpt-oss's gate_up),
+ * 1 up, 2 down. The products sp_matmul computes run side by side (sp_matmul_each, the
+ * same bits); input-major ones (gpt-oss's unquantized experts) one by one. */
+static void expert_products(sp_backend *be, const sp_moe_args *a, const moe_scratch *s, int64_t e0,
+                            int64_t e1, int which, const float *in, int64_t in_w, float *out,
+                            int64_t out_w)
 {
     enum { MAX_E = 64 };
     const sp_weight *ws[MAX_E];
@@ -172,16 +138,19 @@ static void each_expert(sp_backend *be, const sp_moe_args *a, const moe_scratch 
     float *ys[MAX_E];
     int64_t ns[MAX_E];
     int n = 0;
-    for (int64_t e = 0; e < a->n_experts; e++) {
-        int64_t b = s->count[e], cnt = s->count[e + 1] - b;
+    for (int64_t e = e0; e < e1; e++) {
+        int64_t b = s->count[e] - s->count[e0], cnt = s->count[e + 1] - s->count[e];
         if (!cnt)
             continue;
         const sp_expert *x = &a->experts[e];
-        ws[n] = which == 0 ? &x->gate : which == 1 ? &x->up : &x->down;
-        bs[n] = a->glu != SP_GLU_GPTOSS ? NULL : which == 0 ? x->gate_up_bias : x->down_bias;
-        xs[n] = in + b * in_w;
-        ys[n] = out + b * out_w;
-        ns[n] = cnt;
+        const sp_weight *w = which == 0 ? &x->gate : which == 1 ? &x->up : &x->down;
+        const float *bias = a->glu != SP_GLU_GPTOSS ? NULL : which == 0 ? x->gate_up_bias : x->down_bias;
+        if (x->in_major) {
+            be->ops->matmul_t(be, w, 0, which == 2 ? a->inter : a->n_embd, in + b * in_w, in_w, cnt,
+                              out + b * out_w, out_w, bias);
+            continue;
+        }
+        ws[n] = w, bs[n] = bias, xs[n] = in + b * in_w, ys[n] = out + b * out_w, ns[n] = cnt;
         if (++n == MAX_E) {
             sp_matmul_each(sp_cpu_backend_pool(be), n, ws, xs, ns, ys, bs);
             n = 0;
@@ -190,49 +159,41 @@ static void each_expert(sp_backend *be, const sp_moe_args *a, const moe_scratch 
     sp_matmul_each(sp_cpu_backend_pool(be), n, ws, xs, ns, ys, bs);
 }
 
-/* The per-expert loop's products and activations with the experts side by side: s->y
- * holds every selection's output, in the grouped order of s->list. */
-static void run_grouped(sp_backend *be, const sp_moe_args *a, moe_scratch *s)
+/* Experts [e0, e1) over their selections: inputs gathered, products, activation, outputs
+ * back to each selection's slot. */
+static void run_experts(sp_backend *be, const sp_moe_args *a, moe_scratch *s, int64_t e0, int64_t e1)
 {
-    int64_t rows = a->n_tok * a->top_k, H = a->n_embd, I = a->inter;
-    for (int64_t r = 0; r < rows; r++)
-        memcpy(s->xg + r * H, a->x + (s->list[r] / a->top_k) * H, (size_t)H * sizeof(float));
-    if (a->glu == SP_GLU_GPTOSS) {
-        each_expert(be, a, s, 0, s->xg, H, s->g, 2 * I);
-        be->ops->gptoss_glu(be, s->g, rows, I, a->alpha, a->limit, s->u);
-        each_expert(be, a, s, 2, s->u, I, s->y, H);
+    int64_t base = s->count[e0], rows = s->count[e1] - base, H = a->n_embd, I = a->inter;
+    const int32_t *list = s->list + base;
+    if (!rows)
         return;
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(s->xg + r * H, a->x + (list[r] / a->top_k) * H, (size_t)H * sizeof(float));
+    if (a->glu == SP_GLU_GPTOSS) {
+        expert_products(be, a, s, e0, e1, 0, s->xg, H, s->g, 2 * I);
+        be->ops->gptoss_glu(be, s->g, rows, I, a->alpha, a->limit, s->u);
+        expert_products(be, a, s, e0, e1, 2, s->u, I, s->y, H);
+    } else {
+        expert_products(be, a, s, e0, e1, 0, s->xg, H, s->g, I);
+        expert_products(be, a, s, e0, e1, 1, s->xg, H, s->u, I);
+        if (a->glu == SP_GLU_SWIGLU_LIMIT)
+            sp_swiglu_limit(s->g, s->u, rows * I, a->limit, s->g);
+        else
+            sp_swiglu(s->g, s->u, rows * I, s->g);
+        expert_products(be, a, s, e0, e1, 2, s->g, I, s->y, H);
     }
-    each_expert(be, a, s, 0, s->xg, H, s->g, I);
-    each_expert(be, a, s, 1, s->xg, H, s->u, I);
-    if (a->glu == SP_GLU_SWIGLU_LIMIT)
-        sp_swiglu_limit(s->g, s->u, rows * I, a->limit, s->g);
-    else
-        sp_swiglu(s->g, s->u, rows * I, s->g);
-    each_expert(be, a, s, 2, s->g, I, s->y, H);
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(s->slots + (size_t)list[r] * (size_t)H, s->y + r * H, (size_t)H * sizeof(float));
 }
 
 void sp_cpu_moe_ffn(sp_backend *be, const sp_moe_args *a)
 {
     moe_scratch s = carve(a);
-    int64_t k = a->top_k, H = a->n_embd;
-    group_by_expert(&s, a->ids, a->n_tok, a->n_experts, k);
-    if (can_group(a, &s)) {
-        run_grouped(be, a, &s);
-        for (int64_t r = 0; r < a->n_tok * k; r++)
-            memcpy(s.slots + (size_t)s.list[r] * (size_t)H, s.y + r * H, (size_t)H * sizeof(float));
-        weighted_sum(a, &s);
-        return;
-    }
-    for (int64_t e = 0; e < a->n_experts; e++) {
-        int64_t b = s.count[e], cnt = s.count[e + 1] - b;
-        if (!cnt)
-            continue;
-        for (int64_t r = 0; r < cnt; r++)
-            memcpy(s.xg + r * H, a->x + (s.list[b + r] / k) * H, (size_t)H * sizeof(float));
-        run_expert(be, a, &a->experts[e], &s, cnt);
-        for (int64_t r = 0; r < cnt; r++)
-            memcpy(s.slots + (size_t)s.list[b + r] * (size_t)H, s.y + r * H, (size_t)H * sizeof(float));
-    }
+    group_by_expert(&s, a->ids, a->n_tok, a->n_experts, a->top_k);
+    if (a->n_tok * a->top_k <= GROUPED_ROWS) /* the experts side by side */
+        run_experts(be, a, &s, 0, a->n_experts);
+    else
+        for (int64_t e = 0; e < a->n_experts; e++)
+            run_experts(be, a, &s, e, e + 1);
     weighted_sum(a, &s);
 }

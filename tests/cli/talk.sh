@@ -91,7 +91,8 @@ j = json.load(open('$TMP/bench.json'))
 for k in ('plain_tok_s', 'spec_tok_s', 'speedup', 'mean_acceptance_length'):
     assert k in j and j[k] > 0, k
 assert j['model'].endswith('models/default') and j['draft'].endswith('models/default-draft')
-assert len(j['spec']['drafted_per_position']) == 4  # the draft's num_assistant_tokens
+k = json.load(open('$ROOT/models/default-draft/generation_config.json'))['num_assistant_tokens']
+assert len(j['spec']['drafted_per_position']) == k, (j['spec'], k)  # the draft's num_assistant_tokens
 "
 # a draft's generation_config.json num_assistant_tokens sets k; --draft-k overrides it
 mkdir -p "$TMP/d2"

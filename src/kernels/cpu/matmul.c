@@ -357,7 +357,7 @@ static void each_group(sp_pool *pool, sp_precision prec, int n, const sp_weight 
                        const float *const *biases)
 {
     mm_group g = {.n = 0};
-    size_t off[GROUP_MAX], total = 0;
+    size_t off[GROUP_MAX], size[GROUP_MAX], total = 0;
     int64_t work = 0;
     for (int i = 0; i < n; i++) {
         if (n_toks[i] <= 0 || ws[i]->rows <= 0)
@@ -367,7 +367,8 @@ static void each_group(sp_pool *pool, sp_precision prec, int n, const sp_weight 
         g.j[q] = (sp_mm_job){ws[i], xs[i], NULL, n_toks[i], ys[i], biases ? biases[i] : NULL};
         g.first[q + 1] = g.first[q] + (ws[i]->rows + GRAIN - 1) / GRAIN;
         off[q] = total;
-        total += prep_bytes(&g.k[q], ws[i], n_toks[i]);
+        size[q] = prep_bytes(&g.k[q], ws[i], n_toks[i]);
+        total += size[q];
         work += ws[i]->rows * ws[i]->cols * n_toks[i];
     }
     void *heap = NULL;
@@ -380,7 +381,7 @@ static void each_group(sp_pool *pool, sp_precision prec, int n, const sp_weight 
         return;
     }
     for (int q = 0; q < g.n; q++)
-        if (prep_bytes(&g.k[q], g.j[q].w, g.j[q].n_tok)) {
+        if (size[q]) {
             prepare_into(pool, &g.k[q], g.j[q].w, g.j[q].x, g.j[q].n_tok, buf + off[q]);
             g.j[q].xp = buf + off[q];
         }
