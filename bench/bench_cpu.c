@@ -4,8 +4,9 @@
  *   bench_cpu membw [--threads N] [--mib M]     DRAM read bandwidth: N threads sum a
  *       buffer of M MiB (default 1024) with 256-bit loads; best of 5 passes, GB/s.
  *   bench_cpu matmul [--threads N] [--rows R] [--cols C] [--tokens T] [--precision P]
- *       [--format bf16|mxfp4] [--isa L]
- *       y = x W^T over enough distinct random matrices that they never sit in cache;
+ *       [--format bf16|mxfp4] [--isa L] [--mib M]
+ *       y = x W^T over enough distinct random matrices that they never sit in cache
+ *       (M MiB of them, default 512; --mib 1 measures one or a few small ones from L2/L3);
  *       prints GB/s of weights read and GFLOP/s, median of 7 passes.
  *   bench_cpu cputime --model DIR [--tokens P] [--precision P] [--reps R] [--threads N]
  *       the process's CPU time (all N threads, default 1) per prefill of P tokens
@@ -120,12 +121,12 @@ static double cpu_ms(void)
 }
 
 static int matmul(int threads, int64_t rows, int64_t cols, int64_t tokens, sp_precision prec,
-                  sp_wformat fmt)
+                  sp_wformat fmt, double mib)
 {
     size_t row_bytes = fmt == SP_WF_MXFP4 ? (size_t)cols / 2 : (size_t)cols * 2;
     size_t wbytes = row_bytes * (size_t)rows, sbytes = fmt == SP_WF_MXFP4 ? (size_t)(rows * cols / 32) : 0;
-    int n_mats = (int)(512.0 * 1048576 / (double)(wbytes + sbytes)) + 1; /* >= 512 MiB */
-    if (tokens > 16)
+    int n_mats = (int)(mib * 1048576 / (double)(wbytes + sbytes)) + 1; /* >= mib MiB */
+    if (tokens > 16 && mib >= 512)
         n_mats = 2;
     sp_weight *w = calloc((size_t)n_mats, sizeof *w);
     unsigned char **mem = calloc((size_t)n_mats, sizeof *mem);
@@ -292,7 +293,7 @@ int main(int argc, char **argv)
         return 2;
     }
     int threads = 2, cpu_threads = 1; /* cputime defaults to one thread */
-    int64_t mib = 1024, rows = 2048, cols = 8192, tokens = 1;
+    int64_t mib = 0, rows = 2048, cols = 8192, tokens = 1;
     sp_precision prec = SP_PRECISION_EXACT;
     sp_wformat fmt = SP_WF_BF16;
     const char *model = NULL;
@@ -315,9 +316,9 @@ int main(int argc, char **argv)
         }
     }
     if (!strcmp(argv[1], "membw"))
-        return membw(threads, mib);
+        return membw(threads, mib ? mib : 1024);
     if (!strcmp(argv[1], "matmul"))
-        return matmul(threads, rows, cols, tokens, prec, fmt);
+        return matmul(threads, rows, cols, tokens, prec, fmt, mib ? (double)mib : 512.0);
     if (!strcmp(argv[1], "verify") && model)
         return verify_curve(model, threads, prec, kmax, reps);
     if (!strcmp(argv[1], "cputime") && model)

@@ -148,7 +148,20 @@ static void prepare_input(const sp_mm_kernel *k, const float *x, int64_t t0, int
             }
         return;
     }
-    float *o = buf; /* SP_MM_PREP_PAIRS: cols is a multiple of 32 */
+    float *o = buf;
+    if (prep == SP_MM_PREP_QUADS) { /* cols is a multiple of 8 */
+        for (int64_t t = t0; t < t1; t++)
+            for (int64_t c = 0; c < cols; c += 8) {
+                const float *xs = x + t * cols + c;
+                float *os = o + t * cols + c;
+                for (int i = 0; i < 4; i++) {
+                    os[i] = xs[2 * i];
+                    os[4 + i] = xs[2 * i + 1];
+                }
+            }
+        return;
+    }
+    /* SP_MM_PREP_PAIRS: cols is a multiple of 32 */
     for (int64_t t = t0; t < t1; t++)
         for (int64_t c = 0; c < cols; c += 32) {
             const float *xs = x + t * cols + c;
@@ -195,7 +208,7 @@ static size_t prep_bytes(const sp_mm_kernel *k, const sp_weight *w, int64_t n_to
 {
     if (k->prep == SP_MM_PREP_NONE)
         return 0;
-    size_t bytes = (size_t)(n_tok * w->cols) * (k->prep == SP_MM_PREP_PAIRS ? 4 : 2);
+    size_t bytes = (size_t)(n_tok * w->cols) * (k->prep == SP_MM_PREP_BF16_TILED ? 2 : 4);
     return (bytes + 63) & ~(size_t)63;
 }
 
@@ -214,7 +227,7 @@ static void prepare_into(sp_pool *pool, const sp_mm_kernel *k, const sp_weight *
 static sp_mm_kernel unprepared_kernel(const sp_weight *w)
 {
 #ifdef SP_HAVE_AVX2_KERNELS
-    return sp_isa_active() >= SP_ISA_AVX2 ? sp_mm_pick_avx2(w) : sp_mm_pick_generic(w);
+    return sp_isa_active() >= SP_ISA_AVX2 ? sp_mm_pick_avx2_unprepared(w) : sp_mm_pick_generic(w);
 #else
     return sp_mm_pick_generic(w);
 #endif

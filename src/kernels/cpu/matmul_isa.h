@@ -8,6 +8,8 @@
  *   SP_MM_PREP_NONE   x as given, [n_tok, cols] fp32
  *   SP_MM_PREP_PAIRS  fp32, each 32-column block reordered as its 16 even columns then
  *                     its 16 odd ones (matches weights decoded as even/odd halves)
+ *   SP_MM_PREP_QUADS  fp32, each 8-column group reordered as its 4 even columns then its
+ *                     4 odd ones (matches the AVX2 MXFP4 byte-table decode)
  *   SP_MM_PREP_BF16_TILED  x rounded to bf16, tokens in tiles of SP_MM_TILE_TOKENS
  *                     (the last tile holds the rest): a tile starting at token t0 with
  *                     T tokens occupies the natural place of its tokens, and within it
@@ -40,6 +42,7 @@ typedef void (*sp_mm_rows_fn)(const sp_mm_job *j, int64_t rb, int64_t re);
 typedef enum sp_mm_prep {
     SP_MM_PREP_NONE,
     SP_MM_PREP_PAIRS,
+    SP_MM_PREP_QUADS,
     SP_MM_PREP_BF16_TILED
 } sp_mm_prep;
 
@@ -56,6 +59,8 @@ typedef struct sp_mm_kernel {
 
 sp_mm_kernel sp_mm_pick_generic(const sp_weight *w);
 sp_mm_kernel sp_mm_pick_avx2(const sp_weight *w);
+/* The AVX2 kernel for w that needs no prepared input (matmul_tiles.h's). */
+sp_mm_kernel sp_mm_pick_avx2_unprepared(const sp_weight *w);
 sp_mm_kernel sp_mm_pick_avx512(const sp_weight *w);
 /* Fast precision (bf16 inputs, vdpbf16ps); exact kernels for formats it lacks. */
 sp_mm_kernel sp_mm_pick_avx512bf16(const sp_weight *w);
