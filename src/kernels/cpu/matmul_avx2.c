@@ -29,8 +29,8 @@ static const int64_t x_off[4] = {0, 16, 8, 24};
 /* Tokens per cache block: the block's inputs (fp32) stay within ~256 KiB of L2. */
 static int64_t token_block(int64_t cols)
 {
-    int64_t tb = (65536 / cols) / 30 * 30;
-    return tb < 30 ? 30 : tb > 60 ? 60 : tb;
+    int64_t tb = (65536 / cols) / 6 * 6;
+    return tb < 6 ? 6 : tb > 60 ? 60 : tb;
 }
 
 INLINE void store_tile(const int R, const int T, const sp_mm_job *j, int64_t r0, int64_t t0,
@@ -142,12 +142,15 @@ INLINE void mxfp4_tile(const int R, const int T, const sp_mm_job *j, int64_t r0,
 
 /* ---- the loop over rows and tokens ---------------------------------------------------
  * Token blocks outermost (their inputs stay in cache), then blocks of 24 rows (their
- * weights stay in L2 while the block's tokens pass), then tiles of up to 5 (BF16) or 6
+ * weights stay in L2 while the block's tokens pass), then tiles of up to 3 (BF16) or 6
  * (MXFP4) tokens; rows left over go one at a time. The shapes were measured on a Zen 3
- * core with the data in L1 (2026-11-27): BF16 wants its inputs shared by several rows in
- * registers (8 x 1, 4 x 2, 3 x 3, 2 x 4, 2 x 5: 50-74 GFLOP/s; one row of 6-8 tokens
- * 36-57), MXFP4 is bound by its decode, shared by a row's tokens (4 x 1, 4 x 2, 3 x 3,
- * 2 x 4, then one row of 5 or 6 tokens: 39-46 GFLOP/s). */
+ * core with the data in L1 (2026-11-27, bench: one core's tiles over 768 and 2048
+ * columns): BF16 wants its inputs shared by several rows in registers (8 x 1 49 GFLOP/s,
+ * 4 x 2 61-81, 3 x 3 71-86 = 75-90% of the FMA peak; 2 x 4 53-69, 2 x 5 51-54, 4 x 3
+ * 58-63, one row of 6-8 tokens 36-57), so a prefill runs 3 x 3 tiles and a 5-token verify
+ * 3 x 3 then 4 x 2; MXFP4 is bound by its decode, shared by a row's tokens (4 x 1 13-21,
+ * 4 x 2 22-29, 3 x 3 31-38, 2 x 4 31-49, one row of 5 or 6 tokens 39-46; two rows of 5
+ * 31-33). */
 
 #define TILE_FN(tile, R, T)                                                                    \
     static __attribute__((noinline)) void tile##_##R##x##T(const sp_mm_job *j, int64_t r0,     \
@@ -158,18 +161,18 @@ INLINE void mxfp4_tile(const int R, const int T, const sp_mm_job *j, int64_t r0,
 #define TILE_FNS(tile)                                                                         \
     TILE_FN(tile, 4, 2)                                                                        \
     TILE_FN(tile, 3, 3)                                                                        \
-    TILE_FN(tile, 2, 4)                                                                        \
     TILE_FN(tile, 1, 1)                                                                        \
     TILE_FN(tile, 1, 2)                                                                        \
-    TILE_FN(tile, 1, 3)                                                                        \
-    TILE_FN(tile, 1, 4)                                                                        \
-    TILE_FN(tile, 1, 5)
+    TILE_FN(tile, 1, 3)
 TILE_FNS(bf16_tile)
 TILE_FN(bf16_tile, 8, 1)
-TILE_FN(bf16_tile, 2, 5)
 TILE_FNS(mxfp4_tile)
 TILE_FN(mxfp4_tile, 4, 1)
+TILE_FN(mxfp4_tile, 2, 4)
+TILE_FN(mxfp4_tile, 1, 4)
+TILE_FN(mxfp4_tile, 1, 5)
 TILE_FN(mxfp4_tile, 1, 6)
+
 
 #define ROW_BLOCK 24
 
@@ -184,9 +187,9 @@ typedef struct tile_set {
 } tile_set;
 
 static const tile_set bf16_tiles = {
-    5, {0, 8, 4, 3, 2, 2, 0},
-    {NULL, bf16_tile_8x1, bf16_tile_4x2, bf16_tile_3x3, bf16_tile_2x4, bf16_tile_2x5, NULL},
-    {NULL, bf16_tile_1x1, bf16_tile_1x2, bf16_tile_1x3, bf16_tile_1x4, bf16_tile_1x5, NULL}};
+    3, {0, 8, 4, 3, 0, 0, 0},
+    {NULL, bf16_tile_8x1, bf16_tile_4x2, bf16_tile_3x3, NULL, NULL, NULL},
+    {NULL, bf16_tile_1x1, bf16_tile_1x2, bf16_tile_1x3, NULL, NULL, NULL}};
 static const tile_set mxfp4_tiles = {
     6, {0, 4, 4, 3, 2, 1, 1},
     {NULL, mxfp4_tile_4x1, mxfp4_tile_4x2, mxfp4_tile_3x3, mxfp4_tile_2x4, NULL, NULL},
