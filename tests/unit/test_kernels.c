@@ -155,10 +155,16 @@ static void test_matmul_every_isa(void **state)
                     for (int64_t i = 0; i < rows; i++)
                         b[i] = test_frand();
                     sp_matmul_prec(pool, (sp_precision)prec, &w, x, nt, y, b);
-                    /* FAST equals EXACT where the CPU has no bf16 dot product */
+                    /* FAST equals EXACT where the CPU has no bf16 dot product, but for
+                     * MXFP4 at AVX2 (8-bit inputs) */
                     bool dp = prec == SP_PRECISION_FAST && isa == SP_ISA_AVX512_BF16 &&
                               strstr(sp_matmul_kernel_name(&w, SP_PRECISION_FAST), "dot");
-                    sp_matmul_ref_prec(dp ? SP_PRECISION_FAST : SP_PRECISION_EXACT, &w, x, nt, yr, b);
+                    bool q8 = prec == SP_PRECISION_FAST &&
+                              strstr(sp_matmul_kernel_name(&w, SP_PRECISION_FAST), "q8");
+                    if (q8)
+                        sp_matmul_ref_q8(&w, x, nt, yr, b);
+                    else
+                        sp_matmul_ref_prec(dp ? SP_PRECISION_FAST : SP_PRECISION_EXACT, &w, x, nt, yr, b);
                     double e = rel_l2(y, yr, (size_t)(nt * rows));
                     if (e > 1e-5)
                         fail_msg("%s %s %s %lldx%lld n=%lld: relL2 %.3g", sp_isa_name((sp_isa)isa),
@@ -303,8 +309,55 @@ static void test_bf16_input_rounding(void **state)
         }
 }
 
+/* A kernel's vectorized 8-bit quantization of its inputs gives sp_mm_prep_q8_row's bits:
+ * blocks of zeros, of tiny values (below 2^-120), with an infinity or a NaN, with ties
+ * (x * 127 / amax halfway between integers), and random ones. */
+static void test_q8_input_rounding(void **state)
+{
+    (void)state;
+    enum { COLS = 32 * 64 };
+    static float x[COLS];
+    static unsigned char got[SP_MM_Q8_BYTES(COLS)], ref[SP_MM_Q8_BYTES(COLS)];
+    if (!sp_matmul_prep_q8(x, COLS, got))
+        skip(); /* no 8-bit kernels at this level */
+    uint64_t st = 0x9e3779b97f4a7c15ull;
+    for (int b = 0; b < COLS / 32; b++)
+        for (int i = 0; i < 32; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            float r = (float)((double)(st >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
+            float *v = &x[32 * b + i];
+            switch (b % 8) {
+            case 0: *v = 0.0f; break;                                    /* all zero */
+            case 1: *v = r * 1e-37f; break;                              /* tiny */
+            case 2: *v = i == 5 ? INFINITY : r; break;                   /* an infinity */
+            case 3: *v = i == 9 ? NAN : r; break;                        /* a NaN */
+            case 4: *v = i == 0 ? 127.0f : (float)(i - 16) + 0.5f; break; /* ties */
+            case 5: *v = i == 31 ? -3e38f : r * 1e38f; break;            /* huge */
+            default: *v = r * (float)(b + 1); break;
+            }
+        }
+    assert_true(sp_matmul_prep_q8(x, COLS, got));
+    sp_mm_prep_q8_row(x, COLS, ref);
+    for (size_t i = 0; i < sizeof got; i++)
+        if (got[i] != ref[i])
+            fail_msg("byte %zu (block %zu): %02x, reference %02x", i,
+                     i < COLS ? i / 32 : (i - COLS) / 4, got[i], ref[i]);
+}
+
+/* The value an 8-bit-input kernel gives for a one-hot input of 1 at the weight's column:
+ * q = 127, d = 1 / 127, then (127 v) x (scale / 2 x d) with v = 2 x E2M1. */
+static float q8_one_hot(const sp_weight *w, int64_t c)
+{
+    const unsigned char *row = sp_weight_row(w, 0);
+    int code = c % 2 ? row[c / 2] >> 4 : row[c / 2] & 15;
+    float d = 1.0f / 127.0f, sc = sp_e8m0_to_f32(w->scales[c / 32]);
+    float v = 2.0f * sp_e2m1_table[code];
+    return (127.0f * v) * ((sc * 0.5f) * d);
+}
+
 /* MXFP4 in the fast kernels: every code times every scale whose products are normal
- * numbers (2^-126 .. 6 * 2^125) comes out exact (one-hot inputs pick single weights). */
+ * numbers (2^-126 .. 6 * 2^125) comes out exact (one-hot inputs pick single weights); the
+ * 8-bit-input kernels give exactly q8_one_hot's value. */
 static void test_mxfp4_fast_scales(void **state)
 {
     (void)state;
@@ -313,6 +366,7 @@ static void test_mxfp4_fast_scales(void **state)
         codes[i] = (unsigned char)((2 * i) % 16 | ((2 * i + 1) % 16) << 4);
     sp_weight w = {.format = SP_WF_MXFP4, .rows = 1, .cols = 32, .data = codes, .row_bytes = 16,
                    .scales = sc, .scale_row_bytes = 1, .global_scale = 1.0f};
+    bool q8 = strstr(sp_matmul_kernel_name(&w, SP_PRECISION_FAST), "q8") != NULL;
     float x[32 * 32] = {0}, y[32];
     for (int t = 0; t < 32; t++)
         x[t * 32 + t] = 1.0f;
@@ -321,10 +375,11 @@ static void test_mxfp4_fast_scales(void **state)
         for (int n = 1; n <= 32; n += 31) /* one token (registers) and 32 (decoded buffer) */
             for (int t0 = 0; t0 + n <= 32; t0 += n) {
                 sp_matmul_prec(NULL, SP_PRECISION_FAST, &w, x + t0 * 32, n, y, NULL);
-                for (int t = 0; t < n; t++)
-                    if (y[t] != sp_weight_at(&w, 0, t0 + t))
-                        fail_msg("scale %d column %d: %g, reference %g", s, t0 + t, y[t],
-                                 sp_weight_at(&w, 0, t0 + t));
+                for (int t = 0; t < n; t++) {
+                    float want = q8 ? q8_one_hot(&w, t0 + t) : sp_weight_at(&w, 0, t0 + t);
+                    if (y[t] != want)
+                        fail_msg("scale %d column %d: %g, reference %g", s, t0 + t, y[t], want);
+                }
             }
     }
 }
@@ -583,6 +638,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_vs_reference), cmocka_unit_test(test_matmul_every_isa),
+        cmocka_unit_test(test_q8_input_rounding),
         cmocka_unit_test(test_matmul_grouped),
         cmocka_unit_test(test_bf16_input_rounding), cmocka_unit_test(test_mxfp4_fast_scales),
         cmocka_unit_test(test_rmsnorm_vs_reference),

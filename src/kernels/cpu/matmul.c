@@ -100,7 +100,7 @@ static sp_mm_kernel pick_kernel(const sp_weight *w, sp_precision prec)
     case SP_ISA_AVX512: return sp_mm_pick_avx512(w);
 #endif
 #ifdef SP_HAVE_AVX2_KERNELS
-    case SP_ISA_AVX2: return sp_mm_pick_avx2(w);
+    case SP_ISA_AVX2: return prec == SP_PRECISION_FAST ? sp_mm_pick_avx2_fast(w) : sp_mm_pick_avx2(w);
 #endif
     default: return sp_mm_pick_generic(w);
     }
@@ -115,6 +115,19 @@ void sp_matmul_round_input(const sp_weight *w, const float *x, int64_t n, uint16
     }
     for (int64_t i = 0; i < n; i++)
         out[i] = sp_mm_round_bf16(x[i]);
+}
+
+bool sp_matmul_prep_q8(const float *x, int64_t cols, unsigned char *out)
+{
+    sp_weight w = {.format = SP_WF_MXFP4, .rows = 1, .cols = cols};
+    sp_mm_kernel k = pick_kernel(&w, SP_PRECISION_FAST);
+    if (k.prep != SP_MM_PREP_Q8 || cols % 32)
+        return false;
+    if (k.prep_fn)
+        k.prep_fn(x, cols, out);
+    else
+        sp_mm_prep_q8_row(x, cols, out);
+    return true;
 }
 
 const char *sp_matmul_kernel_name(const sp_weight *w, sp_precision prec)
@@ -146,6 +159,16 @@ static void prepare_input(const sp_mm_kernel *k, const float *x, int64_t t0, int
                         os[i] = sp_mm_round_bf16(xs[i]);
                 }
             }
+        return;
+    }
+    if (prep == SP_MM_PREP_Q8) { /* cols is a multiple of 32 */
+        for (int64_t t = t0; t < t1; t++) {
+            unsigned char *row = (unsigned char *)buf + (size_t)t * SP_MM_Q8_BYTES((size_t)cols);
+            if (k->prep_fn)
+                k->prep_fn(x + t * cols, cols, row);
+            else
+                sp_mm_prep_q8_row(x + t * cols, cols, row);
+        }
         return;
     }
     float *o = buf;
@@ -208,7 +231,8 @@ static size_t prep_bytes(const sp_mm_kernel *k, const sp_weight *w, int64_t n_to
 {
     if (k->prep == SP_MM_PREP_NONE)
         return 0;
-    size_t bytes = (size_t)(n_tok * w->cols) * (k->prep == SP_MM_PREP_BF16_TILED ? 2 : 4);
+    size_t bytes = k->prep == SP_MM_PREP_Q8 ? (size_t)n_tok * SP_MM_Q8_BYTES((size_t)w->cols)
+                   : (size_t)(n_tok * w->cols) * (k->prep == SP_MM_PREP_BF16_TILED ? 2 : 4);
     return (bytes + 63) & ~(size_t)63;
 }
 
@@ -438,6 +462,38 @@ void sp_matmul(sp_pool *pool, const sp_weight *w, const float *x, int64_t n_tok,
                const float *bias)
 {
     sp_matmul_prec(pool, sp_pool_precision(pool), w, x, n_tok, y, bias);
+}
+
+void sp_mm_prep_q8_row(const float *x, int64_t cols, unsigned char *row)
+{
+    float *d = (float *)(void *)(row + cols);
+    for (int64_t b = 0; b < cols / 32; b++) {
+        int8_t q[32];
+        d[b] = sp_mm_quantize_q8(x + 32 * b, q);
+        for (int i = 0; i < 16; i++) {
+            row[32 * b + i] = (unsigned char)q[2 * i];
+            row[32 * b + 16 + i] = (unsigned char)q[2 * i + 1];
+        }
+    }
+}
+
+void sp_matmul_ref_q8(const sp_weight *w, const float *x, int64_t n_tok, float *y,
+                      const float *bias)
+{
+    int8_t q[32];
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t r = 0; r < w->rows; r++) {
+            double s = 0.0;
+            for (int64_t b = 0; b < w->cols / 32; b++) {
+                double d = sp_mm_quantize_q8(x + t * w->cols + 32 * b, q), dot = 0.0;
+                for (int i = 0; i < 32; i++)
+                    dot += (double)q[i] * (double)sp_weight_at(w, r, 32 * b + i);
+                s += d * dot;
+            }
+            if (bias)
+                s += bias[r];
+            y[t * w->rows + r] = (float)s;
+        }
 }
 
 void sp_matmul_ref_prec(sp_precision prec, const sp_weight *w, const float *x, int64_t n_tok,

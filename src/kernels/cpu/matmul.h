@@ -18,6 +18,8 @@
 #include "kernels/weight.h"
 #include "util/threadpool.h"
 
+#include <stdbool.h>
+
 void sp_matmul(sp_pool *pool, const sp_weight *w, const float *x, int64_t n_tok, float *y,
                const float *bias);
 
@@ -51,6 +53,16 @@ void sp_matmul_ref(const sp_weight *w, const float *x, int64_t n_tok, float *y,
 /* Reference for a precision: FAST rounds x to bf16 as the kernels do. */
 void sp_matmul_ref_prec(sp_precision prec, const sp_weight *w, const float *x, int64_t n_tok,
                         float *y, const float *bias);
+/* Reference of the 8-bit-input products (the fast precision of MXFP4 at AVX2): each
+ * 32-column block of x quantized by sp_mm_quantize_q8, then sum of d * q . w. */
+void sp_matmul_ref_q8(const sp_weight *w, const float *x, int64_t n_tok, float *y,
+                      const float *bias);
+/* One token's SP_MM_PREP_Q8 row (matmul_isa.h) of cols values, portable. */
+void sp_mm_prep_q8_row(const float *x, int64_t cols, unsigned char *row);
+/* The same row as the fast MXFP4 kernel of the active level writes it (vectorized where
+ * it has a vector version); false when that kernel takes no 8-bit inputs. For tests: it
+ * must equal sp_mm_prep_q8_row bit for bit. */
+bool sp_matmul_prep_q8(const float *x, int64_t cols, unsigned char *out);
 /* The fast precision's input rounding as the kernel sp_matmul_prec would use for w now
  * does it (vectorized where its level has a vector version): n values to bf16 bits. For
  * tests: it must equal sp_mm_round_bf16 (matmul_isa.h) bit for bit. */

@@ -140,6 +140,95 @@ INLINE void mxfp4_tile(const int R, const int T, const sp_mm_job *j, int64_t r0,
     store_tile(R, T, j, r0, t0, acc);
 }
 
+/* ---- MXFP4 x 8-bit inputs (the fast precision) ------------------------------------- *
+ * The inputs are quantized per 32-column block (sp_mm_quantize_q8: int8 q, scale d) into
+ * SP_MM_PREP_Q8 rows, the even columns' q first; a block's codes become int8 values
+ * v = 2 x E2M1 (one vpshufb, low nibbles = even columns in the low lane), and
+ * sum q_i v_i is exact in 32-bit integers (vpmaddubsw on |v| and q signed like v, then
+ * vpmaddwd). Lane l of an accumulator then takes, block after block, that block's lane-l
+ * integer partial sum times (d x scale / 2) by one FMA; the 8 lanes are added in
+ * sp_v8_hsum's tree. */
+
+/* One token's row of 8-bit inputs: sp_mm_prep_q8_row's bits, vectorized. */
+static void prep_q8_avx2(const float *x, int64_t cols, void *out)
+{
+    unsigned char *row = out;
+    float *d = (float *)(void *)(row + cols);
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i bytes = _mm256_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15, 0, 1, 4,
+                                           5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15);
+    for (int64_t b = 0; b < cols / 32; b++) {
+        const float *xb = x + 32 * b;
+        __m256 v[4];
+        __m256i m = _mm256_setzero_si256();
+        for (int i = 0; i < 4; i++) {
+            v[i] = _mm256_loadu_ps(xb + 8 * i);
+            m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(v[i]), abs_mask));
+        }
+        m = _mm256_max_epu32(m, _mm256_permute2x128_si256(m, m, 1));
+        m = _mm256_max_epu32(m, _mm256_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+        m = _mm256_max_epu32(m, _mm256_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+        uint32_t amax = (uint32_t)_mm256_cvtsi256_si32(m);
+        if (amax >= 0x7f800000u || amax < 0x03800000u) { /* zero, tiny or not finite */
+            int8_t q[32];
+            d[b] = sp_mm_quantize_q8(xb, q);
+            memset(row + 32 * b, 0, 32);
+            continue;
+        }
+        float a;
+        memcpy(&a, &amax, 4);
+        __m256 id = _mm256_set1_ps(127.0f / a);
+        __m256i qi[4];
+        for (int i = 0; i < 4; i++)
+            qi[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], id));
+        /* evens and odds of columns 0-15 and 16-31, then to bytes in their order */
+        __m256 e01 = _mm256_shuffle_ps(_mm256_castsi256_ps(qi[0]), _mm256_castsi256_ps(qi[1]), 0x88);
+        __m256 o01 = _mm256_shuffle_ps(_mm256_castsi256_ps(qi[0]), _mm256_castsi256_ps(qi[1]), 0xdd);
+        __m256 e23 = _mm256_shuffle_ps(_mm256_castsi256_ps(qi[2]), _mm256_castsi256_ps(qi[3]), 0x88);
+        __m256 o23 = _mm256_shuffle_ps(_mm256_castsi256_ps(qi[2]), _mm256_castsi256_ps(qi[3]), 0xdd);
+        __m256i e = _mm256_packs_epi32(_mm256_castps_si256(e01), _mm256_castps_si256(e23));
+        __m256i o = _mm256_packs_epi32(_mm256_castps_si256(o01), _mm256_castps_si256(o23));
+        __m256i q8 = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(_mm256_packs_epi16(e, o), order), bytes);
+        _mm256_storeu_si256((__m256i *)(void *)(row + 32 * b), q8);
+        d[b] = a / 127.0f;
+    }
+}
+
+INLINE void q8_tile(const int R, const int T, const sp_mm_job *j, int64_t r0, int64_t t0)
+{
+    /* 2 x E2M1 as int8: 0 1 2 3 4 6 8 12 and their negatives (-0 is 0) */
+    const __m256i tbl = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12, 0, 1, 2,
+                                         3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+    const __m256i m0f = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const sp_weight *w = j->w;
+    const int64_t n = w->cols, rb = SP_MM_Q8_BYTES(n);
+    const unsigned char *xq = (const unsigned char *)j->xp + t0 * rb;
+    const unsigned char *rows[8], *sc[8];
+    __m256 acc[8][8];
+    for (int r = 0; r < R; r++) {
+        rows[r] = sp_weight_row(w, r0 + r);
+        sc[r] = w->scales + (size_t)(r0 + r) * w->scale_row_bytes;
+        for (int t = 0; t < T; t++)
+            acc[r][t] = _mm256_setzero_ps();
+    }
+    for (int64_t k = 0; k < n; k += 32)
+        for (int r = 0; r < R; r++) {
+            __m256i c = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(rows[r] + k / 2)));
+            __m256i idx = _mm256_and_si256(_mm256_blend_epi32(c, _mm256_srli_epi16(c, 4), 0xf0), m0f);
+            __m256i v = _mm256_shuffle_epi8(tbl, idx), av = _mm256_abs_epi8(v);
+            __m256 s = _mm256_mul_ps(e8m0_broadcast(sc[r][k / 32]), _mm256_set1_ps(0.5f));
+            for (int t = 0; t < T; t++) {
+                const unsigned char *xt = xq + t * rb;
+                __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(xt + k));
+                __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(q, v)), ones);
+                __m256 dx = _mm256_broadcast_ss((const float *)(const void *)(xt + n) + k / 32);
+                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(s, dx), acc[r][t]);
+            }
+        }
+    store_tile(R, T, j, r0, t0, acc);
+}
+
 /* ---- the loop over rows and tokens ---------------------------------------------------
  * Token blocks outermost (their inputs stay in cache), then blocks of 24 rows (their
  * weights stay in L2 while the block's tokens pass), then tiles of up to 3 (BF16) or 6
@@ -172,6 +261,17 @@ TILE_FN(mxfp4_tile, 2, 4)
 TILE_FN(mxfp4_tile, 1, 4)
 TILE_FN(mxfp4_tile, 1, 5)
 TILE_FN(mxfp4_tile, 1, 6)
+TILE_FN(q8_tile, 4, 1)
+TILE_FN(q8_tile, 2, 2)
+TILE_FN(q8_tile, 2, 3)
+TILE_FN(q8_tile, 1, 1)
+TILE_FN(q8_tile, 1, 2)
+TILE_FN(q8_tile, 1, 3)
+TILE_FN(q8_tile, 1, 4)
+TILE_FN(q8_tile, 1, 5)
+TILE_FN(q8_tile, 1, 6)
+TILE_FN(q8_tile, 1, 7)
+TILE_FN(q8_tile, 1, 8)
 
 
 #define ROW_BLOCK 24
@@ -182,8 +282,8 @@ typedef void (*tile_fn)(const sp_mm_job *j, int64_t r0, int64_t t0);
  * one row (single[T]). */
 typedef struct tile_set {
     int max_t;
-    int R[7];
-    tile_fn group[7], single[7];
+    int R[9];
+    tile_fn group[9], single[9];
 } tile_set;
 
 static const tile_set bf16_tiles = {
@@ -195,6 +295,12 @@ static const tile_set mxfp4_tiles = {
     {NULL, mxfp4_tile_4x1, mxfp4_tile_4x2, mxfp4_tile_3x3, mxfp4_tile_2x4, NULL, NULL},
     {NULL, mxfp4_tile_1x1, mxfp4_tile_1x2, mxfp4_tile_1x3, mxfp4_tile_1x4, mxfp4_tile_1x5,
      mxfp4_tile_1x6}};
+
+static const tile_set q8_tiles = {
+    8, {0, 4, 2, 2, 1, 1, 1, 1, 1},
+    {NULL, q8_tile_4x1, q8_tile_2x2, q8_tile_2x3, NULL, NULL, NULL, NULL, NULL},
+    {NULL, q8_tile_1x1, q8_tile_1x2, q8_tile_1x3, q8_tile_1x4, q8_tile_1x5, q8_tile_1x6,
+     q8_tile_1x7, q8_tile_1x8}};
 
 /* Rows [rb, re) of T tokens from t0: R-row tiles, then single rows. */
 static void rows_of_tiles(const sp_mm_job *j, const tile_set *ts, int T, int64_t rb, int64_t re,
@@ -233,6 +339,11 @@ static void rows_mxfp4_quads(const sp_mm_job *j, int64_t rb, int64_t re)
     tiles_loop(j, &mxfp4_tiles, rb, re);
 }
 
+static void rows_mxfp4_q8(const sp_mm_job *j, int64_t rb, int64_t re)
+{
+    tiles_loop(j, &q8_tiles, rb, re);
+}
+
 sp_mm_kernel sp_mm_pick_avx2(const sp_weight *w)
 {
     if (w->cols % 32 == 0) {
@@ -242,6 +353,13 @@ sp_mm_kernel sp_mm_pick_avx2(const sp_weight *w)
             return (sp_mm_kernel){rows_mxfp4_quads, SP_MM_PREP_QUADS, "avx2 mxfp4 quads", NULL};
     }
     return pick_tiles(w, "avx2");
+}
+
+sp_mm_kernel sp_mm_pick_avx2_fast(const sp_weight *w)
+{
+    if (w->format == SP_WF_MXFP4 && w->cols % 32 == 0)
+        return (sp_mm_kernel){rows_mxfp4_q8, SP_MM_PREP_Q8, "avx2 mxfp4 q8", prep_q8_avx2};
+    return sp_mm_pick_avx2(w);
 }
 
 sp_mm_kernel sp_mm_pick_avx2_unprepared(const sp_weight *w)

@@ -10,6 +10,10 @@
  *                     its 16 odd ones (matches weights decoded as even/odd halves)
  *   SP_MM_PREP_QUADS  fp32, each 8-column group reordered as its 4 even columns then its
  *                     4 odd ones (matches the AVX2 MXFP4 byte-table decode)
+ *   SP_MM_PREP_Q8     8-bit: each token's row of SP_MM_Q8_BYTES(cols) bytes holds, per
+ *                     32-column block, its 32 values quantized (sp_mm_quantize_q8: int8,
+ *                     the 16 even columns then the 16 odd ones), then the blocks' fp32
+ *                     scales one after another (the fast precision of MXFP4 at AVX2)
  *   SP_MM_PREP_BF16_TILED  x rounded to bf16, tokens in tiles of SP_MM_TILE_TOKENS
  *                     (the last tile holds the rest): a tile starting at token t0 with
  *                     T tokens occupies the natural place of its tokens, and within it
@@ -43,8 +47,12 @@ typedef enum sp_mm_prep {
     SP_MM_PREP_NONE,
     SP_MM_PREP_PAIRS,
     SP_MM_PREP_QUADS,
+    SP_MM_PREP_Q8,
     SP_MM_PREP_BF16_TILED
 } sp_mm_prep;
+
+/* Bytes of one token's SP_MM_PREP_Q8 row (cols a multiple of 32). */
+#define SP_MM_Q8_BYTES(cols) ((cols) + (cols) / 8)
 
 enum { SP_MM_TILE_TOKENS = 6 }; /* tokens per tile of SP_MM_PREP_BF16_TILED */
 
@@ -53,12 +61,15 @@ typedef struct sp_mm_kernel {
     sp_mm_prep prep;
     const char *name; /* for profiles and docs */
     /* rounds n consecutive input values to bf16 (sp_mm_round_bf16), vectorized, for
-     * SP_MM_PREP_BF16_TILED (NULL: matmul.c's portable loop; both give the same bits) */
+     * SP_MM_PREP_BF16_TILED; or, for SP_MM_PREP_Q8, writes one token's row of n values
+     * (sp_mm_quantize_q8's bits). NULL: matmul.c's portable loop, the same bits. */
     void (*prep_fn)(const float *x, int64_t n, void *out);
 } sp_mm_kernel;
 
 sp_mm_kernel sp_mm_pick_generic(const sp_weight *w);
 sp_mm_kernel sp_mm_pick_avx2(const sp_weight *w);
+/* Fast precision at AVX2: MXFP4 against 8-bit inputs (SP_MM_PREP_Q8); exact otherwise. */
+sp_mm_kernel sp_mm_pick_avx2_fast(const sp_weight *w);
 /* The AVX2 kernel for w that needs no prepared input (matmul_tiles.h's). */
 sp_mm_kernel sp_mm_pick_avx2_unprepared(const sp_weight *w);
 sp_mm_kernel sp_mm_pick_avx512(const sp_weight *w);
@@ -75,6 +86,34 @@ static inline uint16_t sp_mm_round_bf16(float f)
         return (uint16_t)((u >> 16) | 0x40);
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
+}
+
+/* One 32-value block quantized as the fast precision's 8-bit inputs: d = amax / 127 (amax
+ * the largest magnitude, compared as bits, so that a NaN wins), q_i = x_i * (127 / amax)
+ * rounded to nearest even; q = 0 and d = 0 for a block whose amax is below 2^-120 (zero,
+ * or so small that 127 / amax would overflow); a non-finite amax gives q = 0 and d = NaN
+ * (the products then come out NaN). q is written in block order; the caller places it.
+ * The reference of every vectorized version. */
+static inline float sp_mm_quantize_q8(const float *x, int8_t *q)
+{
+    uint32_t amax = 0;
+    for (int i = 0; i < 32; i++) {
+        uint32_t u;
+        __builtin_memcpy(&u, &x[i], 4);
+        u &= 0x7fffffffu;
+        amax = u > amax ? u : amax;
+    }
+    float a;
+    __builtin_memcpy(&a, &amax, 4);
+    if (amax >= 0x7f800000u || amax < 0x03800000u) {
+        for (int i = 0; i < 32; i++)
+            q[i] = 0;
+        return amax < 0x03800000u ? 0.0f : __builtin_nanf("");
+    }
+    float id = 127.0f / a;
+    for (int i = 0; i < 32; i++)
+        q[i] = (int8_t)__builtin_lrintf(x[i] * id);
+    return a / 127.0f;
 }
 
 #endif
