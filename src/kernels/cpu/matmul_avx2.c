@@ -42,6 +42,12 @@ INLINE void store_tile(const int R, const int T, const sp_mm_job *j, int64_t r0,
                 sp_v8_hsum(acc[r][t]) + (j->bias ? j->bias[r0 + r] : 0.0f);
 }
 
+/* One-token tiles over short rows (a few cache lines each) leave the hardware prefetcher
+ * too little of each row to follow: they ask for the next tile's line at the column they
+ * are at, R rows on (the rows are contiguous), about 2-16 KiB ahead. Long rows are left to
+ * the hardware (prefetching 8 long rows ahead only evicts lines still in use). */
+#define PF_ROW_BYTES 2048
+
 /* ---- BF16 ---------------------------------------------------------------------------- */
 
 INLINE __m256 bf16_chunk(const unsigned char *row, int64_t k, int q)
@@ -54,6 +60,7 @@ INLINE __m256 bf16_chunk(const unsigned char *row, int64_t k, int q)
 INLINE void bf16_tile(const int R, const int T, const sp_mm_job *j, int64_t r0, int64_t t0)
 {
     const int64_t n = j->w->cols;
+    const bool short_rows = j->w->row_bytes <= PF_ROW_BYTES;
     const float *xs = (const float *)j->xp + t0 * n;
     const unsigned char *rows[8];
     __m256 acc[8][8];
@@ -65,6 +72,8 @@ INLINE void bf16_tile(const int R, const int T, const sp_mm_job *j, int64_t r0, 
     for (int64_t k = 0; k < n; k += 32)
         for (int q = 0; q < 4; q++)
             for (int r = 0; r < R; r++) {
+                if (T == 1 && q == 0 && short_rows) /* the next tile's line at this column */
+                    _mm_prefetch((const char *)(rows[r] + R * j->w->row_bytes + 2 * k), _MM_HINT_T0);
                 __m256 wv = bf16_chunk(rows[r], k, q);
                 for (int t = 0; t < T; t++)
                     acc[r][t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xs + t * n + k + x_off[q]), acc[r][t]);
@@ -204,6 +213,7 @@ INLINE void q8_tile(const int R, const int T, const sp_mm_job *j, int64_t r0, in
     const sp_weight *w = j->w;
     const int64_t n = w->cols, rb = SP_MM_Q8_BYTES(n);
     const unsigned char *xq = (const unsigned char *)j->xp + t0 * rb;
+    const bool short_rows = w->row_bytes <= PF_ROW_BYTES;
     const unsigned char *rows[8], *sc[8];
     __m256 acc[8][8];
     for (int r = 0; r < R; r++) {
@@ -214,6 +224,8 @@ INLINE void q8_tile(const int R, const int T, const sp_mm_job *j, int64_t r0, in
     }
     for (int64_t k = 0; k < n; k += 32)
         for (int r = 0; r < R; r++) {
+            if (T == 1 && k % 128 == 0 && short_rows) /* the next tile's line at this column */
+                _mm_prefetch((const char *)(rows[r] + R * w->row_bytes + k / 2), _MM_HINT_T0);
             __m256i c = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(rows[r] + k / 2)));
             __m256i idx = _mm256_and_si256(_mm256_blend_epi32(c, _mm256_srli_epi16(c, 4), 0xf0), m0f);
             __m256i v = _mm256_shuffle_epi8(tbl, idx), av = _mm256_abs_epi8(v);
