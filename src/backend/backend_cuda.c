@@ -9,7 +9,10 @@
  *                                 a wrong kernel, for `specula diff` to find
  * Either one turns recording off (it counts launches). Recording: a pass whose key was
  * seen before is captured as a CUDA graph and replayed from then on (rec_cache.h);
- * SPECULA_CUDA_GRAPHS=0 turns it off (to measure what it buys).
+ * SPECULA_CUDA_GRAPHS=0 turns it off (to measure what it buys); SPECULA_CUDA_ATTN_SPLIT=0
+ * keeps each (query, head) of the few-query attention in one block, =N splits its key
+ * chunks over N blocks (at most 8; default: as many as keep the grid within the SMs),
+ * always with the same bits.
  * The file compiles to nothing in a CPU-only build. */
 #ifdef SPECULA_HAVE_CUDA
 #include "backend/backend_cuda.h"
@@ -48,6 +51,10 @@ typedef struct cuda_backend {
     sp_rec_slot *capturing; /* the slot being recorded, or NULL */
     void *index_queue;      /* DeepSeek-V4 indexer scratch (grown on demand) */
     size_t index_queue_bytes;
+    void *attn_scratch;     /* split attention's partials (ATTN_SCRATCH bytes, or NULL) */
+    int attn_split;         /* blocks a query's key chunks may take: 0 as many as fill the
+                             * device (SPECULA_CUDA_ATTN_SPLIT=N: N, 1 or 0: one) */
+    bool attn_tried;        /* the scratch was asked for */
 } cuda_backend;
 
 static cuda_backend *cu(sp_backend *be) { return (cuda_backend *)be; }
@@ -78,6 +85,7 @@ static void cuda_destroy(sp_backend *be)
     sp_cuda_stager_free(c->stager);
     sp_rec_clear(&c->rec);
     spc_free(c->index_queue);
+    spc_free(c->attn_scratch);
     spc_stream_destroy(c->stream);
     free(c);
 }
@@ -340,10 +348,27 @@ static void cuda_scale(sp_backend *be, float *x, int64_t n, float f)
     check(cu(be), "scale", spc_scale(cu(be)->stream, x, n, f));
 }
 
+/* The split attention's scratch: fixed, so that recorded graphs keep a valid address;
+ * launches that need more (very long contexts with several queries) run one block per
+ * (query, head), with the same bits. Allocated by the first attention outside a capture
+ * (the first pass of every key runs unrecorded). */
+#define ATTN_SCRATCH ((size_t)16 << 20)
+
 static void cuda_attention(sp_backend *be, const sp_attn_args *a)
 {
-    check(cu(be), "attention", spc_attention(cu(be)->stream, a));
-    plant(cu(be), "attention", a->out, a->n_tok * a->n_heads * a->v_dim);
+    cuda_backend *c = cu(be);
+    if (c->attn_split != 1 && !c->attn_tried && !c->capturing) {
+        c->attn_tried = true;
+        if (spc_malloc(&c->attn_scratch, ATTN_SCRATCH) ||
+            spc_memset(c->stream, c->attn_scratch, 0, ATTN_SCRATCH)) {
+            spc_free(c->attn_scratch);
+            c->attn_scratch = NULL;
+        }
+    }
+    check(c, "attention",
+          spc_attention_split(c->stream, a, 0, c->attn_split, c->attn_scratch,
+                              c->attn_scratch ? ATTN_SCRATCH : 0));
+    plant(c, "attention", a->out, a->n_tok * a->n_heads * a->v_dim);
 }
 
 static void cuda_moe_route(sp_backend *be, const sp_route_cfg *cfg, const float *logits, int64_t n,
@@ -581,6 +606,8 @@ sp_status sp_cuda_backend_new(int index, sp_backend **out, sp_error *err)
     c->moe_group = !(mg && !strcmp(mg, "0"));
     const char *su = env_or_null("SPECULA_CUDA_STAGED_UPLOAD");
     c->staged_upload = !(su && !strcmp(su, "0"));
+    const char *as = env_or_null("SPECULA_CUDA_ATTN_SPLIT");
+    c->attn_split = !as ? 0 : atoi(as) > 1 ? atoi(as) : 1;
     c->rec.free_rec = spc_graph_free;
     snprintf(c->base.device_name, sizeof c->base.device_name, "cuda:%d %s (sm_%d%d, %.1f GiB)",
              index, info.name, info.cc_major, info.cc_minor, info.total_mem / 1073741824.0);

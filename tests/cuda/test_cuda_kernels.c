@@ -582,7 +582,12 @@ static void run_attn_case(const attn_case *c)
             e = INFINITY;
         worst = e > worst ? e : worst;
     }
-    /* every token alone == in the batch */
+    /* the split's scratch (counts zero before the first launch, left zero by each) */
+    const size_t sb = spc_attention_split_bytes(&d);
+    void *scr = dev_alloc(sb);
+    CK(spc_memset(g_stream, scr, 0, sb));
+    /* every token alone == in the batch, in one block per (query, head) and with its key
+     * chunks over several blocks (as many as fill the device, and 3) */
     int64_t bad = 0;
     float *done = dev_poison(c->n_heads * c->v);
     for (int64_t t = 0; t < c->n_tok; t++) {
@@ -591,22 +596,45 @@ static void run_attn_case(const attn_case *c)
         one.pos0 = c->pos0 + t;
         one.n_tok = 1;
         one.out = done;
-        CK(spc_attention(g_stream, &one));
-        float *o1 = host_of(done, c->n_heads * c->v);
-        bad += count_diff_bits(o1, out + t * c->n_heads * c->v, c->n_heads * c->v);
-        free(o1);
+        for (int split = -1; split <= 3; split += 2) { /* -1: spc_attention, 1: auto, 3 */
+            CK(spc_memset(g_stream, done, 0xff, (size_t)(c->n_heads * c->v) * 4));
+            if (split < 0)
+                CK(spc_attention(g_stream, &one));
+            else
+                CK(spc_attention_split(g_stream, &one, 0, split == 1 ? 0 : split, scr, sb));
+            float *o1 = host_of(done, c->n_heads * c->v);
+            bad += count_diff_bits(o1, out + t * c->n_heads * c->v, c->n_heads * c->v);
+            free(o1);
+        }
     }
-    /* the block-per-(query, head) kernel staged (where the dims allow) and not, and the
-     * warp-per-(query, head) kernel: the same bits */
+    /* the block-per-(query, head) kernel staged (where the dims allow) and not, whole or
+     * split over 2, 3, 8 blocks or as many as fill the device (and with too little scratch:
+     * whole), and the warp-per-(query, head) kernel: the same bits */
+    const int splits[] = {1, 0, 2, 3, 8, -1};
     for (int which = 1; which <= 3; which++) {
-        CK(spc_memset(g_stream, dout, 0xff, (size_t)on * 4));
-        CK(spc_attention_kernel(g_stream, &d, which));
-        float *ok = host_of(dout, on);
-        bad += count_diff_bits(ok, out, on);
-        free(ok);
+        for (size_t si = 0; si < sizeof splits / sizeof splits[0]; si++) {
+            if (which == 2 && si > 0)
+                break;
+            CK(spc_memset(g_stream, dout, 0xff, (size_t)on * 4));
+            if (splits[si] < 0)
+                CK(spc_attention_split(g_stream, &d, which, 4, scr, sb - 1));
+            else
+                CK(spc_attention_split(g_stream, &d, which, splits[si], scr, sb));
+            float *ok = host_of(dout, on);
+            bad += count_diff_bits(ok, out, on);
+            free(ok);
+        }
     }
-    printf("attention %-26s max abs error %.3g (|v| < 1), alone vs batch: %lld differ\n", c->name,
-           worst, (long long)bad);
+    /* the counts are back to zero */
+    unsigned *cnt = (unsigned *)host_copy(scr, (size_t)(c->n_tok * c->n_heads) * sizeof(unsigned));
+    int64_t left = 0;
+    for (int64_t i = 0; i < c->n_tok * c->n_heads; i++)
+        left += cnt[i] != 0;
+    free(cnt);
+    spc_free(scr);
+    printf("attention %-26s max abs error %.3g (|v| < 1), alone vs batch vs split: %lld differ,"
+           " %lld counts left\n", c->name, worst, (long long)bad, (long long)left);
+    bad += left;
     if (!(worst < 1e-5) || bad)
         fail_msg("attention %s: error %.3g, %lld batch-variant values", c->name, worst, (long long)bad);
     free(out);
@@ -637,6 +665,12 @@ static void test_attention(void **state)
         {"window 1 sinks", 2, 1, 64, 64, 0, 10, 3, 1, 1, 0},
         {"MLA 576/512", 4, 1, 576, 512, 0, 200, 6, 0, 0, 1},
         {"head dim 33", 3, 3, 33, 33, 0, 130, 4, 0, 0, 0},
+        {"decode GQA ctx 1000", 8, 2, 64, 64, 0, 999, 1, 0, 0, 0},
+        {"decode ctx 129 sinks", 4, 4, 64, 64, 0, 128, 2, 0, 1, 0},
+        {"decode window 300 sinks", 4, 4, 64, 64, 0, 700, 2, 300, 1, 0},
+        {"decode d128 ctx 600", 2, 1, 128, 128, 0, 599, 1, 0, 0, 0},
+        {"decode MLA ctx 400", 4, 1, 576, 512, 0, 399, 1, 0, 0, 1},
+        {"verify GQA 32/8 ctx 250", 32, 8, 64, 64, 0, 241, 9, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_attn_case(&cases[i]);

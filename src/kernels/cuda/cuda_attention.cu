@@ -1,19 +1,36 @@
 /* cuda_attention.cu: causal attention over the KV cache (see cuda_ops.h, attention.h).
  *
- * One block of AT_THREADS per (query token, head). Keys lo..pos are taken in chunks of
- * AT_CHUNK (= AT_THREADS) starting at lo, the query's first visible position. Per chunk:
- * scores (one warp per key: lanes stride over the head dim with fmaf, xor-butterfly),
- * the chunk max, p_j = exp(s_j - m) with m the running max, the chunk's sum of p by a
- * fixed tree, the output accumulators (thread d owns output dims d, d + AT_THREADS, ...)
- * rescaled then p_j v_j added for j ascending. The sink joins the denominator at the
- * end. Everything depends only on (pos, window, dims): batch-invariant. A warp scores
- * AT_KEYS of its keys at once and the value sum loads AT_VB rows ahead: the schedule of
- * the loads, not the arithmetic (bits unchanged from the one-key-at-a-time version).
- * Where the head dims allow (k_attention<true>), each chunk's keys and values are first
- * copied to shared memory by cp.async, the next chunk's while this one is computed: again
- * only the loads move (llama-1b decode, ctx ~190, H100: 24.9 -> 10.9 us a layer).
- * k_attention_warp computes the same operations with one warp per (query, head), for
- * launches with many queries (below). */
+ * The order of the arithmetic, the same in every kernel below (and so bit-identical
+ * whether a position is computed alone, in a verify batch or in a prefill): the keys
+ * lo..pos (lo the query's first visible position) are taken in chunks of AT_CHUNK = 128
+ * starting at lo. Per chunk c: the scores (lanes stride over the head dim with fmaf, an
+ * xor-butterfly), the chunk max m_c, p_j = exp(s_j - m_c), the chunk's sum of p ps_c by a
+ * fixed tree (four 32-key butterflies added in order) and per output dim the fmaf chain
+ * o_c = sum p_j v_j over the chunk's keys ascending, from 0. The chunks are then folded in
+ * ascending order: m' = max(m, m_c), corr = exp(m - m') (0 for the first chunk),
+ * cc = exp(m_c - m'), denom = denom corr + ps_c cc, acc = acc corr + o_c cc (each product
+ * and sum rounded: no FMA). The sink joins the denominator at the end. Everything depends
+ * only on (pos, window, dims). A context of one chunk gives the bits of the online softmax
+ * this replaced (corr = 0, cc = 1).
+ *
+ * Because a chunk's partial (m_c, ps_c, o_c) no longer depends on the chunks before it, a
+ * query's chunks can be computed by several blocks at once (the split, gridDim.z blocks
+ * per (query, head)): each block computes a contiguous run of chunks and writes their
+ * partials to device scratch, and the last block to finish (an atomic count per (query,
+ * head), reset by that block) folds all the partials in ascending order. How many blocks
+ * share a query is scheduling only; a block that owns every chunk folds them as it goes
+ * and needs no scratch. H200, llama-1b decode (32 heads, 4 blocks a head): after a
+ * 1024-token prompt 705-710 -> 870-874 tok/s (exact), after 512 tokens 693-697 -> 752-759
+ * (fast); after 128 tokens (two chunks) unchanged within the noise, the kernel as long as
+ * before (ncu 10.7 us: the half chunk saved is spent on the count and the fold).
+ *
+ * k_attention: one block of AT_THREADS per (query token, head, split): a warp scores
+ * AT_KEYS of its keys at once and the value sum loads AT_VB rows ahead (the schedule of the
+ * loads, not the arithmetic). Where the head dims allow (k_attention<true>), each chunk's
+ * keys and values are first copied to shared memory by cp.async, the next chunk's while
+ * this one is computed: again only the loads move (llama-1b decode, ctx ~190, H100: 24.9
+ * -> 10.9 us a layer). k_attention_warp computes the same operations with one warp per
+ * (query, head), for launches with many queries (below). */
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/decode.cuh"
 
@@ -27,6 +44,34 @@
 #define AT_DPT ((AT_MAXD + AT_THREADS - 1) / AT_THREADS)
 #define AT_KEYS 8 /* keys a warp scores at once (loads in flight) */
 #define AT_VB 8   /* value rows loaded at once per output dim */
+#define AT_MAX_SPLIT 8 /* blocks a (query, head) may be split over */
+#define AT_SPLIT_ROWS 4096 /* (query, head) rows a split launch may have: its counts */
+
+/* Device scratch of a split launch: cnt[AT_SPLIT_ROWS] arrival counts, row t * n_heads + h
+ * (zero between launches: the last block resets its count; a fixed region, so that no
+ * launch's partials overwrite the counts of another with more rows), then
+ * part[(t * n_heads + h) * cmax + c] the partial of chunk c, v_dim + 2 floats (m_c, ps_c,
+ * o_c[v_dim]). part == NULL: no split. */
+struct at_split {
+    float *part;
+    unsigned *cnt;
+    int cmax;
+};
+
+/* The fold of one chunk's partial (m_c, ps_c) into the running (m, denom): corr and cc
+ * scale the running and the chunk's sums. The same expressions in every kernel. */
+static __device__ __forceinline__ void at_fold_scales(float m, float m_c, float *mn, float *corr,
+                                                      float *cc)
+{
+    *mn = fmaxf(m, m_c);
+    *corr = m == -INFINITY ? 0.0f : expf(__fsub_rn(m, *mn));
+    *cc = expf(__fsub_rn(m_c, *mn));
+}
+
+static __device__ __forceinline__ float at_fold(float run, float corr, float part, float cc)
+{
+    return __fadd_rn(__fmul_rn(run, corr), __fmul_rn(part, cc));
+}
 
 static __device__ __forceinline__ float block_sum(float v, float *red)
 {
@@ -106,15 +151,17 @@ template <bool STAGE> static __device__ __forceinline__ float at_ld(const float 
  * values are summed, its values while its keys are scored. The arithmetic is the same
  * either way (the same loads' values, the same operations): the staging moves only the
  * loads, so that a chunk costs about one memory round trip instead of one per AT_KEYS
- * keys and per AT_VB value rows. */
+ * keys and per AT_VB value rows. sp: the split's scratch (gridDim.z blocks per (query,
+ * head); part NULL when gridDim.z is 1). */
 template <bool STAGE>
-__global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
+__global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, const at_split sp)
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
     __shared__ float qs[AT_MAXD];
     __shared__ float sc[AT_CHUNK];
     __shared__ float red[AT_WARPS];
+    __shared__ int last;
     extern __shared__ float4 at_stage[];
     const int64_t h = blockIdx.x, t = blockIdx.y;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -122,6 +169,21 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
     int64_t lo = 0;
     if (a.window > 0 && pos - a.window + 1 > 0)
         lo = pos - a.window + 1;
+    /* this block's chunks c0..c1-1 of the query's C, and how many blocks hold some */
+    const int C = (int)((pos - lo + AT_CHUNK) / AT_CHUNK), S = (int)gridDim.z, z = (int)blockIdx.z;
+    int c0 = 0, c1 = C, holders = 1;
+    if (S > 1 && sp.part && C > 1 && C <= sp.cmax) {
+        if (C <= S) { /* a chunk a block; blocks C.. have none */
+            c0 = z < C ? z : C, c1 = z < C ? z + 1 : C, holders = C;
+        } else {
+            c0 = (int)((int64_t)z * C / S), c1 = (int)((int64_t)(z + 1) * C / S), holders = S;
+        }
+    }
+    if (c0 >= c1 || (holders == 1 && z != 0))
+        return; /* the whole block: no barrier below */
+    const bool alone = holders == 1;
+    const int64_t kbeg = lo + (int64_t)c0 * AT_CHUNK;
+    const int64_t kend = lo + (int64_t)c1 * AT_CHUNK - 1 < pos ? lo + (int64_t)c1 * AT_CHUNK - 1 : pos;
     const int64_t kvh = h / (a.n_heads / a.n_kv_heads);
     const int64_t ks = a.k_stride ? a.k_stride : a.n_kv_heads * a.qk_dim;
     const int64_t vs = a.v_stride ? a.v_stride : a.n_kv_heads * a.v_dim;
@@ -130,9 +192,9 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
     const float *vbase = a.v_cache + kvh * a.v_dim;
     float *kst = (float *)at_stage, *vst = kst + AT_CHUNK * a.qk_dim;
     if constexpr (STAGE) {
-        const int n0 = (int)(pos - lo + 1 < AT_CHUNK ? pos - lo + 1 : AT_CHUNK);
-        at_stage_rows(kst, kbase + lo * ks, ks, n0, (int)a.qk_dim);
-        at_stage_rows(vst, vbase + lo * vs, vs, n0, (int)a.v_dim);
+        const int n0 = (int)(kend - kbeg + 1 < AT_CHUNK ? kend - kbeg + 1 : AT_CHUNK);
+        at_stage_rows(kst, kbase + kbeg * ks, ks, n0, (int)a.qk_dim);
+        at_stage_rows(vst, vbase + kbeg * vs, vs, n0, (int)a.v_dim);
     }
     for (int64_t d = threadIdx.x; d < a.qk_dim; d += AT_THREADS)
         qs[d] = q[d];
@@ -142,9 +204,10 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
 #pragma unroll
     for (int i = 0; i < AT_DPT; i++)
         acc[i] = 0.0f;
+    float *slot = sp.part ? sp.part + ((t * a.n_heads + h) * sp.cmax + c0) * (a.v_dim + 2) : NULL;
 
-    for (int64_t cb = lo; cb <= pos; cb += AT_CHUNK) {
-        int n = (int)(pos - cb + 1 < AT_CHUNK ? pos - cb + 1 : AT_CHUNK);
+    for (int64_t cb = kbeg; cb <= kend; cb += AT_CHUNK) {
+        int n = (int)(kend - cb + 1 < AT_CHUNK ? kend - cb + 1 : AT_CHUNK);
         /* the chunk's rows: staged (row j at j * dim) or in the cache (at (cb + j) * stride) */
         const float *kc = STAGE ? kst : kbase + cb * ks;
         const float *vc = STAGE ? vst : vbase + cb * vs;
@@ -190,23 +253,26 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
         __syncthreads();
         if constexpr (STAGE) { /* the keys are scored: the next chunk's may come in */
             const int64_t nb = cb + AT_CHUNK;
-            const int nn = (int)(nb > pos ? 0 : pos - nb + 1 < AT_CHUNK ? pos - nb + 1 : AT_CHUNK);
-            at_stage_rows(kst, kbase + (nb > pos ? lo : nb) * ks, ks, nn, (int)a.qk_dim);
+            const int nn = (int)(nb > kend ? 0 : kend - nb + 1 < AT_CHUNK ? kend - nb + 1 : AT_CHUNK);
+            at_stage_rows(kst, kbase + (nb > kend ? kbeg : nb) * ks, ks, nn, (int)a.qk_dim);
             spc_cp_wait<1>(); /* this chunk's values; block_max's barrier publishes them */
         }
         float mine = threadIdx.x < n ? sc[threadIdx.x] : -INFINITY;
         float cm = block_max(mine, red);
-        float mn = fmaxf(m, cm);
-        float corr = m == -INFINITY ? 0.0f : expf(__fsub_rn(m, mn));
-        float p = threadIdx.x < n ? expf(__fsub_rn(mine, mn)) : 0.0f;
+        float p = threadIdx.x < n ? expf(__fsub_rn(mine, cm)) : 0.0f;
         sc[threadIdx.x] = p; /* each thread rewrites its own slot; block_max synced reads */
         float ps = block_sum(p, red); /* its barriers also publish sc */
-        denom = __fadd_rn(__fmul_rn(denom, corr), ps);
+        float mn, corr, cc;
+        at_fold_scales(m, cm, &mn, &corr, &cc);
+        if (alone)
+            denom = at_fold(denom, corr, ps, cc);
+        else if (threadIdx.x == 0)
+            slot[0] = cm, slot[1] = ps;
 #pragma unroll
         for (int i = 0; i < AT_DPT; i++) {
             int64_t d = threadIdx.x + (int64_t)i * AT_THREADS;
             if (d < a.v_dim) {
-                float o = __fmul_rn(acc[i], corr);
+                float o = 0.0f;
                 const float *v = vc + d;
                 int jj = 0;
                 for (; jj + AT_VB <= n; jj += AT_VB) { /* AT_VB loads in flight, same order */
@@ -220,19 +286,54 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
                 }
                 for (; jj < n; jj++)
                     o = fmaf(sc[jj], v[jj * vcs], o);
-                acc[i] = o;
+                if (alone)
+                    acc[i] = at_fold(acc[i], corr, o, cc);
+                else
+                    slot[2 + d] = o;
             }
         }
         m = mn;
+        slot = slot ? slot + a.v_dim + 2 : NULL;
         __syncthreads(); /* sc (and the staged values) are rewritten by the next chunk */
         if constexpr (STAGE) {
             const int64_t nb = cb + AT_CHUNK;
-            const int nn = (int)(nb > pos ? 0 : pos - nb + 1 < AT_CHUNK ? pos - nb + 1 : AT_CHUNK);
-            at_stage_rows(vst, vbase + (nb > pos ? lo : nb) * vs, vs, nn, (int)a.v_dim);
+            const int nn = (int)(nb > kend ? 0 : kend - nb + 1 < AT_CHUNK ? kend - nb + 1 : AT_CHUNK);
+            at_stage_rows(vst, vbase + (nb > kend ? kbeg : nb) * vs, vs, nn, (int)a.v_dim);
         }
     }
     if constexpr (STAGE)
         spc_cp_wait<0>(); /* the empty tail groups */
+    if (!alone) { /* the last of the holders folds every chunk's partial, ascending */
+        unsigned *cnt = sp.cnt + t * a.n_heads + h;
+        __syncthreads(); /* the block's partials are written ... */
+        if (threadIdx.x == 0) { /* ... and released with its arrival; the last acquires all */
+            unsigned old;
+            asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;"
+                         : "=r"(old)
+                         : "l"(cnt)
+                         : "memory");
+            last = old == (unsigned)(holders - 1);
+        }
+        __syncthreads();
+        if (!last)
+            return;
+        const float *ps_ = sp.part + (t * a.n_heads + h) * sp.cmax * (a.v_dim + 2);
+        m = -INFINITY;
+        for (int c = 0; c < C; c++, ps_ += a.v_dim + 2) {
+            float mn, corr, cc;
+            at_fold_scales(m, __ldcg(ps_), &mn, &corr, &cc);
+            denom = at_fold(denom, corr, __ldcg(ps_ + 1), cc);
+#pragma unroll
+            for (int i = 0; i < AT_DPT; i++) {
+                int64_t d = threadIdx.x + (int64_t)i * AT_THREADS;
+                if (d < a.v_dim)
+                    acc[i] = at_fold(acc[i], corr, __ldcg(ps_ + 2 + d), cc);
+            }
+            m = mn;
+        }
+        if (threadIdx.x == 0)
+            *cnt = 0; /* for the next launch */
+    }
     if (a.sinks) {
         float sink = a.sinks[h];
         float mn = fmaxf(m, sink);
@@ -257,7 +358,9 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a)
  * block: each key's score is the same lane-strided fmaf sum and xor-butterfly; the chunk
  * max is a max (exact in any order); the chunk's sum of p is the same four 32-key
  * butterflies added in the same order (k_attention's warps w = keys 32w..32w+31, their sums
- * (((s0 + s1) + s2) + s3)); every output dim the same fmaf chain over the keys ascending.
+ * (((s0 + s1) + s2) + s3)); every output dim the same fmaf chain over the chunk's keys
+ * ascending from 0, and the chunks folded in ascending order as k_attention folds them
+ * (at_fold_scales, at_fold), whether that kernel split the query's chunks or not.
  * So both kernels give the same bits, and spc_attention may pick either by the launch's
  * size (test_cuda_kernels runs every attention case through both and compares bits). The
  * score batch, value sum and sink epilogue are written out twice on purpose: shared
@@ -342,12 +445,10 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1)
             cm = fmaxf(cm, __shfl_xor_sync(SPC_FULL_MASK, cm, off));
-        const float mn = fmaxf(m, cm);
-        const float corr = m == -INFINITY ? 0.0f : expf(__fsub_rn(m, mn));
         float ps = 0.0f;
 #pragma unroll
         for (int w = 0; w < AT_WARPS; w++) {
-            const float p = 32 * w + lane < n ? expf(__fsub_rn(mine[w], mn)) : 0.0f;
+            const float p = 32 * w + lane < n ? expf(__fsub_rn(mine[w], cm)) : 0.0f;
             sc[32 * w + lane] = p;
             float v = p;
 #pragma unroll
@@ -356,12 +457,14 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_
             ps = w == 0 ? v : __fadd_rn(ps, v);
         }
         __syncwarp();
-        denom = __fadd_rn(__fmul_rn(denom, corr), ps);
+        float mn, corr, cc;
+        at_fold_scales(m, cm, &mn, &corr, &cc);
+        denom = at_fold(denom, corr, ps, cc);
 #pragma unroll
         for (int i = 0; i < AW_DPL; i++) {
             const int64_t d = lane + (int64_t)i * 32;
             if (d < a.v_dim) {
-                float o = __fmul_rn(acc[i], corr);
+                float o = 0.0f;
                 const float *v = vbase + cb * vs + d;
                 int jj = 0;
                 for (; jj + AW_VB <= n; jj += AW_VB) {
@@ -375,7 +478,7 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_
                 }
                 for (; jj < n; jj++)
                     o = fmaf(sc[jj], v[jj * vs], o);
-                acc[i] = o;
+                acc[i] = at_fold(acc[i], corr, o, cc);
             }
         }
         m = mn;
@@ -436,11 +539,33 @@ static bool at_can_stage(const sp_attn_args *a)
            ((uintptr_t)a->v_cache & 15) == 0;
 }
 
-extern "C" int spc_attention_kernel(void *stream, const sp_attn_args *a, int which)
+/* Chunks a query of this launch may have (its keys: at most the cache's n_ctx positions,
+ * or the window): the split's scratch has room for that many partials per (query, head).
+ * A replayed launch whose query has more (a caller that left n_ctx unset) is computed by
+ * one block per (query, head): the same bits. */
+static int64_t at_cmax(const sp_attn_args *a)
+{
+    int64_t keys = a->n_ctx > a->pos0 + a->n_tok ? a->n_ctx : a->pos0 + a->n_tok;
+    if (a->window > 0 && a->window < keys)
+        keys = a->window;
+    return (keys + AT_CHUNK - 1) / AT_CHUNK;
+}
+
+#define AT_CNT_BYTES ((size_t)AT_SPLIT_ROWS * sizeof(unsigned))
+
+extern "C" size_t spc_attention_split_bytes(const sp_attn_args *a)
+{
+    return AT_CNT_BYTES + (size_t)(a->n_tok * a->n_heads) * (size_t)at_cmax(a) *
+                              (size_t)(a->v_dim + 2) * sizeof(float);
+}
+
+extern "C" int spc_attention_split(void *stream, const sp_attn_args *a, int which, int splits,
+                                   void *scratch, size_t scratch_bytes)
 {
     if (!a || a->n_tok < 0 || a->n_heads <= 0 || a->n_kv_heads <= 0 ||
         a->n_heads % a->n_kv_heads || a->qk_dim <= 0 || a->qk_dim > AT_MAXD || a->v_dim <= 0 ||
-        a->v_dim > AT_MAXD || a->n_tok > 65535 || a->pos0 < 0 || which < 0 || which > 3)
+        a->v_dim > AT_MAXD || a->n_tok > 65535 || a->pos0 < 0 || which < 0 || which > 3 ||
+        splits < 0)
         return a && a->n_tok == 0 ? 0 : (int)cudaErrorInvalidValue;
     if (a->n_tok == 0)
         return 0;
@@ -448,16 +573,36 @@ extern "C" int spc_attention_kernel(void *stream, const sp_attn_args *a, int whi
     if (warp_kernel) {
         dim3 grid((unsigned)((a->n_heads + AW_WARPS - 1) / AW_WARPS), (unsigned)a->n_tok);
         spc_launch(k_attention_warp, grid, dim3(AW_WARPS * 32), (cudaStream_t)stream, true, *a);
-    } else if (which != 3 && at_can_stage(a)) {
-        dim3 grid((unsigned)a->n_heads, (unsigned)a->n_tok);
+        return spc_launch_status();
+    }
+    /* the split: by default as many blocks per (query, head) as keep the grid within one
+     * block per SM (the launch after it stays a programmatic dependent), at most the
+     * chunks a query may have; scheduling only, never the bits */
+    const int64_t cmax = at_cmax(a), rows = a->n_tok * a->n_heads;
+    int64_t S = splits ? splits : spc_sm_count > 0 ? spc_sm_count / rows : 1;
+    S = S > AT_MAX_SPLIT ? AT_MAX_SPLIT : S > cmax ? cmax : S < 1 ? 1 : S;
+    at_split sp = {NULL, NULL, (int)cmax};
+    if (S > 1 && scratch && rows <= AT_SPLIT_ROWS && spc_attention_split_bytes(a) <= scratch_bytes &&
+        cmax < INT32_MAX) {
+        sp.cnt = (unsigned *)scratch;
+        sp.part = (float *)((char *)scratch + AT_CNT_BYTES);
+    } else {
+        S = 1;
+    }
+    dim3 grid((unsigned)a->n_heads, (unsigned)a->n_tok, (unsigned)S);
+    if (which != 3 && at_can_stage(a)) {
         const size_t smem = (size_t)AT_CHUNK * (size_t)(a->qk_dim + a->v_dim) * sizeof(float);
         spc_launch_smem(k_attention<true>, grid, dim3(AT_THREADS), smem, (cudaStream_t)stream, true,
-                        *a);
+                        *a, sp);
     } else {
-        dim3 grid((unsigned)a->n_heads, (unsigned)a->n_tok);
-        spc_launch(k_attention<false>, grid, dim3(AT_THREADS), (cudaStream_t)stream, true, *a);
+        spc_launch(k_attention<false>, grid, dim3(AT_THREADS), (cudaStream_t)stream, true, *a, sp);
     }
     return spc_launch_status();
+}
+
+extern "C" int spc_attention_kernel(void *stream, const sp_attn_args *a, int which)
+{
+    return spc_attention_split(stream, a, which, 1, NULL, 0);
 }
 
 extern "C" int spc_attention(void *stream, const sp_attn_args *a)

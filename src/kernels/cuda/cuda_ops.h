@@ -193,10 +193,23 @@ int spc_rope_kv_store(void *stream, float *q, float *k, const float *v, int64_t 
 
 /* Causal attention over the cache as sp_attention (kernels/cpu/attention.h), device
  * pointers in a (q, k_cache, v_cache, sinks, out; scratch unused). Per (query, head):
- * keys in chunks of 128 starting at the query's first visible position, merged by
- * online softmax in ascending order: the order depends only on the query's own position,
- * window and the head dims. qk_dim, v_dim <= 576; n_heads a multiple of n_kv_heads. */
+ * keys in chunks of 128 starting at the query's first visible position, each chunk's max,
+ * exp-sum and weighted value sum computed on its own, the chunks folded in ascending order
+ * (cuda_attention.cu): the order depends only on the query's own position, window and the
+ * head dims. qk_dim, v_dim <= 576; n_heads a multiple of n_kv_heads. */
 int spc_attention(void *stream, const sp_attn_args *a);
+/* The same, a query's chunks computed by up to `splits` blocks at once (0: as many as fill
+ * the device; 1: one block) with their partials in `scratch`, device memory of
+ * scratch_bytes whose first 16 KiB (a count per (query, head), up to 4096 of them) are
+ * zero before the first launch and are left zero by each (one stream at a time). Without
+ * room for spc_attention_split_bytes(a), or with more than 4096 (query, head) rows, one
+ * block per (query, head). The same bits whatever the split; `which` as
+ * spc_attention_kernel's. */
+int spc_attention_split(void *stream, const sp_attn_args *a, int which, int splits, void *scratch,
+                        size_t scratch_bytes);
+/* Scratch a launch needs to split: the counts (16 KiB), then a partial for every chunk its
+ * queries may have (n_ctx or the window, 128 keys a chunk), v_dim + 2 floats each. */
+size_t spc_attention_split_bytes(const sp_attn_args *a);
 /* The same with the kernel named: 1 a block per (query, head) (its keys and values staged
  * through shared memory where the dims allow), 3 the block kernel without staging, 2 a
  * warp per (query, head) (the same arithmetic operation for operation: equal bits), 0 by
