@@ -42,10 +42,11 @@ INLINE void store_tile(const int R, const int T, const sp_mm_job *j, int64_t r0,
                 sp_v8_hsum(acc[r][t]) + (j->bias ? j->bias[r0 + r] : 0.0f);
 }
 
-/* One-token tiles over short rows (a few cache lines each) leave the hardware prefetcher
- * too little of each row to follow: they ask for the next tile's line at the column they
- * are at, R rows on (the rows are contiguous), about 2-16 KiB ahead. Long rows are left to
- * the hardware (prefetching 8 long rows ahead only evicts lines still in use). */
+/* One-token MXFP4 tiles over short rows (a few cache lines each) leave the hardware
+ * prefetcher too little of each row to follow: they ask for the next tile's line at the
+ * column they are at, R rows on (the rows are contiguous). Long rows are left to the
+ * hardware. (The same in the BF16 8 x 1 tile changed its code enough to cost the 1.1B
+ * model's decode 10-25%, for no clear gain on short rows: not there.) */
 #define PF_ROW_BYTES 2048
 
 /* ---- BF16 ---------------------------------------------------------------------------- */
@@ -60,7 +61,6 @@ INLINE __m256 bf16_chunk(const unsigned char *row, int64_t k, int q)
 INLINE void bf16_tile(const int R, const int T, const sp_mm_job *j, int64_t r0, int64_t t0)
 {
     const int64_t n = j->w->cols;
-    const bool short_rows = j->w->row_bytes <= PF_ROW_BYTES;
     const float *xs = (const float *)j->xp + t0 * n;
     const unsigned char *rows[8];
     __m256 acc[8][8];
@@ -72,8 +72,6 @@ INLINE void bf16_tile(const int R, const int T, const sp_mm_job *j, int64_t r0, 
     for (int64_t k = 0; k < n; k += 32)
         for (int q = 0; q < 4; q++)
             for (int r = 0; r < R; r++) {
-                if (T == 1 && q == 0 && short_rows) /* the next tile's line at this column */
-                    _mm_prefetch((const char *)(rows[r] + R * j->w->row_bytes + 2 * k), _MM_HINT_T0);
                 __m256 wv = bf16_chunk(rows[r], k, q);
                 for (int t = 0; t < T; t++)
                     acc[r][t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xs + t * n + k + x_off[q]), acc[r][t]);
