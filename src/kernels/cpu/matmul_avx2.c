@@ -10,7 +10,8 @@
  *     interleaves (below), 8 consecutive columns a vector in the order 0 2 4 6 1 3 5 7.
  * Within each 32-column block lane l of an accumulator takes its column of each of the
  * four decoded vectors in turn (fused multiply-adds); the 8 lanes are added in simd.h's
- * fixed tree at the end. The tile (R rows x T tokens) only groups the work: each weight
+ * fixed tree at the end. The fast precision's MXFP4 products take 8-bit inputs instead
+ * (SP_MM_PREP_Q8, integer block sums: the section below). The tile (R rows x T tokens) only groups the work: each weight
  * vector is decoded once per tile and multiplied into its T tokens' inputs, so an output
  * element's bits do not depend on the batch. Other formats and widths use
  * matmul_tiles.h's kernels (8 lanes in column order). */
