@@ -135,33 +135,55 @@ const char *sp_matmul_kernel_name(const sp_weight *w, sp_precision prec)
     return pick_kernel(w, prec).name;
 }
 
+/* SP_MM_PREP_BF16_TILED: tokens [t0, t1), one tile (cols a multiple of 32). */
+static void prep_bf16_tile(const sp_mm_kernel *k, const float *x, int64_t t0, int64_t t1,
+                           int64_t cols, uint16_t *buf)
+{
+    uint16_t *o = buf + t0 * cols;
+    const int64_t T = t1 - t0;
+    if (T == 1 && k->prep_fn) { /* a lone token: the natural order, one call */
+        k->prep_fn(x + t0 * cols, cols, o);
+        return;
+    }
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t c = 0; c < cols; c += 32) {
+            const float *xs = x + t * cols + c;
+            uint16_t *os = o + c * T + (t - t0) * 32; /* matmul_isa.h's tile order */
+            if (k->prep_fn) {
+                k->prep_fn(xs, 32, os);
+            } else {
+                for (int i = 0; i < 32; i++)
+                    os[i] = sp_mm_round_bf16(xs[i]);
+            }
+        }
+}
+
+/* SP_MM_PREP_PAIRS (group 32) and SP_MM_PREP_QUADS (group 8): each group of columns as
+ * its even columns, then its odd ones. */
+static void prep_even_odd(const float *x, int64_t t0, int64_t t1, int64_t cols, int64_t group,
+                          float *buf)
+{
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t c = 0; c < cols; c += group) {
+            const float *xs = x + t * cols + c;
+            float *os = buf + t * cols + c;
+            for (int64_t i = 0; i < group / 2; i++) {
+                os[i] = xs[2 * i];
+                os[group / 2 + i] = xs[2 * i + 1];
+            }
+        }
+}
+
 /* Writes tokens [t0, t1) of x in the layout kernel k reads (matmul_isa.h) into buf
  * (for SP_MM_PREP_BF16_TILED, [t0, t1) is one tile of n_tok's). */
 static void prepare_input(const sp_mm_kernel *k, const float *x, int64_t t0, int64_t t1,
                           int64_t cols, void *buf)
 {
-    sp_mm_prep prep = k->prep;
-    if (prep == SP_MM_PREP_BF16_TILED) { /* cols is a multiple of 32 */
-        uint16_t *o = (uint16_t *)buf + t0 * cols;
-        const int64_t T = t1 - t0;
-        if (T == 1 && k->prep_fn) { /* a lone token: the natural order, one call */
-            k->prep_fn(x + t0 * cols, cols, o);
-            return;
-        }
-        for (int64_t t = t0; t < t1; t++)
-            for (int64_t c = 0; c < cols; c += 32) {
-                const float *xs = x + t * cols + c;
-                uint16_t *os = o + c * T + (t - t0) * 32; /* matmul_isa.h's tile order */
-                if (k->prep_fn) {
-                    k->prep_fn(xs, 32, os);
-                } else {
-                    for (int i = 0; i < 32; i++)
-                        os[i] = sp_mm_round_bf16(xs[i]);
-                }
-            }
-        return;
-    }
-    if (prep == SP_MM_PREP_Q8) { /* cols is a multiple of 32 */
+    switch (k->prep) {
+    case SP_MM_PREP_BF16_TILED: prep_bf16_tile(k, x, t0, t1, cols, buf); return;
+    case SP_MM_PREP_PAIRS: prep_even_odd(x, t0, t1, cols, 32, buf); return;
+    case SP_MM_PREP_QUADS: prep_even_odd(x, t0, t1, cols, 8, buf); return;
+    case SP_MM_PREP_Q8:
         for (int64_t t = t0; t < t1; t++) {
             unsigned char *row = (unsigned char *)buf + (size_t)t * SP_MM_Q8_BYTES((size_t)cols);
             if (k->prep_fn)
@@ -170,30 +192,8 @@ static void prepare_input(const sp_mm_kernel *k, const float *x, int64_t t0, int
                 sp_mm_prep_q8_row(x + t * cols, cols, row);
         }
         return;
+    case SP_MM_PREP_NONE: return;
     }
-    float *o = buf;
-    if (prep == SP_MM_PREP_QUADS) { /* cols is a multiple of 8 */
-        for (int64_t t = t0; t < t1; t++)
-            for (int64_t c = 0; c < cols; c += 8) {
-                const float *xs = x + t * cols + c;
-                float *os = o + t * cols + c;
-                for (int i = 0; i < 4; i++) {
-                    os[i] = xs[2 * i];
-                    os[4 + i] = xs[2 * i + 1];
-                }
-            }
-        return;
-    }
-    /* SP_MM_PREP_PAIRS: cols is a multiple of 32 */
-    for (int64_t t = t0; t < t1; t++)
-        for (int64_t c = 0; c < cols; c += 32) {
-            const float *xs = x + t * cols + c;
-            float *os = o + t * cols + c;
-            for (int i = 0; i < 16; i++) {
-                os[i] = xs[2 * i];
-                os[16 + i] = xs[2 * i + 1];
-            }
-        }
 }
 
 typedef struct prep_job {
