@@ -318,8 +318,11 @@ static void test_q8_input_rounding(void **state)
     enum { COLS = 32 * 64 };
     static float x[COLS];
     static unsigned char got[SP_MM_Q8_BYTES(COLS)], ref[SP_MM_Q8_BYTES(COLS)];
-    if (!sp_matmul_prep_q8(x, COLS, got))
-        skip(); /* no 8-bit kernels at this level */
+    sp_isa best = sp_isa_detected();
+    if (best < SP_ISA_AVX2)
+        skip(); /* no vector quantizer on this CPU: the scalar one is the reference */
+    sp_isa_set(SP_ISA_AVX2); /* the level whose fast MXFP4 products take 8-bit inputs */
+    assert_true(sp_matmul_prep_q8(x, COLS, got));
     uint64_t st = 0x9e3779b97f4a7c15ull;
     for (int b = 0; b < COLS / 32; b++)
         for (int i = 0; i < 32; i++) {
@@ -337,6 +340,7 @@ static void test_q8_input_rounding(void **state)
             }
         }
     assert_true(sp_matmul_prep_q8(x, COLS, got));
+    sp_isa_set(best);
     sp_mm_prep_q8_row(x, COLS, ref);
     for (size_t i = 0; i < sizeof got; i++)
         if (got[i] != ref[i])
@@ -355,9 +359,29 @@ static float q8_one_hot(const sp_weight *w, int64_t c)
     return (127.0f * v) * ((sc * 0.5f) * d);
 }
 
-/* MXFP4 in the fast kernels: every code times every scale whose products are normal
- * numbers (2^-126 .. 6 * 2^125) comes out exact (one-hot inputs pick single weights); the
- * 8-bit-input kernels give exactly q8_one_hot's value. */
+/* MXFP4 in the fast kernels of the active level: every code times every scale whose
+ * products are normal numbers (2^-126 .. 6 * 2^125) comes out exact (one-hot inputs pick
+ * single weights); the 8-bit-input kernels give exactly q8_one_hot's value. */
+static void check_fast_scales(const sp_weight *w, unsigned char *scale, const float *x)
+{
+    bool q8 = strstr(sp_matmul_kernel_name(w, SP_PRECISION_FAST), "q8") != NULL;
+    float y[32];
+    for (int s = 2; s <= 252; s++) {
+        *scale = (unsigned char)s; /* w's one block scale */
+        for (int n = 1; n <= 32; n += 31) /* one token (registers) and 32 (decoded buffer) */
+            for (int t0 = 0; t0 + n <= 32; t0 += n) {
+                sp_matmul_prec(NULL, SP_PRECISION_FAST, w, x + t0 * 32, n, y, NULL);
+                for (int t = 0; t < n; t++) {
+                    float want = q8 ? q8_one_hot(w, t0 + t) : sp_weight_at(w, 0, t0 + t);
+                    if (y[t] != want)
+                        fail_msg("%s: scale %d column %d: %g, reference %g",
+                                 sp_isa_name(sp_isa_active()), s, t0 + t, y[t], want);
+                }
+            }
+    }
+}
+
+/* check_fast_scales at every level the CPU has. */
 static void test_mxfp4_fast_scales(void **state)
 {
     (void)state;
@@ -366,22 +390,15 @@ static void test_mxfp4_fast_scales(void **state)
         codes[i] = (unsigned char)((2 * i) % 16 | ((2 * i + 1) % 16) << 4);
     sp_weight w = {.format = SP_WF_MXFP4, .rows = 1, .cols = 32, .data = codes, .row_bytes = 16,
                    .scales = sc, .scale_row_bytes = 1, .global_scale = 1.0f};
-    bool q8 = strstr(sp_matmul_kernel_name(&w, SP_PRECISION_FAST), "q8") != NULL;
-    float x[32 * 32] = {0}, y[32];
+    float x[32 * 32] = {0};
     for (int t = 0; t < 32; t++)
         x[t * 32 + t] = 1.0f;
-    for (int s = 2; s <= 252; s++) {
-        sc[0] = (unsigned char)s;
-        for (int n = 1; n <= 32; n += 31) /* one token (registers) and 32 (decoded buffer) */
-            for (int t0 = 0; t0 + n <= 32; t0 += n) {
-                sp_matmul_prec(NULL, SP_PRECISION_FAST, &w, x + t0 * 32, n, y, NULL);
-                for (int t = 0; t < n; t++) {
-                    float want = q8 ? q8_one_hot(&w, t0 + t) : sp_weight_at(&w, 0, t0 + t);
-                    if (y[t] != want)
-                        fail_msg("scale %d column %d: %g, reference %g", s, t0 + t, y[t], want);
-                }
-            }
+    sp_isa best = sp_isa_detected();
+    for (int isa = SP_ISA_GENERIC; isa <= (int)best; isa++) {
+        assert_int_equal(sp_isa_set((sp_isa)isa), isa);
+        check_fast_scales(&w, sc, x);
     }
+    sp_isa_set(best);
 }
 
 static void test_rmsnorm_vs_reference(void **state)

@@ -117,15 +117,13 @@ static float softmax_exp(float *s, int64_t n, float m)
         _mm256_storeu_ps(s + i, e);
         sum = _mm256_add_ps(sum, e);
     }
-    if (i < n) {
-        float t[8] = {0};
+    if (i < n) { /* the last keys, the block padded with zeros */
+        float t[8];
+        for (int k = 0; k < 8; k++)
+            t[k] = i + k < n ? s[i + k] - m : -INFINITY;
+        _mm256_storeu_ps(t, exp8(_mm256_loadu_ps(t)));
         for (int64_t k = i; k < n; k++)
-            t[k - i] = s[k] - m;
-        __m256 e = exp8(_mm256_loadu_ps(t));
-        _mm256_storeu_ps(t, e);
-        for (int64_t k = i; k < n; k++) {
             s[k] = t[k - i];
-        }
         for (int64_t k = n - i; k < 8; k++)
             t[k] = 0.0f;
         sum = _mm256_add_ps(sum, _mm256_loadu_ps(t));

@@ -43,6 +43,20 @@ INLINE void store_tile(const int R, const int T, const sp_mm_job *j, int64_t r0,
                 sp_v8_hsum(acc[r][t]) + (j->bias ? j->bias[r0 + r] : 0.0f);
 }
 
+/* The rows of an R x T tile at r0 (and their scale rows, when sc is not NULL), and its
+ * accumulators zeroed. */
+INLINE void tile_start(const int R, const int T, const sp_weight *w, int64_t r0,
+                       const unsigned char **rows, const unsigned char **sc, __m256 acc[8][8])
+{
+    for (int r = 0; r < R; r++) {
+        rows[r] = sp_weight_row(w, r0 + r);
+        if (sc)
+            sc[r] = w->scales + (size_t)(r0 + r) * w->scale_row_bytes;
+        for (int t = 0; t < T; t++)
+            acc[r][t] = _mm256_setzero_ps();
+    }
+}
+
 /* One-token MXFP4 tiles over short rows (a few cache lines each) leave the hardware
  * prefetcher too little of each row to follow: they ask for the next tile's line at the
  * column they are at, R rows on (the rows are contiguous). Long rows are left to the
@@ -65,11 +79,7 @@ INLINE void bf16_tile(const int R, const int T, const sp_mm_job *j, int64_t r0, 
     const float *xs = (const float *)j->xp + t0 * n;
     const unsigned char *rows[8];
     __m256 acc[8][8];
-    for (int r = 0; r < R; r++) {
-        rows[r] = sp_weight_row(j->w, r0 + r);
-        for (int t = 0; t < T; t++)
-            acc[r][t] = _mm256_setzero_ps();
-    }
+    tile_start(R, T, j->w, r0, rows, NULL, acc);
     for (int64_t k = 0; k < n; k += 32)
         for (int q = 0; q < 4; q++)
             for (int r = 0; r < R; r++) {
@@ -98,13 +108,20 @@ INLINE __m256 e8m0_broadcast(uint32_t b)
     return _mm256_castsi256_ps(_mm256_set1_epi32((int)u));
 }
 
+/* The 32 codes of row `row`'s block at column k, one a byte: the low nibbles (even
+ * columns 0, 2, .. 30) in the low 128-bit lane, the high nibbles (odd columns) in the high
+ * one; the index vector of both decodes below. */
+INLINE __m256i mxfp4_codes(const unsigned char *row, int64_t k)
+{
+    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(row + k / 2)));
+    return _mm256_and_si256(_mm256_blend_epi32(v, _mm256_srli_epi16(v, 4), 0xf0), _mm256_set1_epi8(0x0f));
+}
+
 /* The block of row `row` at column k as four vectors of 8 fp32 weights (see above). */
 INLINE void mxfp4_block(const unsigned char *row, const unsigned char *scales, int64_t k,
                         __m256i tlo, __m256i thi, __m256 w[4])
 {
-    const __m256i m0f = _mm256_set1_epi8(0x0f);
-    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(row + k / 2)));
-    __m256i idx = _mm256_and_si256(_mm256_blend_epi32(v, _mm256_srli_epi16(v, 4), 0xf0), m0f);
+    __m256i idx = mxfp4_codes(row, k);
     __m256i lo = _mm256_shuffle_epi8(tlo, idx), hi = _mm256_shuffle_epi8(thi, idx);
     __m256i w01 = _mm256_unpacklo_epi8(lo, hi), w23 = _mm256_unpackhi_epi8(lo, hi);
     __m256 s = e8m0_broadcast(scales[k / 32]);
@@ -131,12 +148,7 @@ INLINE void mxfp4_tile(const int R, const int T, const sp_mm_job *j, int64_t r0,
     const float *xs = (const float *)j->xp + t0 * n;
     const unsigned char *rows[8], *sc[8];
     __m256 acc[8][8];
-    for (int r = 0; r < R; r++) {
-        rows[r] = sp_weight_row(w, r0 + r);
-        sc[r] = w->scales + (size_t)(r0 + r) * w->scale_row_bytes;
-        for (int t = 0; t < T; t++)
-            acc[r][t] = _mm256_setzero_ps();
-    }
+    tile_start(R, T, w, r0, rows, sc, acc);
     for (int64_t k = 0; k < n; k += 32)
         for (int r = 0; r < R; r++) {
             __m256 wv[4];
@@ -208,26 +220,19 @@ INLINE void q8_tile(const int R, const int T, const sp_mm_job *j, int64_t r0, in
     /* 2 x E2M1 as int8: 0 1 2 3 4 6 8 12 and their negatives (-0 is 0) */
     const __m256i tbl = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12, 0, 1, 2,
                                          3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
-    const __m256i m0f = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i ones = _mm256_set1_epi16(1);
     const sp_weight *w = j->w;
     const int64_t n = w->cols, rb = SP_MM_Q8_BYTES(n);
     const unsigned char *xq = (const unsigned char *)j->xp + t0 * rb;
     const bool short_rows = w->row_bytes <= PF_ROW_BYTES;
     const unsigned char *rows[8], *sc[8];
     __m256 acc[8][8];
-    for (int r = 0; r < R; r++) {
-        rows[r] = sp_weight_row(w, r0 + r);
-        sc[r] = w->scales + (size_t)(r0 + r) * w->scale_row_bytes;
-        for (int t = 0; t < T; t++)
-            acc[r][t] = _mm256_setzero_ps();
-    }
+    tile_start(R, T, w, r0, rows, sc, acc);
     for (int64_t k = 0; k < n; k += 32)
         for (int r = 0; r < R; r++) {
             if (T == 1 && k % 128 == 0 && short_rows) /* the next tile's line at this column */
                 _mm_prefetch((const char *)(rows[r] + R * w->row_bytes + k / 2), _MM_HINT_T0);
-            __m256i c = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(rows[r] + k / 2)));
-            __m256i idx = _mm256_and_si256(_mm256_blend_epi32(c, _mm256_srli_epi16(c, 4), 0xf0), m0f);
-            __m256i v = _mm256_shuffle_epi8(tbl, idx), av = _mm256_abs_epi8(v);
+            __m256i v = _mm256_shuffle_epi8(tbl, mxfp4_codes(rows[r], k)), av = _mm256_abs_epi8(v);
             __m256 s = _mm256_mul_ps(e8m0_broadcast(sc[r][k / 32]), _mm256_set1_ps(0.5f));
             for (int t = 0; t < T; t++) {
                 const unsigned char *xt = xq + t * rb;
@@ -252,12 +257,7 @@ INLINE void q8_tile(const int R, const int T, const sp_mm_job *j, int64_t r0, in
  * 4 x 2 22-29, 3 x 3 31-38, 2 x 4 31-49, one row of 5 or 6 tokens 39-46; two rows of 5
  * 31-33). */
 
-#define TILE_FN(tile, R, T)                                                                    \
-    static __attribute__((noinline)) void tile##_##R##x##T(const sp_mm_job *j, int64_t r0,     \
-                                                            int64_t t0)                        \
-    {                                                                                          \
-        tile(R, T, j, r0, t0);                                                                 \
-    }
+#define TILE_FN SP_MM_TILE_FN
 #define TILE_FNS(tile)                                                                         \
     TILE_FN(tile, 4, 2)                                                                        \
     TILE_FN(tile, 3, 3)                                                                        \

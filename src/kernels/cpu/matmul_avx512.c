@@ -161,14 +161,7 @@ INLINE void mxfp4_tile(const int R, const int T, const sp_mm_job *j, int64_t r0,
         }                                                                                      \
     }
 
-/* Every tile shape is its own non-inlined function: inlined into one loop nest, GCC
- * re-loaded the inputs for every row of a tile instead of keeping them in registers. */
-#define TILE_FN(tile, R, T)                                                                    \
-    static __attribute__((noinline)) void tile##_##R##x##T(const sp_mm_job *j, int64_t r0,     \
-                                                            int64_t t0)                        \
-    {                                                                                          \
-        tile(R, T, j, r0, t0);                                                                 \
-    }
+#define TILE_FN SP_MM_TILE_FN
 #define TILE_FNS(tile)                                                                         \
     TILE_FN(tile, 4, 4)                                                                        \
     TILE_FN(tile, 4, 3)                                                                        \

@@ -66,6 +66,16 @@ typedef struct sp_mm_kernel {
     void (*prep_fn)(const float *x, int64_t n, void *out);
 } sp_mm_kernel;
 
+/* tile##_RxT(j, r0, t0): one tile shape of an inline tile(R, T, j, r0, t0) as its own
+ * non-inlined function (the per-ISA files). Inlined into one loop nest, GCC re-loaded the
+ * inputs for every row of a tile instead of keeping them in registers. */
+#define SP_MM_TILE_FN(tile, R, T)                                                              \
+    static __attribute__((noinline)) void tile##_##R##x##T(const sp_mm_job *j, int64_t r0,     \
+                                                            int64_t t0)                        \
+    {                                                                                          \
+        tile(R, T, j, r0, t0);                                                                 \
+    }
+
 sp_mm_kernel sp_mm_pick_generic(const sp_weight *w);
 sp_mm_kernel sp_mm_pick_avx2(const sp_weight *w);
 /* Fast precision at AVX2: MXFP4 against 8-bit inputs (SP_MM_PREP_Q8); exact otherwise. */
