@@ -3,15 +3,19 @@
 # laid out as pack-device-build.sh does (DEST/build-cuda/..., shared libraries in DEST/lib):
 # specula, make_random_model, verify_cost, tc_speed, the CUDA kernel tests and the four
 # model suites it runs; libraries a GPU machine may lack (cJSON, PCRE2, utf8proc, cmocka,
-# libmicrohttpd and its GnuTLS chain). The unpacked tree (over 100 MB with the sm_90a
-# kernels) is also written as DEST.tar.xz (about 11 MB): carry that file; perf-run.sh
-# unpacks it when DEST is absent.
+# libmicrohttpd; the GPU machines have GnuTLS) and libspecula_cuda.so. The kernels are built
+# for sm_90a only, as a shared library without -lineinfo, so the pack stays small: the
+# device transfer takes at most 64 MiB with the working tree, and the tracked tree (the
+# bundled models) is about 60 MB. The unpacked tree is also written as DEST.tar.xz (about
+# 2 MB): carry that file; perf-run.sh unpacks it when DEST is absent. For ncu source lines
+# build with LINEINFO=ON (a larger pack: move models/ aside for the transfer).
 #   bench/gpu/pack-perf-build.sh [DEST]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DEST=${1:-.devbuild}
 B=${BUILD_DIR:-build-cuda}
-cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DSPECULA_CUDA=ON >/dev/null
+cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DSPECULA_CUDA=ON -DSPECULA_CUDA_SHARED=ON \
+      -DSPECULA_CUDA_LINEINFO="${LINEINFO:-OFF}" -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90a-real}" >/dev/null
 cmake --build "$B" -j"$(nproc)" >/dev/null
 rm -rf "$DEST" && mkdir -p "$DEST/lib" "$DEST/$B/tests/cuda"
 bins="$B/specula $B/make_random_model $B/verify_cost $B/tc_speed $B/tests/cuda/test_cuda_kernels $B/tests/cuda/test_cuda_tc $B/tests/cuda/test_cuda_moe_tc"
@@ -20,7 +24,7 @@ for f in $bins; do
     cp "$f" "$DEST/$f" && strip "$DEST/$f"
 done
 for f in $bins; do ldd "$f"; done | awk '/=> \// {print $3}' | sort -u |
-    grep -E 'libcjson|libpcre2|libutf8proc|libcmocka|libmicrohttpd|libgnutls|libp11-kit|libidn2|libunistring|libtasn1|libnettle|libhogweed|libgmp|libffi' |
+    grep -E 'libcjson|libpcre2|libutf8proc|libcmocka|libmicrohttpd|libspecula_cuda' |
     while read -r so; do cp -L "$so" "$DEST/lib/"; done || true
 git rev-parse --short HEAD > "$DEST/COMMIT" 2>/dev/null || true
 du -sh "$DEST"
