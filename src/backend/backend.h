@@ -167,6 +167,11 @@ typedef struct sp_backend_ops {
     void (*moe_route)(sp_backend *be, const sp_route_cfg *cfg, const float *logits, int64_t n,
                       int32_t *ids, float *w);
     void (*moe_ffn)(sp_backend *be, const sp_moe_args *a);
+    /* (optional) moe_route(cfg, logits, a->n_tok, ids, w) then moe_ffn(a) as one op, with
+     * exactly their results (a->ids and a->w are ids and w, written here); the backend may
+     * route inside its expert kernels. NULL: the forward pass issues the two. */
+    void (*moe_route_ffn)(sp_backend *be, const sp_route_cfg *cfg, const float *logits, int32_t *ids,
+                          float *w, const sp_moe_args *a);
 
     /* Recording (NULL where a backend has none). replay: true when work recorded under
      * key was enqueued (issue nothing). record_begin: true when the ops issued until

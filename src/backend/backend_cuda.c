@@ -44,6 +44,7 @@ typedef struct cuda_backend {
     int plant_calls;
     bool graphs;           /* recording allowed */
     bool moe_group;        /* MoE pairs grouped by expert (SPECULA_CUDA_MOE_GROUP=0: off, to compare) */
+    bool moe_fold;         /* routing in the expert kernels (SPECULA_CUDA_MOE_FOLD=0: off, to compare) */
     bool staged_upload;    /* large uploads through pinned buffers (SPECULA_CUDA_STAGED_UPLOAD=0: off) */
     bool fast;             /* SP_PRECISION_FAST: BF16 weights on tensor cores (cuda_tc.cu) */
     sp_cuda_stager *stager; /* made by the first large upload, freed by the next finish */
@@ -377,9 +378,10 @@ static void cuda_moe_route(sp_backend *be, const sp_route_cfg *cfg, const float 
     check(cu(be), "moe_route", spc_moe_route(cu(be)->stream, cfg, logits, n, ids, w));
 }
 
-static void cuda_moe_ffn(sp_backend *be, const sp_moe_args *a)
+/* The kernels' view of a: the carve-up sp_moe_scratch_bytes counts (A, B, the gathered
+ * inputs, the grouping). */
+static spc_moe_args moe_args(cuda_backend *c, const sp_moe_args *a)
 {
-    /* the carve-up sp_moe_scratch_bytes counts: A, B, the gathered inputs, the grouping */
     int64_t wide = 2 * a->inter > a->n_embd ? 2 * a->inter : a->n_embd;
     int64_t P = a->n_tok * a->top_k;
     float *sa = a->scratch;
@@ -405,12 +407,34 @@ static void cuda_moe_ffn(sp_backend *be, const sp_moe_args *a)
         .scratch_b = sa + P * wide,
         .row_fmt = a->row_format,
         .row_major_only = a->row_major_only,
-        .scratch_c = cu(be)->moe_group ? sc : NULL,
-        .group_ints = cu(be)->moe_group ? gi : NULL,
-        .fast = cu(be)->fast,
+        .scratch_c = c->moe_group ? sc : NULL,
+        .group_ints = c->moe_group ? gi : NULL,
+        .fast = c->fast,
     };
+    return g;
+}
+
+static void cuda_moe_ffn(sp_backend *be, const sp_moe_args *a)
+{
+    spc_moe_args g = moe_args(cu(be), a);
     check(cu(be), "moe_ffn", spc_moe_ffn(cu(be)->stream, &g));
     plant(cu(be), "moe_ffn", a->out, a->n_tok * a->n_embd);
+}
+
+/* Routing folded into the expert pass where the kernels can (spc_moe_route_ffn;
+ * SPECULA_CUDA_MOE_FOLD=0: the two launches, to compare). */
+static void cuda_moe_route_ffn(sp_backend *be, const sp_route_cfg *cfg, const float *logits,
+                               int32_t *ids, float *w, const sp_moe_args *a)
+{
+    cuda_backend *c = cu(be);
+    if (!c->moe_fold || c->fail_op) { /* a planted failure names the op it hit */
+        cuda_moe_route(be, cfg, logits, a->n_tok, ids, w);
+        cuda_moe_ffn(be, a);
+        return;
+    }
+    spc_moe_args g = moe_args(c, a);
+    check(c, "moe_ffn", spc_moe_route_ffn(c->stream, cfg, logits, ids, w, &g));
+    plant(c, "moe_ffn", a->out, a->n_tok * a->n_embd);
 }
 
 /* ---- DeepSeek-V4 ----------------------------------------------------------------- */
@@ -556,6 +580,7 @@ static const sp_backend_ops cuda_ops = {
     .attention = cuda_attention,
     .moe_route = cuda_moe_route,
     .moe_ffn = cuda_moe_ffn,
+    .moe_route_ffn = cuda_moe_route_ffn,
     .replay = cuda_replay,
     .record_begin = cuda_record_begin,
     .record_end = cuda_record_end,
@@ -604,6 +629,8 @@ sp_status sp_cuda_backend_new(int index, sp_backend **out, sp_error *err)
     c->graphs = !c->fail_op && !c->plant_op && !(gr && !strcmp(gr, "0"));
     const char *mg = env_or_null("SPECULA_CUDA_MOE_GROUP");
     c->moe_group = !(mg && !strcmp(mg, "0"));
+    const char *mf = env_or_null("SPECULA_CUDA_MOE_FOLD");
+    c->moe_fold = !(mf && !strcmp(mf, "0"));
     const char *su = env_or_null("SPECULA_CUDA_STAGED_UPLOAD");
     c->staged_upload = !(su && !strcmp(su, "0"));
     const char *as = env_or_null("SPECULA_CUDA_ATTN_SPLIT");

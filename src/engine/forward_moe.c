@@ -111,9 +111,6 @@ void sp_forward_moe(sp_pass *P, int64_t l)
     be->ops->matmul(be, &L->router, c->xn, P->n, c->router, L->router_bias);
     sp_emit(P, (int)l, SP_OP_MOE_ROUTER, E, c->router);
     sp_route_cfg rc = route_cfg(m, L);
-    be->ops->moe_route(be, &rc, c->router, P->n, c->moe_ids, c->moe_w);
-    if (SP_TRACE_ON(P))
-        emit_selection(P, l, k);
     sp_moe_args a = {
         .row_format = SP_WF_NONE,
         .experts = L->experts,
@@ -132,7 +129,16 @@ void sp_forward_moe(sp_pass *P, int64_t l)
         .scratch = c->moe_scratch,
     };
     expert_formats(&m->layers[l], &a.row_format, &a.row_major_only);
-    be->ops->moe_ffn(be, &a);
+    if (be->ops->moe_route_ffn) { /* one op; the selection is read back after it */
+        be->ops->moe_route_ffn(be, &rc, c->router, c->moe_ids, c->moe_w, &a);
+        if (SP_TRACE_ON(P))
+            emit_selection(P, l, k);
+    } else {
+        be->ops->moe_route(be, &rc, c->router, P->n, c->moe_ids, c->moe_w);
+        if (SP_TRACE_ON(P))
+            emit_selection(P, l, k);
+        be->ops->moe_ffn(be, &a);
+    }
     if (L->sh_gate.format != SP_WF_NONE)
         shared_experts(P, L);
 }

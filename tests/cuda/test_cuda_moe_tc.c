@@ -3,7 +3,8 @@
  * of the same rounded inputs (x to BF16, the weights exactly as sp_weight_at decodes them;
  * scales from 2^-127 to 2^127 and NaN included), then the whole expert pass: each token
  * alone equals the batch, pairs grouped by expert equal pairs alone, bit for bit, and the
- * pass stays within BF16 rounding of the exact one. Without a GPU every test skips. */
+ * pass stays within BF16 rounding of the exact one; gpt-oss's routing folded into the pass
+ * equals the routing launch before it. Without a GPU every test skips. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -339,11 +340,102 @@ static void test_pass_invariance(void **state)
     free_experts(&x);
 }
 
+/* Logits [N, E] with ties everywhere (quarter steps), a token of zeros and minus zeros,
+ * one with infinities, one with a NaN first, one with a NaN later, one all NaN. */
+static void route_logits(int64_t N, int64_t E, float *l)
+{
+    for (int64_t i = 0; i < N * E; i++)
+        l[i] = (float)((int)(rnd32() % 16) - 8) * 0.25f;
+    for (int64_t i = 0; i < E; i++) {
+        l[1 * E + i] = i % 3 ? 0.0f : -0.0f;
+        l[5 * E + i] = NAN;
+    }
+    l[2 * E + 5] = l[2 * E + 9] = INFINITY;
+    l[2 * E + 0] = -INFINITY;
+    l[3 * E + 0] = NAN;
+    l[4 * E + 7] = NAN;
+}
+
+/* gpt-oss's routing folded into the first expert kernel (spc_moe_route_ffn) against
+ * spc_moe_route then spc_moe_ffn: ids, weights and outputs bit for bit, in both
+ * precisions, for a decode step and verify batches. */
+static void test_route_folded(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    const int64_t E = 32, H = 320, I = 352, k = 4, N = 9, P = N * k;
+    experts x = make_experts(E, H, I, 0, 0);
+    float *l = malloc((size_t)(N * E) * 4), *xin = malloc((size_t)(N * H) * 4);
+    route_logits(N, E, l);
+    fill(xin, N * H, 1.0f);
+    float *dl = dev_from(l, (size_t)(N * E) * 4), *dx = dev_from(xin, (size_t)(N * H) * 4);
+    const int64_t wide = 2 * I > H ? 2 * I : H;
+    float *da = dev_poison(P * wide), *db = dev_poison(P * wide);
+    float *out[2], *dw[2];
+    int32_t *dids[2];
+    for (int i = 0; i < 2; i++) {
+        out[i] = dev_poison(N * H);
+        dw[i] = dev_poison(P);
+        dids[i] = (int32_t *)dev_poison(P);
+    }
+    const sp_route_cfg rc = {.kind = SP_MOE_TOPK_SOFTMAX, .n_experts = E, .top_k = k};
+    const int64_t shapes[][2] = {{0, 1}, {3, 1}, {5, 1}, {0, 3}, {2, 5}, {0, N}}; /* first, count */
+    int64_t bad = 0, nan_w = 0;
+    for (int fast = 0; fast < 2; fast++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            const int64_t t0 = shapes[s][0], n = shapes[s][1];
+            spc_moe_args a = moe_args(&x, n, k, NULL, fast);
+            a.x = dx + t0 * H;
+            a.scratch_a = da;
+            a.scratch_b = db;
+            CK(spc_moe_route(g_stream, &rc, dl + t0 * E, n, dids[0], dw[0]));
+            a.ids = dids[0];
+            a.w = dw[0];
+            a.out = out[0];
+            CK(spc_moe_ffn(g_stream, &a));
+            a.out = out[1];
+            CK(spc_moe_route_ffn(g_stream, &rc, dl + t0 * E, dids[1], dw[1], &a));
+            float *o[2], *w[2], *id[2];
+            for (int i = 0; i < 2; i++) {
+                o[i] = host_of(out[i], n * H);
+                w[i] = host_of(dw[i], n * k);
+                id[i] = host_of((const float *)dids[i], n * k);
+            }
+            bad += count_diff_bits(o[0], o[1], n * H) + count_diff_bits(w[0], w[1], n * k) +
+                   count_diff_bits(id[0], id[1], n * k);
+            for (int64_t j = 0; j < n * k; j++)
+                nan_w += w[1][j] != w[1][j];
+            for (int i = 0; i < 2; i++) {
+                free(o[i]);
+                free(w[i]);
+                free(id[i]);
+            }
+        }
+    printf("moe routing folded into the expert pass: %lld values differ, %lld NaN weights seen\n",
+           (long long)bad, (long long)nan_w);
+    if (bad || !nan_w)
+        fail_msg("moe routing folded: %lld values differ (NaN weights seen: %lld)", (long long)bad,
+                 (long long)nan_w);
+    for (int i = 0; i < 2; i++) {
+        spc_free(out[i]);
+        spc_free(dw[i]);
+        spc_free(dids[i]);
+    }
+    spc_free(da);
+    spc_free(db);
+    spc_free(dl);
+    spc_free(dx);
+    free(l);
+    free(xin);
+    free_experts(&x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stage_reference),
         cmocka_unit_test(test_pass_invariance),
+        cmocka_unit_test(test_route_folded),
     };
     return cmocka_run_group_tests(tests, cuda_group_setup, cuda_group_teardown);
 }

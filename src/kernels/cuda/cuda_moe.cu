@@ -9,9 +9,12 @@
  * ascending expert id. With several tokens and row-major experts the pairs of one
  * expert share a block instead (grouping by expert, below): the same bits, each
  * expert's weights read once per 4 pairs. In fast precision, row-major MXFP4 experts run
- * on tensor cores instead (cuda_moe_tc.cu), alone or grouped alike. */
+ * on tensor cores instead (cuda_moe_tc.cu), alone or grouped alike. spc_moe_route_ffn
+ * folds gpt-oss's routing into the first expert kernel of the pairs-alone pass: each
+ * block routes its own pair (moe_route_warp.cuh), one launch fewer a layer. */
 #include "kernels/cuda/cuda_moe_tc.cuh"
 #include "kernels/cuda/decode.cuh"
+#include "kernels/cuda/moe_route_warp.cuh"
 
 #include <math.h>
 
@@ -280,12 +283,13 @@ static __device__ __forceinline__ bool mx_block(const spc_expert *__restrict__ e
 }
 
 /* Each (token, slot) pair alone: one block per MR_ROWS output rows, one pair per grid.y;
- * U chunks per row in flight. */
+ * U chunks per row in flight. With route.logits the block routes its pair's token itself
+ * (moe_route_warp.cuh) and the blocks x = 0 store the ids and weights. */
 template <int FMT, int U = 2>
 __global__ void __launch_bounds__(SPC_SLOTS)
 k_moe_rows(const spc_expert *__restrict__ experts, int64_t n_experts,
            const int32_t *__restrict__ ids, int stage, bool gptoss, const float *x, int64_t x_div,
-           int64_t x_stride, int64_t n_out, float *y)
+           int64_t x_stride, int64_t n_out, float *y, const spc_route_in route)
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
@@ -296,7 +300,8 @@ k_moe_rows(const spc_expert *__restrict__ experts, int64_t n_experts,
     int nr = (int)(n_out - r0 < MR_ROWS ? n_out - r0 : MR_ROWS);
     float acc[MR_ROWS];
     const float *bias;
-    if (mx_block<FMT, 1, U>(experts, n_experts, ids[p], stage, gptoss, r0, &nr, x + (p / x_div) * x_stride,
+    const int32_t e = route.logits ? spc_route_pair(route, p, blockIdx.x == 0) : ids[p];
+    if (mx_block<FMT, 1, U>(experts, n_experts, e, stage, gptoss, r0, &nr, x + (p / x_div) * x_stride,
                             0, 1, acc, &bias))
         spc_block_store<1, MR_ROWS>(acc, r0, nr, 0, 1, y + p * n_out, 0, bias);
 }
@@ -307,13 +312,14 @@ k_moe_rows(const spc_expert *__restrict__ experts, int64_t n_experts,
  * against 80; H100, gpt-oss-20b shape: the 1-token expert pass 101 -> 88 us, decode 227
  * -> 244 tok/s; 1, 2 or 8 rows per block were slower). */
 static void moe_rows_launch(cudaStream_t s, const spc_moe_args *a, int stage, bool gptoss,
-                            const float *x, int64_t div, int64_t xs, int64_t n_out, float *y)
+                            const float *x, int64_t div, int64_t xs, int64_t n_out, float *y,
+                            const spc_route_in &route)
 {
     const int64_t P = a->n_tok * a->k;
     const int64_t cols = stage == 2 ? a->I : a->H;
     if (moe_tc(a)) {
         const spc_moe_tc_job j = {a->experts, a->n_experts, stage, gptoss, x, div, xs, a->ids,
-                                  NULL, P, false, n_out, cols, y, false, 0.0f, 0.0f};
+                                  NULL, P, false, n_out, cols, y, false, 0.0f, 0.0f, route};
         (void)spc_moe_tc_rows(s, j, P); /* its checks hold: moe_tc's and spc_moe_ffn's */
         return;
     }
@@ -321,7 +327,7 @@ static void moe_rows_launch(cudaStream_t s, const spc_moe_args *a, int stage, bo
     if ((a->row_fmt == SP_WF_MXFP4 || a->row_fmt == SP_WF_NVFP4) && cols <= 32 * SPC_SLOTS) {
 #define MR_U1(F)                                                                                \
     spc_launch(k_moe_rows<F, 1>, grid, dim3(SPC_SLOTS), s, true, a->experts, a->n_experts, a->ids, \
-               stage, gptoss, x, div, xs, n_out, y)
+               stage, gptoss, x, div, xs, n_out, y, route)
         if (a->row_fmt == SP_WF_MXFP4)
             MR_U1(SP_WF_MXFP4);
         else
@@ -331,7 +337,7 @@ static void moe_rows_launch(cudaStream_t s, const spc_moe_args *a, int stage, bo
     }
 #define MR_LAUNCH(F)                                                                           \
     spc_launch(k_moe_rows<F>, grid, dim3(SPC_SLOTS), s, true, a->experts, a->n_experts, a->ids, \
-               stage, gptoss, x, div, xs, n_out, y)
+               stage, gptoss, x, div, xs, n_out, y, route)
     SPC_BY_FORMAT(a->row_fmt, MR_LAUNCH, MR_LAUNCH(SP_WF_NONE))
 #undef MR_LAUNCH
 }
@@ -464,7 +470,7 @@ static void moe_rows_grouped_launch(cudaStream_t s, const spc_moe_args *a, int s
     if (moe_tc(a)) {
         const spc_moe_tc_job j = {a->experts, a->n_experts, stage, gptoss, xs, 1, x_stride, NULL,
                                   (const int32_t *)a->group_ints, P, scatter, n_out,
-                                  stage == 2 ? a->I : a->H, y, false, 0.0f, 0.0f};
+                                  stage == 2 ? a->I : a->H, y, false, 0.0f, 0.0f, spc_route_in{}};
         (void)spc_moe_tc_rows(s, j, P); /* its checks hold: moe_tc's and spc_moe_ffn's */
         return;
     }
@@ -555,13 +561,13 @@ static unsigned ew(int64_t n) { return spc_grid_blocks(n, 256); }
  * activation in the product's epilogue (spc_glu_oss, as spc_gptoss_glu computes it):
  * pairs alone (x row p / div) or, grouped, the gathered inputs in sorted order. */
 static void moe_tc_gate_up_glu(cudaStream_t s, const spc_moe_args *a, const float *x, int64_t div,
-                               bool grouped, float *h)
+                               bool grouped, float *h, const spc_route_in &route)
 {
     const int64_t P = a->n_tok * a->k;
     const spc_moe_tc_job j = {a->experts, a->n_experts, 0, true, x, div, a->H,
                               grouped ? NULL : a->ids,
                               grouped ? (const int32_t *)a->group_ints : NULL, P, false, 2 * a->I,
-                              a->H, h, true, a->alpha, a->limit};
+                              a->H, h, true, a->alpha, a->limit, route};
     (void)spc_moe_tc_rows(s, j, P); /* its checks hold: moe_tc's and spc_moe_ffn's */
 }
 
@@ -576,7 +582,7 @@ static int moe_ffn_grouped(cudaStream_t s, const spc_moe_args *a)
                P, a->k, H, C);
     if (a->act == SPC_ACT_GPTOSS_GLU) {
         if (moe_tc(a)) {
-            moe_tc_gate_up_glu(s, a, C, 1, true, B);
+            moe_tc_gate_up_glu(s, a, C, 1, true, B, spc_route_in{});
         } else {
             moe_rows_grouped_launch(s, a, 0, true, C, H, 2 * I, false, A);
             (void)spc_gptoss_glu(s, A, P, I, a->alpha, a->limit, B); /* P, I > 0: no error */
@@ -596,26 +602,30 @@ static int moe_ffn_grouped(cudaStream_t s, const spc_moe_args *a)
     return spc_launch_status();
 }
 
-extern "C" int spc_moe_ffn(void *stream, const spc_moe_args *a)
+/* Whether spc_moe_ffn groups the pairs by expert: from about two pairs per expert (an
+ * H100, gpt-oss-20b's shape: 512 tokens 530 -> 684 tok/s; a verify batch of 2-9 tokens
+ * over 32 experts, mostly one pair per expert, ran 1.2-1.4x slower grouped); a choice by
+ * the shape only, and both paths give the same bits. */
+static bool moe_grouped(const spc_moe_args *a)
 {
-    if (!a || a->n_tok < 0 || a->k <= 0 || a->H <= 0 || a->I <= 0 || a->n_experts <= 0 || !a->experts)
-        return (int)cudaErrorInvalidValue;
-    if (a->n_tok == 0)
-        return 0;
+    return a->n_tok > 1 && a->n_tok * a->k >= 2 * a->n_experts && a->row_major_only &&
+           a->n_experts <= MG_MAX_E && a->scratch_c && a->group_ints;
+}
+
+static int moe_args_ok(const spc_moe_args *a)
+{
+    return a && a->n_tok >= 0 && a->k > 0 && a->H > 0 && a->I > 0 && a->n_experts > 0 && a->experts &&
+           a->n_tok * a->k <= 65535;
+}
+
+/* The pairs alone; with route.logits the first expert kernel routes (gpt-oss only). */
+static int moe_ffn_pairs(cudaStream_t s, const spc_moe_args *a, const spc_route_in &route)
+{
     const int64_t P = a->n_tok * a->k, H = a->H, I = a->I;
-    if (P > 65535)
-        return (int)cudaErrorInvalidValue;
-    cudaStream_t s = (cudaStream_t)stream;
     float *A = a->scratch_a, *B = a->scratch_b;
     const bool gptoss = a->act == SPC_ACT_GPTOSS_GLU;
-    /* grouping pays from about two pairs per expert (an H100, gpt-oss-20b's shape: 512
-     * tokens 530 -> 684 tok/s; a verify batch of 2-9 tokens over 32 experts, mostly one
-     * pair per expert, ran 1.2-1.4x slower grouped); the choice depends on the shape
-     * only, and both paths give the same bits */
-    if (a->n_tok > 1 && P >= 2 * a->n_experts && a->row_major_only && a->n_experts <= MG_MAX_E &&
-        a->scratch_c && a->group_ints)
-        return moe_ffn_grouped(s, a);
-#define ROWS(stage, x, div, xs, n_out, y) moe_rows_launch(s, a, stage, gptoss, x, div, xs, n_out, y)
+    const spc_route_in none = {};
+#define ROWS(stage, x, div, xs, n_out, y, r) moe_rows_launch(s, a, stage, gptoss, x, div, xs, n_out, y, r)
 #define COLS(stage, x, div, xs, n_in, n_out, y)                                                 \
     do {                                                                                       \
         if (!a->row_major_only)                                                                \
@@ -627,28 +637,58 @@ extern "C" int spc_moe_ffn(void *stream, const spc_moe_args *a)
     } while (0)
     if (gptoss) {
         if (moe_tc(a)) { /* row-major experts only */
-            moe_tc_gate_up_glu(s, a, a->x, a->k, false, B);
+            moe_tc_gate_up_glu(s, a, a->x, a->k, false, B, route);
         } else {
-            ROWS(0, a->x, a->k, H, 2 * I, A);
+            ROWS(0, a->x, a->k, H, 2 * I, A, route);
             COLS(0, a->x, a->k, H, H, 2 * I, A);
             (void)spc_gptoss_glu(s, A, P, I, a->alpha, a->limit, B); /* P, I > 0: no error */
         }
-        ROWS(2, B, 1, I, H, A);
+        ROWS(2, B, 1, I, H, A, none);
         COLS(2, B, 1, I, I, H, A);
         spc_launch(k_moe_combine, dim3(ew(a->n_tok * H)), dim3(256), s, true, a->ids, a->w,
                    (const float *)A, a->n_tok, a->k, H, a->out);
     } else {
-        ROWS(0, a->x, a->k, H, I, A);
-        ROWS(1, a->x, a->k, H, I, B);
+        ROWS(0, a->x, a->k, H, I, A, none);
+        ROWS(1, a->x, a->k, H, I, B, none);
         spc_launch(k_moe_swiglu, dim3(ew(P * I)), dim3(256), s, true, (const float *)A,
                    (const float *)B, P * I, a->act == SPC_ACT_SWIGLU_LIMIT, a->limit, A);
-        ROWS(2, A, 1, I, H, B);
+        ROWS(2, A, 1, I, H, B, none);
         spc_launch(k_moe_combine, dim3(ew(a->n_tok * H)), dim3(256), s, true, a->ids, a->w,
                    (const float *)B, a->n_tok, a->k, H, a->out);
     }
 #undef ROWS
 #undef COLS
     return spc_launch_status();
+}
+
+extern "C" int spc_moe_ffn(void *stream, const spc_moe_args *a)
+{
+    if (!moe_args_ok(a))
+        return (int)cudaErrorInvalidValue;
+    if (a->n_tok == 0)
+        return 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    if (moe_grouped(a))
+        return moe_ffn_grouped(s, a);
+    return moe_ffn_pairs(s, a, spc_route_in{});
+}
+
+extern "C" int spc_moe_route_ffn(void *stream, const sp_route_cfg *cfg, const float *logits,
+                                 int32_t *ids, float *w, const spc_moe_args *a0)
+{
+    if (!moe_args_ok(a0) || !cfg || !ids || !w)
+        return (int)cudaErrorInvalidValue;
+    spc_moe_args a = *a0;
+    a.ids = ids;
+    a.w = w;
+    const bool fold = spc_route_warp_ok(cfg) && cfg->n_experts == a.n_experts && cfg->top_k == a.k &&
+                      a.act == SPC_ACT_GPTOSS_GLU && a.row_major_only && !moe_grouped(&a);
+    if (!fold || a.n_tok == 0) {
+        const int rc = spc_moe_route(stream, cfg, logits, a.n_tok, ids, w);
+        return rc ? rc : spc_moe_ffn(stream, &a);
+    }
+    const spc_route_in route = {logits, (int)cfg->n_experts, (int)cfg->top_k, ids, w};
+    return moe_ffn_pairs((cudaStream_t)stream, &a, route);
 }
 
 extern "C" int spc_moe_stage(void *stream, const spc_moe_args *a, int stage, const float *x,
@@ -660,6 +700,6 @@ extern "C" int spc_moe_stage(void *stream, const spc_moe_args *a, int stage, con
     if (a->n_tok == 0)
         return 0;
     moe_rows_launch((cudaStream_t)stream, a, stage, a->act == SPC_ACT_GPTOSS_GLU, x, x_div, x_stride,
-                    n_out, y);
+                    n_out, y, spc_route_in{});
     return spc_launch_status();
 }

@@ -322,7 +322,8 @@ k_moe_tc(const spc_moe_tc_job j, int pitch)
         const int32_t *gr = j.gi + j.P + 3 * y;
         e = gr[0], first = gr[1], nt = gr[2];
     } else {
-        e = j.ids[y], first = y, nt = 1;
+        e = j.route.logits ? spc_route_pair(j.route, y, blockIdx.x == 0) : j.ids[y];
+        first = y, nt = 1;
     }
     const int32_t *order = j.gi && j.scatter ? j.gi : NULL;
     if (e < 0 || e >= j.n_experts) { /* NaN rows (with glu, NaN activations), as the exact pass */

@@ -4,6 +4,7 @@
 #define SP_KERNELS_CUDA_MOE_TC_CUH
 
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/moe_route_warp.cuh"
 
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -33,6 +34,10 @@ struct spc_moe_tc_job {
      * (gate, up) row pair (spc_glu_oss), not the rows themselves */
     bool glu;
     float alpha, limit;
+    /* pairs only (gi NULL): with route.logits, each block routes its pair's token itself
+     * (moe_route_warp.cuh) instead of reading ids, and the blocks x = 0 store the ids and
+     * weights for the stages after */
+    spc_route_in route;
 };
 
 /* Tokens a group may hold for inputs of `cols` (0: they do not fit shared memory). */

@@ -287,6 +287,14 @@ int64_t spc_moe_group_ints(int64_t pairs);
  * an id outside [0, n_experts) gives NaN outputs, not a fault. */
 int spc_moe_ffn(void *stream, const spc_moe_args *a);
 
+/* spc_moe_route(cfg, logits, a->n_tok, ids, w) then spc_moe_ffn(a with ids and w): the
+ * same ids, weights and outputs bit for bit. Where the pass runs its pairs alone (not
+ * grouped) and the routing is gpt-oss's (SP_MOE_TOPK_SOFTMAX, n_experts <= 256, top_k <=
+ * 8) with gpt-oss's activation, the first expert kernel routes instead, each block its own
+ * pair (moe_route_warp.cuh): one launch fewer. */
+int spc_moe_route_ffn(void *stream, const sp_route_cfg *cfg, const float *logits, int32_t *ids,
+                      float *w, const spc_moe_args *a);
+
 /* One product of spc_moe_ffn for each of a's n_tok * k pairs alone (not grouped), in a's
  * precision: y[p * n_out + r] = bias + row r of the stage matrix (0 gate or gpt-oss's
  * gate_up, 1 up, 2 down) of expert ids[p] . x[(p / x_div) * x_stride ..], for r < n_out.
