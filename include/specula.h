@@ -476,6 +476,11 @@ SP_API sp_status sp_trace_writer_set_perturb(sp_trace_writer *w, int layer, cons
  * however large the residual grew. Returns n, the layers seen. */
 SP_API size_t sp_trace_writer_residuals(const sp_trace_writer *w, double *rms, size_t cap,
                                         double *final_norm_rms);
+/* The experts the latest traced pass routed this session's positions to (a verify batch's,
+ * say): for each layer, the number of distinct expert ids its positions chose, into
+ * distinct[0 .. min(n, cap)) (0 for a layer without experts). Returns n, the layers seen
+ * (up to the last MoE layer). */
+SP_API size_t sp_trace_writer_experts(const sp_trace_writer *w, int32_t *distinct, size_t cap);
 /* Lines written so far; whether a write failed. */
 SP_API int64_t sp_trace_writer_lines(const sp_trace_writer *w);
 SP_API bool sp_trace_writer_failed(const sp_trace_writer *w);

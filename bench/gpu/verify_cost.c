@@ -12,7 +12,11 @@
  * row (what a speculative verify pass asks for), then sp_session_truncate back. The
  * baseline is one decode step: eval 1 token (last logits only), truncate back. Reports the
  * median times and ratio(k) = verify(k+1 tokens) / decode step: speculation with k
- * drafts pays when the expected accepted tokens + 1 exceed ratio(k) plus the draft cost. */
+ * drafts pays when the expected accepted tokens + 1 exceed ratio(k) plus the draft cost.
+ * For a mixture of experts, once the timing is done, one more verify pass per k is traced
+ * (sp_trace_writer_experts: the ids the routing chose) and the distinct experts it touched
+ * are reported per k, the mean over the MoE layers: each one's weights are read once per
+ * pass, so this is what a verify batch reads beyond a decode step's top_k a layer. */
 #include "specula.h"
 
 #include <stdio.h>
@@ -40,6 +44,40 @@ static double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_d);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The mean over the MoE layers of the distinct experts one pass of k + 1 tokens after the
+ * context touches, for k = 1..kmax, into ex[k] (traced passes: untimed, after the timing;
+ * the writer stays attached to s). */
+static int count_experts(sp_session *s, const int32_t *toks, int ctx, int kmax, float *logits,
+                         double *ex, sp_error *err)
+{
+    FILE *f = fopen("/dev/null", "w");
+    sp_trace_writer *w = NULL;
+    int32_t d[1024];
+    if (!f || sp_trace_writer_new(f, "target", &w, err) != SP_OK)
+        goto fail;
+    sp_trace_writer_attach(w, s);
+    for (int k = 1; k <= kmax; k++) {
+        if (sp_session_eval(s, toks + ctx, (size_t)k + 1, logits, err) != SP_OK ||
+            sp_session_truncate(s, ctx, err) != SP_OK)
+            goto fail;
+        size_t n = sp_trace_writer_experts(w, d, 1024), moe = 0;
+        double sum = 0;
+        for (size_t l = 0; l < n && l < 1024; l++)
+            if (d[l] > 0) {
+                sum += d[l];
+                moe++;
+            }
+        ex[k] = moe ? sum / (double)moe : 0;
+    }
+    fclose(f);
+    return 0; /* w stays: the session still refers to it (freed at exit) */
+fail:
+    fprintf(stderr, "verify_cost: counting experts: %s\n", err->msg);
+    if (f)
+        fclose(f);
+    return 1;
 }
 
 #define CHECK(call)                                                                         \
@@ -126,24 +164,38 @@ int main(int argc, char **argv)
             CHECK(sp_session_truncate(s, ctx, &err));
         }
     double base[2] = {median(times, reps), median(times + reps, reps)};
+    sp_model_info info;
+    sp_model_get_info(m, &info);
+    double ex[65] = {0};
+    if (info.n_moe_layers > 0 && count_experts(s, toks, ctx, kmax, logits, ex, &err))
+        return 1;
     if (!json) {
         printf("model %s, device %s, %s precision, %s kernels, context %d, %d reps (medians of %s)\n", dir,
                sp_model_device(m), prec, sp_cpu_kernels_name(), ctx, reps,
                clock_id == CLOCK_MONOTONIC ? "wall time" : "process CPU time");
         printf("decode step (1 token, last logits): %.3f ms = %.1f tok/s\n", base[0] * 1e3, 1.0 / base[0]);
         printf("1 token with its logits row:        %.3f ms\n", base[1] * 1e3);
-        printf("| k | tokens | verify ms | verify / decode step | ms per token |\n|---|---|---|---|---|\n");
+        if (info.n_moe_layers > 0)
+            printf("mixture of experts: %lld of %lld experts a token, %lld MoE layers; distinct experts a "
+                   "verify pass touches, mean over those layers\n",
+                   (long long)info.n_experts_per_tok, (long long)info.n_experts,
+                   (long long)info.n_moe_layers);
+        printf("| k | tokens | verify ms | verify / decode step | ms per token | distinct experts |\n"
+               "|---|---|---|---|---|---|\n");
     } else {
         printf("{\"model\": \"%s\", \"device\": \"%s\", \"ctx\": %d, \"decode_ms\": %.4f, \"one_with_logits_ms\": %.4f, \"curve\": [",
                dir, sp_model_device(m), ctx, base[0] * 1e3, base[1] * 1e3);
     }
     for (int k = 1; k <= kmax; k++) {
         double v = median(times + (size_t)(k + 1) * (size_t)reps, reps);
-        if (!json)
-            printf("| %d | %d | %.3f | %.2f | %.3f |\n", k, k + 1, v * 1e3, v / base[0], v * 1e3 / (k + 1));
+        if (!json && info.n_moe_layers > 0)
+            printf("| %d | %d | %.3f | %.2f | %.3f | %.2f |\n", k, k + 1, v * 1e3, v / base[0],
+                   v * 1e3 / (k + 1), ex[k]);
+        else if (!json)
+            printf("| %d | %d | %.3f | %.2f | %.3f | - |\n", k, k + 1, v * 1e3, v / base[0], v * 1e3 / (k + 1));
         else
-            printf("%s{\"k\": %d, \"verify_ms\": %.4f, \"ratio\": %.4f}", k > 1 ? ", " : "", k, v * 1e3,
-                   v / base[0]);
+            printf("%s{\"k\": %d, \"verify_ms\": %.4f, \"ratio\": %.4f, \"distinct_experts\": %.4f}",
+                   k > 1 ? ", " : "", k, v * 1e3, v / base[0], ex[k]);
     }
     if (json)
         printf("]}\n");

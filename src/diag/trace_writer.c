@@ -23,7 +23,11 @@ struct sp_trace_writer {
     double *res_rms;         /* [n_res] each layer's output rms at the latest position */
     int64_t n_res;
     double final_rms;        /* model.norm's output rms there */
+    uint64_t *experts;       /* [n_exp * EXP_WORDS]: each layer's expert ids in the latest pass */
+    int64_t n_exp;
 };
+
+#define EXP_WORDS 16 /* expert ids < 1024 (the routing kernels' limit) */
 
 sp_status sp_trace_writer_new(FILE *f, const char *label, sp_trace_writer **out, sp_error *err)
 {
@@ -41,6 +45,7 @@ void sp_trace_writer_free(sp_trace_writer *w)
     if (w) {
         free(w->prefix);
         free(w->res_rms);
+        free(w->experts);
     }
     free(w);
 }
@@ -123,13 +128,55 @@ size_t sp_trace_writer_residuals(const sp_trace_writer *w, double *rms, size_t c
     return (size_t)w->n_res;
 }
 
+/* The expert ids a moe_experts event lists (k ids, then k weights, a position) into its
+ * layer's set. */
+static void note_experts(sp_trace_writer *w, const sp_trace_event *ev)
+{
+    if (ev->layer < 0)
+        return;
+    if (ev->layer >= w->n_exp) {
+        int64_t n = (int64_t)ev->layer + 1;
+        uint64_t *p = realloc(w->experts, (size_t)(n * EXP_WORDS) * sizeof *p);
+        if (!p) {
+            w->failed = true;
+            return;
+        }
+        memset(p + w->n_exp * EXP_WORDS, 0, (size_t)((n - w->n_exp) * EXP_WORDS) * sizeof *p);
+        w->experts = p;
+        w->n_exp = n;
+    }
+    uint64_t *set = w->experts + (int64_t)ev->layer * EXP_WORDS;
+    const int64_t k = ev->width / 2;
+    for (int64_t t = 0; t < ev->n_tok; t++)
+        for (int64_t j = 0; j < k; j++) {
+            const float id = ev->data[t * ev->width + j];
+            if (id >= 0 && id < 64 * EXP_WORDS)
+                set[(int64_t)id / 64] |= 1ull << ((int64_t)id % 64);
+        }
+}
+
+size_t sp_trace_writer_experts(const sp_trace_writer *w, int32_t *distinct, size_t cap)
+{
+    for (size_t i = 0; i < cap && i < (size_t)w->n_exp; i++) {
+        int32_t n = 0;
+        for (int j = 0; j < EXP_WORDS; j++)
+            n += __builtin_popcountll(w->experts[i * EXP_WORDS + j]);
+        distinct[i] = n;
+    }
+    return (size_t)w->n_exp;
+}
+
 static void on_event(void *ctx, const sp_trace_event *ev)
 {
     sp_trace_writer *w = ctx;
     if (ev->op == SP_OP_EMBED) {
         w->pass++;
         note_tokens(w, ev);
+        if (w->experts) /* a new pass: its own experts */
+            memset(w->experts, 0, (size_t)(w->n_exp * EXP_WORDS) * sizeof *w->experts);
     }
+    if (ev->op == SP_OP_MOE_EXPERTS)
+        note_experts(w, ev);
     for (int64_t t = 0; t < ev->n_tok; t++) {
         sp_row_stats s;
         sp_row_stats_compute(ev->data + t * ev->width, ev->width, &s);

@@ -6,7 +6,9 @@
  *    matched by (layer, op, position, context);
  *  - each check of specula check, on a healthy fixture and on a planted fault: a NaN
  *    weight, a NaN FP4 scale, a zeroed final norm, a missing chat template, a model that
- *    loops. */
+ *    loops;
+ *  - the distinct experts a traced pass touched (sp_trace_writer_experts), as the pass's
+ *    own routing events list them. */
 #include "test_util.h"
 #include "diag/check.h"
 #include "diag/trace_diff.h"
@@ -409,6 +411,72 @@ static void test_trace_residual_magnitudes(void **state)
     sp_model_close(m);
 }
 
+/* Expert ids of one pass, per layer, from the routing events (an independent count). */
+typedef struct expert_sets {
+    uint64_t set[8];
+} expert_sets;
+
+static void collect_experts(void *ctx, const sp_trace_event *ev)
+{
+    expert_sets *x = ctx;
+    if (ev->op == SP_OP_EMBED)
+        memset(x->set, 0, sizeof x->set);
+    if (ev->op != SP_OP_MOE_EXPERTS || ev->layer < 0 || ev->layer >= 8)
+        return;
+    for (int64_t t = 0; t < ev->n_tok; t++)
+        for (int64_t j = 0; j < ev->width / 2; j++)
+            x->set[ev->layer] |= 1ull << (int)ev->data[t * ev->width + j];
+}
+
+/* The distinct experts a writer reports for a pass: the pass's own routing (counted from its
+ * events in a second session fed the same tokens), top_k for one token, between top_k and
+ * min(E, n top_k) for n, 0 for the dense layer. */
+static void test_trace_distinct_experts(void **state)
+{
+    (void)state;
+    sp_model *m = open_fixture("qwen3moe_mixed_bf16"); /* 8 experts, top 2; layer 0 dense */
+    const int64_t E = 8, k = 2;
+    sp_error err = {0};
+    sp_session *s, *s2;
+    sp_session_params sp = {.n_ctx = 64};
+    assert_int_equal(sp_session_new(m, &sp, &s, &err), SP_OK);
+    assert_int_equal(sp_session_new(m, &sp, &s2, &err), SP_OK);
+    FILE *f = fopen("/dev/null", "w");
+    assert_non_null(f);
+    sp_trace_writer *w;
+    assert_int_equal(sp_trace_writer_new(f, "target", &w, &err), SP_OK);
+    sp_trace_writer_attach(w, s);
+    expert_sets x;
+    memset(&x, 0, sizeof x);
+    sp_session_set_trace(s2, collect_experts, &x);
+    int32_t toks[32];
+    for (int i = 0; i < 32; i++)
+        toks[i] = (i * 53 + 11) % 128;
+    assert_int_equal(sp_session_eval(s, toks, 8, NULL, &err), SP_OK);
+    assert_int_equal(sp_session_eval(s2, toks, 8, NULL, &err), SP_OK);
+    for (int n = 1; n <= 9; n++) { /* a decode step, then verify batches of n tokens */
+        assert_int_equal(sp_session_eval(s, toks + 8, (size_t)n, NULL, &err), SP_OK);
+        assert_int_equal(sp_session_eval(s2, toks + 8, (size_t)n, NULL, &err), SP_OK);
+        int32_t d[8];
+        size_t nl = sp_trace_writer_experts(w, d, 8);
+        assert_int_equal(nl, m->n_layers);
+        assert_int_equal(d[0], 0);
+        for (size_t l = 1; l < nl; l++) {
+            assert_int_equal(d[l], __builtin_popcountll(x.set[l]));
+            assert_true(d[l] >= k && d[l] <= (n * k < E ? n * k : E));
+            if (n == 1)
+                assert_int_equal(d[l], k);
+        }
+        assert_int_equal(sp_session_truncate(s, 8, &err), SP_OK);
+        assert_int_equal(sp_session_truncate(s2, 8, &err), SP_OK);
+    }
+    fclose(f);
+    sp_trace_writer_free(w);
+    sp_session_free(s2);
+    sp_session_free(s);
+    sp_model_close(m);
+}
+
 static void test_diff_finds_planted_gpu_bug(void **state)
 {
     (void)state;
@@ -455,6 +523,7 @@ int main(void)
         cmocka_unit_test(test_checks_catch_planted_faults),
         cmocka_unit_test(test_chat_template_check),
         cmocka_unit_test(test_trace_residual_magnitudes),
+        cmocka_unit_test(test_trace_distinct_experts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
