@@ -10,8 +10,9 @@
  * expert share a block instead (grouping by expert, below): the same bits, each
  * expert's weights read once per 4 pairs. In fast precision, row-major MXFP4 experts run
  * on tensor cores instead (cuda_moe_tc.cu), alone or grouped alike. spc_moe_route_ffn
- * folds gpt-oss's routing into the first expert kernel of the pairs-alone pass: each
- * block routes its own pair (moe_route_warp.cuh), one launch fewer a layer. */
+ * folds gpt-oss's routing into the first expert kernel of the pairs-alone pass on tensor
+ * cores: each block routes its own pair (moe_route_warp.cuh), one launch fewer a layer.
+ * (Not in the exact kernels: the routing code took k_moe_rows from 80 to 96 registers.) */
 #include "kernels/cuda/cuda_moe_tc.cuh"
 #include "kernels/cuda/decode.cuh"
 #include "kernels/cuda/moe_route_warp.cuh"
@@ -283,13 +284,12 @@ static __device__ __forceinline__ bool mx_block(const spc_expert *__restrict__ e
 }
 
 /* Each (token, slot) pair alone: one block per MR_ROWS output rows, one pair per grid.y;
- * U chunks per row in flight. With route.logits the block routes its pair's token itself
- * (moe_route_warp.cuh) and the blocks x = 0 store the ids and weights. */
+ * U chunks per row in flight. */
 template <int FMT, int U = 2>
 __global__ void __launch_bounds__(SPC_SLOTS)
 k_moe_rows(const spc_expert *__restrict__ experts, int64_t n_experts,
            const int32_t *__restrict__ ids, int stage, bool gptoss, const float *x, int64_t x_div,
-           int64_t x_stride, int64_t n_out, float *y, const spc_route_in route)
+           int64_t x_stride, int64_t n_out, float *y)
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
@@ -300,8 +300,7 @@ k_moe_rows(const spc_expert *__restrict__ experts, int64_t n_experts,
     int nr = (int)(n_out - r0 < MR_ROWS ? n_out - r0 : MR_ROWS);
     float acc[MR_ROWS];
     const float *bias;
-    const int32_t e = route.logits ? spc_route_pair(route, p, blockIdx.x == 0) : ids[p];
-    if (mx_block<FMT, 1, U>(experts, n_experts, e, stage, gptoss, r0, &nr, x + (p / x_div) * x_stride,
+    if (mx_block<FMT, 1, U>(experts, n_experts, ids[p], stage, gptoss, r0, &nr, x + (p / x_div) * x_stride,
                             0, 1, acc, &bias))
         spc_block_store<1, MR_ROWS>(acc, r0, nr, 0, 1, y + p * n_out, 0, bias);
 }
@@ -312,14 +311,13 @@ k_moe_rows(const spc_expert *__restrict__ experts, int64_t n_experts,
  * against 80; H100, gpt-oss-20b shape: the 1-token expert pass 101 -> 88 us, decode 227
  * -> 244 tok/s; 1, 2 or 8 rows per block were slower). */
 static void moe_rows_launch(cudaStream_t s, const spc_moe_args *a, int stage, bool gptoss,
-                            const float *x, int64_t div, int64_t xs, int64_t n_out, float *y,
-                            const spc_route_in &route)
+                            const float *x, int64_t div, int64_t xs, int64_t n_out, float *y)
 {
     const int64_t P = a->n_tok * a->k;
     const int64_t cols = stage == 2 ? a->I : a->H;
     if (moe_tc(a)) {
         const spc_moe_tc_job j = {a->experts, a->n_experts, stage, gptoss, x, div, xs, a->ids,
-                                  NULL, P, false, n_out, cols, y, false, 0.0f, 0.0f, route};
+                                  NULL, P, false, n_out, cols, y, false, 0.0f, 0.0f, spc_route_in{}};
         (void)spc_moe_tc_rows(s, j, P); /* its checks hold: moe_tc's and spc_moe_ffn's */
         return;
     }
@@ -327,7 +325,7 @@ static void moe_rows_launch(cudaStream_t s, const spc_moe_args *a, int stage, bo
     if ((a->row_fmt == SP_WF_MXFP4 || a->row_fmt == SP_WF_NVFP4) && cols <= 32 * SPC_SLOTS) {
 #define MR_U1(F)                                                                                \
     spc_launch(k_moe_rows<F, 1>, grid, dim3(SPC_SLOTS), s, true, a->experts, a->n_experts, a->ids, \
-               stage, gptoss, x, div, xs, n_out, y, route)
+               stage, gptoss, x, div, xs, n_out, y)
         if (a->row_fmt == SP_WF_MXFP4)
             MR_U1(SP_WF_MXFP4);
         else
@@ -337,7 +335,7 @@ static void moe_rows_launch(cudaStream_t s, const spc_moe_args *a, int stage, bo
     }
 #define MR_LAUNCH(F)                                                                           \
     spc_launch(k_moe_rows<F>, grid, dim3(SPC_SLOTS), s, true, a->experts, a->n_experts, a->ids, \
-               stage, gptoss, x, div, xs, n_out, y, route)
+               stage, gptoss, x, div, xs, n_out, y)
     SPC_BY_FORMAT(a->row_fmt, MR_LAUNCH, MR_LAUNCH(SP_WF_NONE))
 #undef MR_LAUNCH
 }
@@ -618,14 +616,14 @@ static int moe_args_ok(const spc_moe_args *a)
            a->n_tok * a->k <= 65535;
 }
 
-/* The pairs alone; with route.logits the first expert kernel routes (gpt-oss only). */
+/* The pairs alone; with route.logits the first expert kernel routes (gpt-oss on tensor
+ * cores only: spc_moe_route_ffn). */
 static int moe_ffn_pairs(cudaStream_t s, const spc_moe_args *a, const spc_route_in &route)
 {
     const int64_t P = a->n_tok * a->k, H = a->H, I = a->I;
     float *A = a->scratch_a, *B = a->scratch_b;
     const bool gptoss = a->act == SPC_ACT_GPTOSS_GLU;
-    const spc_route_in none = {};
-#define ROWS(stage, x, div, xs, n_out, y, r) moe_rows_launch(s, a, stage, gptoss, x, div, xs, n_out, y, r)
+#define ROWS(stage, x, div, xs, n_out, y) moe_rows_launch(s, a, stage, gptoss, x, div, xs, n_out, y)
 #define COLS(stage, x, div, xs, n_in, n_out, y)                                                 \
     do {                                                                                       \
         if (!a->row_major_only)                                                                \
@@ -639,20 +637,20 @@ static int moe_ffn_pairs(cudaStream_t s, const spc_moe_args *a, const spc_route_
         if (moe_tc(a)) { /* row-major experts only */
             moe_tc_gate_up_glu(s, a, a->x, a->k, false, B, route);
         } else {
-            ROWS(0, a->x, a->k, H, 2 * I, A, route);
+            ROWS(0, a->x, a->k, H, 2 * I, A);
             COLS(0, a->x, a->k, H, H, 2 * I, A);
             (void)spc_gptoss_glu(s, A, P, I, a->alpha, a->limit, B); /* P, I > 0: no error */
         }
-        ROWS(2, B, 1, I, H, A, none);
+        ROWS(2, B, 1, I, H, A);
         COLS(2, B, 1, I, I, H, A);
         spc_launch(k_moe_combine, dim3(ew(a->n_tok * H)), dim3(256), s, true, a->ids, a->w,
                    (const float *)A, a->n_tok, a->k, H, a->out);
     } else {
-        ROWS(0, a->x, a->k, H, I, A, none);
-        ROWS(1, a->x, a->k, H, I, B, none);
+        ROWS(0, a->x, a->k, H, I, A);
+        ROWS(1, a->x, a->k, H, I, B);
         spc_launch(k_moe_swiglu, dim3(ew(P * I)), dim3(256), s, true, (const float *)A,
                    (const float *)B, P * I, a->act == SPC_ACT_SWIGLU_LIMIT, a->limit, A);
-        ROWS(2, A, 1, I, H, B, none);
+        ROWS(2, A, 1, I, H, B);
         spc_launch(k_moe_combine, dim3(ew(a->n_tok * H)), dim3(256), s, true, a->ids, a->w,
                    (const float *)B, a->n_tok, a->k, H, a->out);
     }
@@ -682,7 +680,7 @@ extern "C" int spc_moe_route_ffn(void *stream, const sp_route_cfg *cfg, const fl
     a.ids = ids;
     a.w = w;
     const bool fold = spc_route_warp_ok(cfg) && cfg->n_experts == a.n_experts && cfg->top_k == a.k &&
-                      a.act == SPC_ACT_GPTOSS_GLU && a.row_major_only && !moe_grouped(&a);
+                      a.act == SPC_ACT_GPTOSS_GLU && moe_tc(&a) && !moe_grouped(&a);
     if (!fold || a.n_tok == 0) {
         const int rc = spc_moe_route(stream, cfg, logits, a.n_tok, ids, w);
         return rc ? rc : spc_moe_ffn(stream, &a);
@@ -700,6 +698,6 @@ extern "C" int spc_moe_stage(void *stream, const spc_moe_args *a, int stage, con
     if (a->n_tok == 0)
         return 0;
     moe_rows_launch((cudaStream_t)stream, a, stage, a->act == SPC_ACT_GPTOSS_GLU, x, x_div, x_stride,
-                    n_out, y, spc_route_in{});
+                    n_out, y);
     return spc_launch_status();
 }

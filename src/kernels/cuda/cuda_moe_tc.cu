@@ -304,6 +304,7 @@ static __device__ __forceinline__ void mt_body(const spc_moe_tc_job &j, const sp
  * slice) form one stream, each item's weight loads issued while the one before is
  * computed, across rounds and groups. Dynamic shared memory: the tokens' x, `pitch`
  * bytes each. */
+template <bool ROUTE>
 __global__ void __launch_bounds__(MT_WARPS * 32, 5)
 k_moe_tc(const spc_moe_tc_job j, int pitch)
 {
@@ -322,7 +323,8 @@ k_moe_tc(const spc_moe_tc_job j, int pitch)
         const int32_t *gr = j.gi + j.P + 3 * y;
         e = gr[0], first = gr[1], nt = gr[2];
     } else {
-        e = j.route.logits ? spc_route_pair(j.route, y, blockIdx.x == 0) : j.ids[y];
+        __shared__ int32_t routed;
+        e = ROUTE ? spc_route_pair(j.route, y, blockIdx.x == 0, &routed) : j.ids[y];
         first = y, nt = 1;
     }
     const int32_t *order = j.gi && j.scatter ? j.gi : NULL;
@@ -386,7 +388,10 @@ int spc_moe_tc_rows(cudaStream_t s, const spc_moe_tc_job &j, int64_t blocks_y)
     ys = ys < blocks_y ? ys : blocks_y;
     const int64_t wave = 5 * (int64_t)mt_sms(), per_block = (n_rg * ys + wave - 1) / wave;
     dim3 grid((unsigned)((n_rg + per_block - 1) / per_block), (unsigned)blocks_y);
-    spc_launch_smem(k_moe_tc, grid, dim3(MT_WARPS * 32), smem, s, true, j, (int)pitch);
+    if (j.route.logits && !j.gi) /* routing in the kernel: its own instance (96 registers; 93 without) */
+        spc_launch_smem(k_moe_tc<true>, grid, dim3(MT_WARPS * 32), smem, s, true, j, (int)pitch);
+    else
+        spc_launch_smem(k_moe_tc<false>, grid, dim3(MT_WARPS * 32), smem, s, true, j, (int)pitch);
     return spc_launch_status();
 }
 
@@ -397,6 +402,8 @@ bool spc_moe_tc_setup(void)
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
         return false;
     g_mt_sms[dev] = sms > 0 ? sms : 132;
-    return cudaFuncSetAttribute(k_moe_tc, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    return cudaFuncSetAttribute(k_moe_tc<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                SPC_MOE_TC_XS_MAX) == cudaSuccess &&
+           cudaFuncSetAttribute(k_moe_tc<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 SPC_MOE_TC_XS_MAX) == cudaSuccess;
 }

@@ -1,6 +1,7 @@
 /* moe_route_warp.cuh: gpt-oss's routing (top-k of the logits, softmax over those k) done
- * by a warp inside the first expert kernel, so a decode or verify step needs no routing
- * launch of its own (spc_moe_route_ffn in cuda_ops.h). Internal to the CUDA kernels.
+ * by the first warp of each block of the first expert kernel, so a decode or verify step
+ * needs no routing launch of its own (spc_moe_route_ffn in cuda_ops.h). Internal to the
+ * CUDA kernels.
  *
  * The result is k_moe_route's (cuda_moe.cu) bit for bit. Its top-k picks, k times, the
  * first untaken index whose value no later untaken value exceeds (`>`, so ties go to the
@@ -33,115 +34,123 @@ static inline bool spc_route_warp_ok(const sp_route_cfg *c)
            c->top_k >= 1 && c->top_k <= SPC_RW_MAX_K && c->top_k <= c->n_experts;
 }
 
-/* Lane 0's sequential top-k (rt_top_k's scan; taken as a bit set): the k ids. */
-static __device__ void rw_scan(const float *l, int E, int k, int32_t *ids)
+/* Lane 0's sequential top-k (rt_top_k's scan; taken as a bit set): slot `slot`'s id. */
+static __device__ __noinline__ int32_t rw_scan(const float *l, int E, int slot)
 {
     uint32_t taken[SPC_RW_MAX_E / 32] = {0};
-    for (int j = 0; j < k; j++) {
-        int b = -1;
+    int b = -1;
+    for (int j = 0; j <= slot; j++) {
+        b = -1;
         for (int i = 0; i < E; i++)
             if (!((taken[i >> 5] >> (i & 31)) & 1u) && (b < 0 || l[i] > l[b]))
                 b = i;
-        ids[j] = b;
         taken[b >> 5] |= 1u << (b & 31);
     }
+    return b;
 }
 
-/* The warp's routing of token t: slot `slot`'s expert id, and its weight in *w. Every lane
- * returns the same; lanes of one warp must all call it. */
-static __device__ __forceinline__ int32_t spc_route_warp(const spc_route_in &r, int64_t t, int slot,
-                                                         float *w)
+/* Slot j's id among PER logits a lane (index lane + 32 m), by rank, or -1 (no NaN). */
+template <int PER>
+static __device__ __forceinline__ int32_t rw_slot(const float v[PER], const int rank[PER], int E, int j)
 {
-    const int lane = threadIdx.x & 31, per = (r.E + 31) >> 5;
+    const int lane = threadIdx.x & 31;
+    int32_t id = -1;
+#pragma unroll
+    for (int m = 0; m < PER; m++) {
+        const unsigned b = __ballot_sync(SPC_FULL_MASK, lane + 32 * m < E && rank[m] == j);
+        if (b)
+            id = 32 * m + __ffs(b) - 1;
+    }
+    return id;
+}
+
+/* The warp's routing of token t: slot `slot`'s id; with want_w its weight in *w (every
+ * lane the same). PER = ceil(E / 32) logits a lane. */
+template <int PER>
+static __device__ __forceinline__ int32_t rw_route(const spc_route_in &r, int64_t t, int slot, bool want_w,
+                                                   float *w)
+{
+    const int lane = threadIdx.x & 31;
     const float *l = r.logits + t * (int64_t)r.E;
-    float v[SPC_RW_MAX_E / 32];
+    float v[PER];
     bool nan = false;
 #pragma unroll
-    for (int m = 0; m < SPC_RW_MAX_E / 32; m++) {
-        const int i = lane + 32 * m;
-        v[m] = m < per && i < r.E ? l[i] : 0.0f;
+    for (int m = 0; m < PER; m++) {
+        v[m] = lane + 32 * m < r.E ? l[lane + 32 * m] : 0.0f;
         nan = nan || v[m] != v[m];
     }
-    int32_t ids[SPC_RW_MAX_K];
-    if (__any_sync(SPC_FULL_MASK, nan)) { /* rare: the sequential scan decides */
-        int32_t s[SPC_RW_MAX_K] = {0};
-        if (lane == 0)
-            rw_scan(l, r.E, r.k, s);
+    const bool seq = __any_sync(SPC_FULL_MASK, nan); /* rare: the sequential scan decides */
+    int rank[PER];
+    if (!seq) { /* rank of each of the lane's indices: how many indices beat it */
 #pragma unroll
-        for (int j = 0; j < SPC_RW_MAX_K; j++)
-            ids[j] = __shfl_sync(SPC_FULL_MASK, s[j], 0);
-    } else {
-        /* rank of each of the lane's indices: how many indices beat it */
-        int rank[SPC_RW_MAX_E / 32];
-#pragma unroll
-        for (int m = 0; m < SPC_RW_MAX_E / 32; m++)
+        for (int m = 0; m < PER; m++)
             rank[m] = 0;
 #pragma unroll
-        for (int mo = 0; mo < SPC_RW_MAX_E / 32; mo++) {
-            if (mo >= per)
-                break;
+        for (int mo = 0; mo < PER; mo++)
             for (int src = 0; src < 32; src++) {
                 const int io = src + 32 * mo;
                 const float o = __shfl_sync(SPC_FULL_MASK, v[mo], src);
 #pragma unroll
-                for (int m = 0; m < SPC_RW_MAX_E / 32; m++) {
-                    const int i = lane + 32 * m;
-                    rank[m] += io < r.E && (o > v[m] || (o == v[m] && io < i));
-                }
+                for (int m = 0; m < PER; m++)
+                    rank[m] += io < r.E && (o > v[m] || (o == v[m] && io < lane + 32 * m));
             }
-        }
-#pragma unroll
-        for (int j = 0; j < SPC_RW_MAX_K; j++) {
-            ids[j] = 0;
-#pragma unroll
-            for (int m = 0; m < SPC_RW_MAX_E / 32; m++) {
-                const unsigned b =
-                    __ballot_sync(SPC_FULL_MASK, m < per && lane + 32 * m < r.E && rank[m] == j);
-                if (b)
-                    ids[j] = 32 * m + __ffs(b) - 1;
-            }
-        }
     }
-    /* rt_softmax over the chosen values, in slot order */
-    float c[SPC_RW_MAX_K], e[SPC_RW_MAX_K];
-#pragma unroll
-    for (int j = 0; j < SPC_RW_MAX_K; j++)
-        c[j] = j < r.k ? l[ids[j]] : 0.0f;
-    float mx = c[0];
-#pragma unroll
-    for (int j = 1; j < SPC_RW_MAX_K; j++)
-        if (j < r.k)
-            mx = c[j] > mx ? c[j] : mx;
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < SPC_RW_MAX_K; j++)
-        if (j < r.k) {
-            e[j] = expf(__fsub_rn(c[j], mx));
-            sum = __fadd_rn(sum, e[j]);
+    /* ids of slots 0..k-1 (the softmax needs them all), lane j < k holding slot j's */
+    int32_t mine = -1;
+    for (int j = 0; j < r.k; j++) {
+        int32_t id;
+        if (seq) {
+            id = lane == 0 ? rw_scan(l, r.E, j) : 0;
+            id = __shfl_sync(SPC_FULL_MASK, id, 0);
+        } else {
+            id = rw_slot<PER>(v, rank, r.E, j);
         }
-    int32_t id = ids[0];
-    float ew = e[0];
-#pragma unroll
-    for (int j = 1; j < SPC_RW_MAX_K; j++)
-        if (j == slot) {
-            id = ids[j];
-            ew = e[j];
-        }
+        if (lane == j)
+            mine = id;
+        if (!want_w && j == slot)
+            return id;
+    }
+    /* rt_softmax over the chosen values, in slot order (lane 0 computes, all get it) */
+    float c = lane < r.k ? l[mine] : 0.0f, mx = __shfl_sync(SPC_FULL_MASK, c, 0), sum = 0.0f, ew = 0.0f;
+    for (int j = 1; j < r.k; j++) {
+        const float cj = __shfl_sync(SPC_FULL_MASK, c, j);
+        mx = cj > mx ? cj : mx;
+    }
+    for (int j = 0; j < r.k; j++) {
+        const float e = expf(__fsub_rn(__shfl_sync(SPC_FULL_MASK, c, j), mx));
+        sum = __fadd_rn(sum, e);
+        if (j == slot)
+            ew = e;
+    }
     *w = __fdiv_rn(ew, sum);
-    return id;
+    return __shfl_sync(SPC_FULL_MASK, mine, slot);
 }
 
-/* Pair p's expert (token p / k, slot p % k); with store, ids[p] and w[p] are written
- * (one block of the launch does it for each pair). */
-static __device__ __forceinline__ int32_t spc_route_pair(const spc_route_in &r, int64_t p, bool store)
+/* Pair p's expert (token p / k, slot p % k): warp 0 routes, the block reads it from *sh.
+ * Every thread of the block calls it (one barrier). With store, thread 0 writes ids[p]
+ * and w[p] (one block of the launch does it for each pair). */
+static __device__ __forceinline__ int32_t spc_route_pair(const spc_route_in &r, int64_t p, bool store,
+                                                         int32_t *sh)
 {
-    float w;
-    const int32_t id = spc_route_warp(r, p / r.k, (int)(p % r.k), &w);
-    if (store && threadIdx.x == 0) {
-        r.ids[p] = id;
-        r.w[p] = w;
+    if (threadIdx.x < 32) {
+        const int64_t t = p / r.k;
+        const int slot = (int)(p % r.k);
+        float w = 0.0f;
+        const int per = (r.E + 31) >> 5;
+        const int32_t id = per <= 1   ? rw_route<1>(r, t, slot, store, &w)
+                           : per <= 2 ? rw_route<2>(r, t, slot, store, &w)
+                           : per <= 4 ? rw_route<4>(r, t, slot, store, &w)
+                                      : rw_route<8>(r, t, slot, store, &w);
+        if (threadIdx.x == 0) {
+            *sh = id;
+            if (store) {
+                r.ids[p] = id;
+                r.w[p] = w;
+            }
+        }
     }
-    return id;
+    __syncthreads();
+    return *sh;
 }
 
 #endif
