@@ -56,6 +56,8 @@ typedef struct cuda_backend {
     int attn_split;         /* blocks a query's key chunks may take: 0 as many as fill the
                              * device (SPECULA_CUDA_ATTN_SPLIT=N: N, 1 or 0: one) */
     bool attn_tried;        /* the scratch was asked for */
+    void *tc_scratch;       /* fast precision: x as bf16 for the tensor-core GEMM (TC_SCRATCH
+                             * bytes, or NULL: the GEMM then runs 16 tokens at a time) */
 } cuda_backend;
 
 static cuda_backend *cu(sp_backend *be) { return (cuda_backend *)be; }
@@ -87,6 +89,7 @@ static void cuda_destroy(sp_backend *be)
     sp_rec_clear(&c->rec);
     spc_free(c->index_queue);
     spc_free(c->attn_scratch);
+    spc_free(c->tc_scratch);
     spc_stream_destroy(c->stream);
     free(c);
 }
@@ -187,10 +190,18 @@ static bool use_tc(const cuda_backend *c, const sp_weight *w)
     return c->fast && spc_tc_weight_ok(w);
 }
 
+/* The tensor-core GEMM's scratch: fixed, so that recorded graphs keep a valid address
+ * (2048 tokens of 8192 columns; longer passes run in pieces, with the same bits).
+ * Allocated when fast precision is turned on, before any pass. */
+#define TC_SCRATCH ((size_t)32 << 20)
+
 static sp_precision cuda_set_precision(sp_backend *be, sp_precision want)
 {
-    cu(be)->fast = want == SP_PRECISION_FAST && spc_tc_supported();
-    return cu(be)->fast ? SP_PRECISION_FAST : SP_PRECISION_EXACT;
+    cuda_backend *c = cu(be);
+    c->fast = want == SP_PRECISION_FAST && spc_tc_supported();
+    if (c->fast && !c->tc_scratch && spc_malloc(&c->tc_scratch, TC_SCRATCH))
+        c->tc_scratch = NULL;
+    return c->fast ? SP_PRECISION_FAST : SP_PRECISION_EXACT;
 }
 
 static void cuda_matmul(sp_backend *be, const sp_weight *w, const float *x, int64_t n, float *y,
@@ -198,7 +209,8 @@ static void cuda_matmul(sp_backend *be, const sp_weight *w, const float *x, int6
 {
     cuda_backend *c = cu(be);
     if (use_tc(c, w))
-        check(c, "matmul", spc_matmul_tc(c->stream, w, x, n, y, bias));
+        check(c, "matmul", spc_matmul_tc(c->stream, w, x, n, y, bias, c->tc_scratch,
+                                         c->tc_scratch ? TC_SCRATCH : 0));
     else
         check(c, "matmul", spc_matmul(c->stream, w, x, n, y, bias));
     plant(c, "matmul", y, n * w->rows);
@@ -309,7 +321,8 @@ static void cuda_matmul_multi(sp_backend *be, int n, const sp_weight *const *ws,
         return;
     }
     if (n_tc > 0)
-        check(c, "matmul", spc_matmul_tc_multi(c->stream, n, ws, x, n_tok, ys, biases));
+        check(c, "matmul", spc_matmul_tc_multi(c->stream, n, ws, x, n_tok, ys, biases,
+                                               c->tc_scratch, c->tc_scratch ? TC_SCRATCH : 0));
     else
         check(c, "matmul", spc_matmul_multi(c->stream, n, ws, x, n_tok, ys, biases));
     for (int i = 0; i < n; i++)
@@ -322,7 +335,9 @@ static void cuda_matmul_swiglu(sp_backend *be, const sp_weight *wg, const sp_wei
     cuda_backend *c = cu(be);
     const bool tc_g = use_tc(c, wg), tc_u = use_tc(c, wu);
     if (tc_g && tc_u && wg->rows == wu->rows && !c->plant_op) {
-        check(c, "matmul_swiglu", spc_matmul_tc_swiglu(c->stream, wg, wu, x, n_tok, out));
+        check(c, "matmul_swiglu", spc_matmul_tc_swiglu(c->stream, wg, wu, x, n_tok, out,
+                                                       c->tc_scratch,
+                                                       c->tc_scratch ? TC_SCRATCH : 0));
         return;
     }
     if (!tc_g && !tc_u && wg->format == wu->format && wg->rows == wu->rows &&

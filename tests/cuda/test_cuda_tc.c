@@ -1,8 +1,8 @@
-/* test_cuda_tc.c: the fast-precision BF16 tensor-core products (cuda_tc.cu) against a
- * double-precision reference of the same rounded inputs, and their contract: a token's
- * outputs are bit-identical alone, in any batch (the few-token and the GEMM schedules,
- * every GEMM tile), run to run, and the fused forms (several matrices, SwiGLU) equal the
- * separate products. Without a GPU every test skips. Timings: bench/gpu/tc_speed.c. */
+/* test_cuda_tc.c: the fast-precision BF16 tensor-core products (cuda_tc.cu,
+ * cuda_tc_gemm.cu) against a double-precision reference of the same rounded inputs, and
+ * their contract: a token's outputs are bit-identical alone, in any batch (the few-token
+ * and the GEMM schedules, the scratch whole, in pieces or absent), run to run, and the
+ * fused forms (several matrices, SwiGLU) equal the separate products. Without a GPU every test skips. Timings: bench/gpu/tc_speed.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +14,22 @@
 
 #define CUDA_TEST_SEED 0x7c15a3e1d00dfeedull
 #include "cuda_test_harness.h"
+
+/* the GEMM's scratch (x as bf16), as a backend owns one */
+#define SCRATCH_BYTES ((size_t)8 << 20)
+static void *g_scratch;
+
+static void *scratch(void)
+{
+    if (!g_scratch)
+        g_scratch = dev_alloc(SCRATCH_BYTES);
+    return g_scratch;
+}
+
+static int mm(const sp_weight *w, const float *x, int64_t n_tok, float *y, const float *bias)
+{
+    return spc_matmul_tc(g_stream, w, x, n_tok, y, bias, scratch(), SCRATCH_BYTES);
+}
 
 /* float -> bf16 bits, round to nearest even (finite inputs) */
 static uint16_t bf16_bits(float f)
@@ -107,7 +123,7 @@ static double check_tc(int64_t rows, int64_t cols, int64_t pad, int64_t n_tok, i
     fill(b, rows, 0.5f);
     float *dx = dev_from(x, (size_t)(n_tok * cols + x_off + 1) * 4), *db = dev_from(b, (size_t)rows * 4);
     float *dy = dev_poison(n_tok * rows);
-    CK(spc_matmul_tc(g_stream, &m.d, dx + x_off, n_tok, dy, with_bias ? db : NULL));
+    CK(mm(&m.d, dx + x_off, n_tok, dy, with_bias ? db : NULL));
     float *y = host_of(dy, n_tok * rows);
     double worst = check_against_reference(&m, x + x_off, n_tok, y, with_bias ? b : NULL);
     free(y);
@@ -146,7 +162,9 @@ static void test_tc_reference(void **state)
 }
 
 /* A token's outputs alone == in any batch (bits), and run to run: sizes that take the
- * rows kernel (1..16 tokens, one or two token tiles) and the GEMM (both tile sizes). */
+ * rows kernel (1..16 tokens, one or two token tiles) and the GEMM (one or several token
+ * blocks); the whole batch also with a scratch of 20 tokens (pieces) and with none
+ * (16-token pieces of the rows kernel). */
 static void check_invariance(int64_t rows, int64_t cols, int64_t N)
 {
     const int64_t sizes[] = {1, 2, 3, 8, 9, 16, 17, 64, 129};
@@ -154,13 +172,13 @@ static void check_invariance(int64_t rows, int64_t cols, int64_t N)
     float *x = malloc((size_t)(N * cols) * 4);
     fill(x, N * cols, 1.0f);
     float *dx = dev_from(x, (size_t)(N * cols) * 4), *dy = dev_poison(N * rows);
-    CK(spc_matmul_tc(g_stream, &m.d, dx, N, dy, NULL));
+    CK(mm(&m.d, dx, N, dy, NULL));
     float *full = host_of(dy, N * rows);
     for (int si = 0; si < 9; si++)
         for (int64_t off = 0; off + sizes[si] <= N; off += sizes[si] * 3 + 5) {
             const int64_t n = sizes[si];
             CK(spc_memset(g_stream, dy, 0xff, (size_t)(N * rows) * 4));
-            CK(spc_matmul_tc(g_stream, &m.d, dx + off * cols, n, dy, NULL));
+            CK(mm(&m.d, dx + off * cols, n, dy, NULL));
             float *part = host_of(dy, n * rows);
             int64_t bad = count_diff_bits(part, full + off * rows, n * rows);
             if (bad)
@@ -170,10 +188,16 @@ static void check_invariance(int64_t rows, int64_t cols, int64_t N)
                          (long long)(off + n), (long long)n, (long long)N);
             free(part);
         }
-    CK(spc_matmul_tc(g_stream, &m.d, dx, N, dy, NULL));
-    float *again = host_of(dy, N * rows);
-    assert_int_equal(count_diff_bits(again, full, N * rows), 0);
-    free(again);
+    const size_t small[3] = {SCRATCH_BYTES, (size_t)(20 * cols * 2), 0};
+    for (int i = 0; i < 3; i++) {
+        CK(spc_memset(g_stream, dy, 0xff, (size_t)(N * rows) * 4));
+        CK(spc_matmul_tc(g_stream, &m.d, dx, N, dy, NULL, small[i] ? scratch() : NULL, small[i]));
+        float *again = host_of(dy, N * rows);
+        if (count_diff_bits(again, full, N * rows))
+            fail_msg("tc %lldx%lld: %lld tokens differ with %zu bytes of scratch", (long long)rows,
+                     (long long)cols, (long long)N, small[i]);
+        free(again);
+    }
     free(full);
     free(x);
     spc_free(dx);
@@ -187,11 +211,15 @@ static void test_tc_batch_invariance(void **state)
     NEED_GPU();
     if (!spc_tc_supported())
         skip();
-    /* the GEMM's three tiles (64 x 64, 128 x 64, 128 x 128) by the number of blocks */
+    /* partial row and token blocks, K tails inside a step (520), an odd number of steps
+     * (1056, 264: the last stage half full), a last slice shorter than 128, many blocks */
     check_invariance(203, 1056, 300);
     check_invariance(4096, 264, 300);
     check_invariance(16384, 520, 300);
-    printf("tc: n_tok 1/2/3/8/9/16/17/64/129 at many offsets == 300, and a rerun, bit-identical\n");
+    check_invariance(130, 520, 150);
+    check_invariance(64, 2048 + 64, 40);
+    printf("tc: n_tok 1/2/3/8/9/16/17/64/129 at many offsets == 300, a rerun, the scratch in "
+           "pieces or absent: bit-identical\n");
 }
 
 /* spc_matmul_tc_swiglu(gate, up) == spc_matmul_tc of each, then spc_swiglu (bits). */
@@ -199,10 +227,10 @@ static void check_swiglu(const tc_matrix *gate, const tc_matrix *up, const float
 {
     const int64_t rows = gate->d.rows;
     float *g = dev_poison(nt * rows), *u = dev_poison(nt * rows), *y = dev_poison(nt * rows);
-    CK(spc_matmul_tc(g_stream, &gate->d, dx, nt, g, NULL));
-    CK(spc_matmul_tc(g_stream, &up->d, dx, nt, u, NULL));
+    CK(mm(&gate->d, dx, nt, g, NULL));
+    CK(mm(&up->d, dx, nt, u, NULL));
     CK(spc_swiglu(g_stream, g, u, nt * rows, g));
-    CK(spc_matmul_tc_swiglu(g_stream, &gate->d, &up->d, dx, nt, y));
+    CK(spc_matmul_tc_swiglu(g_stream, &gate->d, &up->d, dx, nt, y, scratch(), SCRATCH_BYTES));
     float *a = host_of(y, nt * rows), *r = host_of(g, nt * rows);
     if (count_diff_bits(a, r, nt * rows))
         fail_msg("tc swiglu %lldx%lld at %lld tokens differs from the separate ops",
@@ -240,9 +268,9 @@ static void test_tc_fused(void **state)
         for (int i = 0; i < 3; i++) {
             ys[i] = dev_poison(nt * rows[i]);
             ref[i] = dev_poison(nt * rows[i]);
-            CK(spc_matmul_tc(g_stream, ws[i], dx, nt, ref[i], bs[i]));
+            CK(mm(ws[i], dx, nt, ref[i], bs[i]));
         }
-        CK(spc_matmul_tc_multi(g_stream, 3, ws, dx, nt, ys, bs));
+        CK(spc_matmul_tc_multi(g_stream, 3, ws, dx, nt, ys, bs, scratch(), SCRATCH_BYTES));
         for (int i = 0; i < 3; i++) {
             float *a = host_of(ys[i], nt * rows[i]), *r = host_of(ref[i], nt * rows[i]);
             if (count_diff_bits(a, r, nt * rows[i]))
@@ -259,7 +287,7 @@ static void test_tc_fused(void **state)
         spc_free(dx);
         free(x);
     }
-    /* SwiGLU on the GEMM's larger tiles (128 x 128 and 128 x 64 by the block count) */
+    /* SwiGLU on many row blocks */
     const int64_t big[2] = {8192, 4096};
     for (int i = 0; i < 2; i++) {
         tc_matrix gm = make_bf16(big[i], 264, 0, 1.0f), um = make_bf16(big[i], 264, 0, 1.0f);
@@ -276,12 +304,14 @@ static void test_tc_fused(void **state)
     sp_weight bad = m[0].d;
     bad.cols = 1036;
     assert_false(spc_tc_weight_ok(&bad));
-    assert_int_not_equal(spc_matmul_tc(g_stream, &bad, NULL, 1, NULL, NULL), 0);
+    assert_int_not_equal(spc_matmul_tc(g_stream, &bad, NULL, 1, NULL, NULL, NULL, 0), 0);
     for (int i = 0; i < 3; i++)
         free_matrix(&m[i]);
     spc_free(db);
     free(b);
-    printf("tc: multi and SwiGLU fused == separate at 1/5/16/40/150 tokens, every GEMM tile\n");
+    printf("tc: multi and SwiGLU fused == separate at 1/5/16/40/150 tokens\n");
+    spc_free(g_scratch);
+    g_scratch = NULL;
 }
 
 int main(void)

@@ -344,8 +344,8 @@ static void test_q8_input_rounding(void **state)
     sp_mm_prep_q8_row(x, COLS, ref);
     for (size_t i = 0; i < sizeof got; i++)
         if (got[i] != ref[i])
-            fail_msg("byte %zu (block %zu): %02x, reference %02x", i,
-                     i < COLS ? i / 32 : (i - COLS) / 4, got[i], ref[i]);
+            fail_msg("byte %zu (blocks %zu and %zu): %02x, reference %02x", i, 2 * (i / 96),
+                     2 * (i / 96) + 1, got[i], ref[i]);
 }
 
 /* The value an 8-bit-input kernel gives for a one-hot input of 1 at the weight's column:

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 const char *sp_wformat_name(sp_wformat f)
 {
@@ -466,14 +467,19 @@ void sp_matmul(sp_pool *pool, const sp_weight *w, const float *x, int64_t n_tok,
 
 void sp_mm_prep_q8_row(const float *x, int64_t cols, unsigned char *row)
 {
-    float *d = (float *)(void *)(row + cols);
-    for (int64_t b = 0; b < cols / 32; b++) {
+    const int64_t nb = cols / 32;
+    memset(row, 0, SP_MM_Q8_BYTES((size_t)cols));
+    for (int64_t b = 0; b < nb; b++) {
         int8_t q[32];
-        d[b] = sp_mm_quantize_q8(x + 32 * b, q);
+        unsigned char *pair = row + 96 * (b / 2);
+        float d = sp_mm_quantize_q8(x + 32 * b, q);
+        int half = (int)(b % 2) * 16; /* A: bytes 0-15 and 32-47; B: 16-31 and 48-63 */
         for (int i = 0; i < 16; i++) {
-            row[32 * b + i] = (unsigned char)q[2 * i];
-            row[32 * b + 16 + i] = (unsigned char)q[2 * i + 1];
+            pair[half + i] = (unsigned char)q[2 * i];
+            pair[32 + half + i] = (unsigned char)q[2 * i + 1];
         }
+        for (int l = 0; l < 4; l++)
+            memcpy(pair + 64 + 4 * (half / 4 + l), &d, 4);
     }
 }
 

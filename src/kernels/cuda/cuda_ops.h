@@ -115,7 +115,7 @@ int spc_matmul_swiglu(void *stream, const sp_weight *wg, const sp_weight *wu, co
  * (nothing depends on n_tok or on the other tokens of a launch) is the same.
  * Order per output element (t, r): the columns are cut into slices of 128; a slice's
  * products are one chain of mma instructions over its 32-column steps in ascending order,
- * starting from zero (a step: the two mma of cuda_tc.cu's fragment mapping; columns past
+ * starting from zero (a step: the two mma of cuda_tc.cuh's fragment mapping; columns past
  * cols are zeros); the slice sums are added to 0.0f in ascending slice order; then
  * + bias. Every schedule (the few-token rows kernel, the many-token GEMM, its tile size)
  * issues exactly this sequence for every element, and the tensor core's result for an
@@ -124,15 +124,20 @@ int spc_matmul_swiglu(void *stream, const sp_weight *wg, const sp_weight *wu, co
  * pitch 16-byte aligned. The device needs compute capability 8.0+ (spc_tc_supported).
  * Arguments as spc_matmul / spc_matmul_multi / spc_matmul_swiglu (all matrices must
  * qualify, or cudaErrorInvalidValue); the fused forms are bit-identical to separate
- * spc_matmul_tc calls (and spc_swiglu). */
+ * spc_matmul_tc calls (and spc_swiglu). scratch: device memory of scratch_bytes (16-byte
+ * aligned) that products of more than 16 tokens use for x rounded to BF16 (n_tok * cols * 2
+ * bytes; a smaller scratch runs the tokens in pieces, none runs them 16 at a time, much
+ * slower; same bits). The caller owns it; products on one stream may share one scratch,
+ * products that may run at the same time may not. */
 bool spc_tc_supported(void);
 bool spc_tc_weight_ok(const sp_weight *w);
 int spc_matmul_tc(void *stream, const sp_weight *w, const float *x, int64_t n_tok, float *y,
-                  const float *bias);
+                  const float *bias, void *scratch, size_t scratch_bytes);
 int spc_matmul_tc_multi(void *stream, int n, const sp_weight *const *ws, const float *x,
-                        int64_t n_tok, float *const *ys, const float *const *biases);
+                        int64_t n_tok, float *const *ys, const float *const *biases,
+                        void *scratch, size_t scratch_bytes);
 int spc_matmul_tc_swiglu(void *stream, const sp_weight *wg, const sp_weight *wu, const float *x,
-                         int64_t n_tok, float *y);
+                         int64_t n_tok, float *y, void *scratch, size_t scratch_bytes);
 
 /* Transposed product (see sp_matmul_t): y[t * y_stride + c] = bias[c] + sum over i < n_in,
  * ascending, of x[t * x_stride + i] * W[row0 + i, c], for c < W.cols. */
