@@ -47,22 +47,21 @@ static double median(double *v, int n)
 }
 
 /* The mean over the MoE layers of the distinct experts one pass of k + 1 tokens after the
- * context touches, for k = 1..kmax, into ex[k] (traced passes: untimed, after the timing;
- * the writer stays attached to s). */
+ * context touches, for k = 1..kmax, into ex[k] (traced passes: untimed, after the timing).
+ * *w: the writer attached to s, which the caller frees after s. */
 static int count_experts(sp_session *s, const int32_t *toks, int ctx, int kmax, float *logits,
-                         double *ex, sp_error *err)
+                         double *ex, sp_trace_writer **w, sp_error *err)
 {
     FILE *f = fopen("/dev/null", "w");
-    sp_trace_writer *w = NULL;
     int32_t d[1024];
-    if (!f || sp_trace_writer_new(f, "target", &w, err) != SP_OK)
+    if (!f || sp_trace_writer_new(f, "target", w, err) != SP_OK)
         goto fail;
-    sp_trace_writer_attach(w, s);
+    sp_trace_writer_attach(*w, s);
     for (int k = 1; k <= kmax; k++) {
         if (sp_session_eval(s, toks + ctx, (size_t)k + 1, logits, err) != SP_OK ||
             sp_session_truncate(s, ctx, err) != SP_OK)
             goto fail;
-        size_t n = sp_trace_writer_experts(w, d, 1024), moe = 0;
+        size_t n = sp_trace_writer_experts(*w, d, 1024), moe = 0;
         double sum = 0;
         for (size_t l = 0; l < n && l < 1024; l++)
             if (d[l] > 0) {
@@ -71,8 +70,8 @@ static int count_experts(sp_session *s, const int32_t *toks, int ctx, int kmax, 
             }
         ex[k] = moe ? sum / (double)moe : 0;
     }
-    fclose(f);
-    return 0; /* w stays: the session still refers to it (freed at exit) */
+    fclose(f); /* no pass writes to it any more */
+    return 0;
 fail:
     fprintf(stderr, "verify_cost: counting experts: %s\n", err->msg);
     if (f)
@@ -167,7 +166,8 @@ int main(int argc, char **argv)
     sp_model_info info;
     sp_model_get_info(m, &info);
     double ex[65] = {0};
-    if (info.n_moe_layers > 0 && count_experts(s, toks, ctx, kmax, logits, ex, &err))
+    sp_trace_writer *tw = NULL;
+    if (info.n_moe_layers > 0 && count_experts(s, toks, ctx, kmax, logits, ex, &tw, &err))
         return 1;
     if (!json) {
         printf("model %s, device %s, %s precision, %s kernels, context %d, %d reps (medians of %s)\n", dir,
@@ -200,6 +200,7 @@ int main(int argc, char **argv)
     if (json)
         printf("]}\n");
     sp_session_free(s);
+    sp_trace_writer_free(tw); /* after the session it observed */
     sp_model_close(m);
     free(toks);
     free(logits);
