@@ -295,7 +295,7 @@ int spc_moe_ffn(void *stream, const spc_moe_args *a);
 /* spc_moe_route(cfg, logits, a->n_tok, ids, w) then spc_moe_ffn(a with ids and w): the
  * same ids, weights and outputs bit for bit. Where the pass runs its pairs alone (not
  * grouped) on tensor cores (fast precision, MXFP4 experts) and the routing is gpt-oss's
- * (SP_MOE_TOPK_SOFTMAX, n_experts <= 256, top_k <= 8) with gpt-oss's activation, the
+ * (SP_MOE_TOPK_SOFTMAX, n_experts <= 32, top_k <= 8) with gpt-oss's activation, the
  * first expert kernel routes instead, each block its own pair (moe_route_warp.cuh): one
  * launch fewer. */
 int spc_moe_route_ffn(void *stream, const sp_route_cfg *cfg, const float *logits, int32_t *ids,

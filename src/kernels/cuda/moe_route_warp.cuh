@@ -16,7 +16,11 @@
 
 #include "kernels/cuda/decode.cuh"
 
-#define SPC_RW_MAX_E 256 /* experts a warp routes: 8 logits a lane */
+/* Experts a warp routes: one logit a lane, the size tested on the GPU (gpt-oss-20b's 32).
+ * rw_route takes PER logits a lane for up to 256; raising this (gpt-oss-120b has 128)
+ * takes test_cuda_moe_tc's routing test at that size first. */
+#define SPC_RW_MAX_E 32
+#define SPC_RW_PER ((SPC_RW_MAX_E + 31) / 32)
 #define SPC_RW_MAX_K 8
 
 /* Routing folded into an expert kernel: logits NULL when the ids are given instead. */
@@ -136,11 +140,7 @@ static __device__ __forceinline__ int32_t spc_route_pair(const spc_route_in &r, 
         const int64_t t = p / r.k;
         const int slot = (int)(p % r.k);
         float w = 0.0f;
-        const int per = (r.E + 31) >> 5;
-        const int32_t id = per <= 1   ? rw_route<1>(r, t, slot, store, &w)
-                           : per <= 2 ? rw_route<2>(r, t, slot, store, &w)
-                           : per <= 4 ? rw_route<4>(r, t, slot, store, &w)
-                                      : rw_route<8>(r, t, slot, store, &w);
+        const int32_t id = rw_route<SPC_RW_PER>(r, t, slot, store, &w);
         if (threadIdx.x == 0) {
             *sh = id;
             if (store) {
