@@ -7,7 +7,7 @@
  * by mma.sync m16n8k16, as BF16 weights are in cuda_tc.cu. The decode is a few integer
  * operations and one BF16 product a pair of codes, where the exact kernels spend about
  * eight instructions an element (the reason their FP4 rows run at a fifth of the DRAM
- * bandwidth, docs/BENCHMARKS.md): a code's magnitude bits placed at a BF16's exponent and
+ * bandwidth, docs/BENCHMARKS_GPU.md): a code's magnitude bits placed at a BF16's exponent and
  * mantissa read as e2m1(code) * 2^-126, its sign bit goes to the sign, and multiplying by
  * 2^(s - 1) gives the value (by 2^126, then 2^(s - 127), when 2^(s - 1) is past BF16's range).
  *

@@ -369,7 +369,7 @@ k_tc_gemm(const tc_set set, const unsigned char *__restrict__ xb, int64_t n_tok)
 /* The tile: 64 rows x 64 tokens, 4 warps of 32 x 32 (162 registers, 64 KB of shared
  * memory: three blocks an SM). Measured on an H200 at 512 tokens against 128 x 128 (8
  * warps of 64 x 32), 128 x 64 (4 warps of 64 x 32 or 8 of 32 x 32), 64 x 128 and with
- * single-buffered fragments (docs/BENCHMARKS.md): the fastest on every llama-1b shape but
+ * single-buffered fragments (docs/BENCHMARKS_GPU.md): the fastest on every llama-1b shape but
  * gate/up (4% behind 128 x 64 there). */
 #define TG_MI 2
 #define TG_WR 2
