@@ -352,34 +352,49 @@ TILE_FN(q8_tile, 1, 6)
 TILE_FN(q8_tile, 1, 7)
 TILE_FN(q8_tile, 1, 8)
 
+/* tile_Rx1_strided(j, r0, rs): the one-token R x 1 tile over rows r0, r0 + rs, .. (above). */
+#define STRIDED_FN(tile, R)                                                                    \
+    static __attribute__((noinline)) void tile##_##R##x1_strided(const sp_mm_job *j, int64_t r0, \
+                                                                  int64_t rs)                  \
+    {                                                                                          \
+        tile##_rs(R, 1, j, r0, rs, 0);                                                         \
+    }
+STRIDED_FN(bf16_tile, 8)
+STRIDED_FN(mxfp4_tile, 4)
+STRIDED_FN(q8_tile, 4)
 
 #define ROW_BLOCK 24
 
 typedef void (*tile_fn)(const sp_mm_job *j, int64_t r0, int64_t t0);
+typedef void (*strided_fn)(const sp_mm_job *j, int64_t r0, int64_t rs);
 
 /* The tiles of one format: for T = 1..max_t tokens, R[T] rows at a time (group[T]) and
- * one row (single[T]). */
+ * one row (single[T]); one token's R[1] rows S apart (strided). */
 typedef struct tile_set {
     int max_t;
     int R[9];
     tile_fn group[9], single[9];
+    strided_fn strided;
 } tile_set;
 
 static const tile_set bf16_tiles = {
     3, {0, 8, 4, 3, 0, 0, 0},
     {NULL, bf16_tile_8x1, bf16_tile_4x2, bf16_tile_3x3, NULL, NULL, NULL},
-    {NULL, bf16_tile_1x1, bf16_tile_1x2, bf16_tile_1x3, NULL, NULL, NULL}};
+    {NULL, bf16_tile_1x1, bf16_tile_1x2, bf16_tile_1x3, NULL, NULL, NULL},
+    bf16_tile_8x1_strided};
 static const tile_set mxfp4_tiles = {
     6, {0, 4, 4, 3, 2, 1, 1},
     {NULL, mxfp4_tile_4x1, mxfp4_tile_4x2, mxfp4_tile_3x3, mxfp4_tile_2x4, NULL, NULL},
     {NULL, mxfp4_tile_1x1, mxfp4_tile_1x2, mxfp4_tile_1x3, mxfp4_tile_1x4, mxfp4_tile_1x5,
-     mxfp4_tile_1x6}};
+     mxfp4_tile_1x6},
+    mxfp4_tile_4x1_strided};
 
 static const tile_set q8_tiles = {
     8, {0, 4, 2, 2, 1, 1, 1, 1, 1},
     {NULL, q8_tile_4x1, q8_tile_2x2, q8_tile_2x3, NULL, NULL, NULL, NULL, NULL},
     {NULL, q8_tile_1x1, q8_tile_1x2, q8_tile_1x3, q8_tile_1x4, q8_tile_1x5, q8_tile_1x6,
-     q8_tile_1x7, q8_tile_1x8}};
+     q8_tile_1x7, q8_tile_1x8},
+    q8_tile_4x1_strided};
 
 /* Rows [rb, re) of T tokens from t0: R-row tiles, then single rows. */
 static void rows_of_tiles(const sp_mm_job *j, const tile_set *ts, int T, int64_t rb, int64_t re,
@@ -395,7 +410,13 @@ static void rows_of_tiles(const sp_mm_job *j, const tile_set *ts, int T, int64_t
 
 static void tiles_loop(const sp_mm_job *j, const tile_set *ts, int64_t rb, int64_t re)
 {
-    const int64_t n_tok = j->n_tok, tb_n = token_block(j->w->cols);
+    const int64_t n_tok = j->n_tok, tb_n = token_block(j->w->cols), R = ts->R[1];
+    if (n_tok == 1 && re - rb >= 2 * R) { /* rows S apart; fewer than R left after */
+        const int64_t S = (re - rb) / R;
+        for (int64_t r = rb; r < rb + S; r++)
+            ts->strided(j, r, S);
+        rb += R * S;
+    }
     for (int64_t tb = 0; tb < n_tok; tb += tb_n) {
         int64_t te = tb + tb_n < n_tok ? tb + tb_n : n_tok;
         for (int64_t r = rb; r < re; r += ROW_BLOCK) {
@@ -408,55 +429,18 @@ static void tiles_loop(const sp_mm_job *j, const tile_set *ts, int64_t rb, int64
     }
 }
 
-/* One token, 8 rows S apart (above). */
-static __attribute__((noinline)) void bf16_tile_8x1_strided(const sp_mm_job *j, int64_t r0,
-                                                             int64_t rs)
-{
-    bf16_tile_rs(8, 1, j, r0, rs, 0);
-}
-
 static void rows_bf16_pairs(const sp_mm_job *j, int64_t rb, int64_t re)
 {
-    if (j->n_tok == 1 && re - rb >= 16) {
-        const int64_t S = (re - rb) / 8;
-        for (int64_t r = rb; r < rb + S; r++)
-            bf16_tile_8x1_strided(j, r, S);
-        rb += 8 * S; /* fewer than 8 rows left */
-    }
     tiles_loop(j, &bf16_tiles, rb, re);
-}
-
-/* One token, 4 rows S apart (above). */
-static __attribute__((noinline)) void mxfp4_tile_4x1_strided(const sp_mm_job *j, int64_t r0, int64_t rs)
-{
-    mxfp4_tile_rs(4, 1, j, r0, rs, 0);
 }
 
 static void rows_mxfp4_quads(const sp_mm_job *j, int64_t rb, int64_t re)
 {
-    if (j->n_tok == 1 && re - rb >= 8) {
-        const int64_t S = (re - rb) / 4;
-        for (int64_t r = rb; r < rb + S; r++)
-            mxfp4_tile_4x1_strided(j, r, S);
-        rb += 4 * S; /* fewer than 4 rows left */
-    }
     tiles_loop(j, &mxfp4_tiles, rb, re);
-}
-
-/* One token, 4 rows S apart (above). */
-static __attribute__((noinline)) void q8_tile_4x1_strided(const sp_mm_job *j, int64_t r0, int64_t rs)
-{
-    q8_tile_rs(4, 1, j, r0, rs, 0);
 }
 
 static void rows_mxfp4_q8(const sp_mm_job *j, int64_t rb, int64_t re)
 {
-    if (j->n_tok == 1 && re - rb >= 8) {
-        const int64_t S = (re - rb) / 4;
-        for (int64_t r = rb; r < rb + S; r++)
-            q8_tile_4x1_strided(j, r, S);
-        rb += 4 * S; /* fewer than 4 rows left */
-    }
     tiles_loop(j, &q8_tiles, rb, re);
 }
 
