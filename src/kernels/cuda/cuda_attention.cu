@@ -355,7 +355,8 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, 
 
 /* ---- one warp per (query, head) ------------------------------------------------------
  * k_attention's arithmetic, operation for operation, computed by one warp instead of a
- * block: each key's score is the same lane-strided fmaf sum and xor-butterfly; the chunk
+ * block: each key's score is the same lane-strided fmaf sum and xor-butterfly (the
+ * butterflies of AW_KEYS keys exchanged together, transposed: aw_level); the chunk
  * max is a max (exact in any order); the chunk's sum of p is the same four 32-key
  * butterflies added in the same order (k_attention's warps w = keys 32w..32w+31, their sums
  * (((s0 + s1) + s2) + s3)); every output dim the same fmaf chain over the chunk's keys
@@ -369,18 +370,36 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, 
  * holds AW_WARPS consecutive heads of one query (a GQA group shares its keys through L1):
  * many queries (prefill) keep every SM busy without k_attention's barriers. Its own batch
  * sizes (AW_KEYS, AW_VB) are the schedule only, as AT_KEYS / AT_VB are the block
- * kernel's. */
+ * kernel's, and so is DPL, the output dims a lane holds registers for (2, 4 or AW_DPL, by
+ * the launch's v_dim). H200, llama-1b prefill of 512 tokens (fast): 43.3-43.8k -> 47.7k
+ * tok/s with the transposed butterflies, DPL and 16-byte loads of p (one launch 306 ->
+ * 285 us, 227M -> 184M instructions; docs/BENCHMARKS_GPU.md). */
 #define AW_WARPS 4
 #define AW_DPL ((AT_MAXD + 31) / 32) /* output dims a lane owns */
-#define AW_KEYS 16 /* keys a warp scores at once (8: llama-1b prefill attention 7% slower) */
+#define AW_KEYS 16 /* keys a warp scores at once (the transposed levels assume 16) */
 #define AW_VB 16   /* value rows loaded at once per output dim */
 
+/* One level of AW_KEYS keys' xor-butterflies done at once, transposed: a lane holds 2H
+ * partial sums, keeps the half its bit P picks and sends the other half to lane ^ P, so
+ * each exchange adds the very pair of partial sums the per-key butterfly adds at level P
+ * (a + b == b + a bit for bit), for H keys a lane instead of 2H. */
+template <int P, int H> static __device__ __forceinline__ void aw_level(float *s, int lane)
+{
+    const bool up = (lane & P) != 0;
+#pragma unroll
+    for (int i = 0; i < H; i++) {
+        const float keep = up ? s[i + H] : s[i], send = up ? s[i] : s[i + H];
+        s[i] = __fadd_rn(keep, __shfl_xor_sync(SPC_FULL_MASK, send, P));
+    }
+}
+
+template <int DPL>
 __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_args a)
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
     __shared__ float qs_all[AW_WARPS][AT_MAXD];
-    __shared__ float sc_all[AW_WARPS][AT_CHUNK];
+    __shared__ __align__(16) float sc_all[AW_WARPS][AT_CHUNK];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t h = (int64_t)blockIdx.x * AW_WARPS + warp, t = blockIdx.y;
     if (h >= a.n_heads)
@@ -398,9 +417,9 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_
         qs[d] = q[d];
     __syncwarp();
 
-    float m = -INFINITY, denom = 0.0f, acc[AW_DPL];
+    float m = -INFINITY, denom = 0.0f, acc[DPL];
 #pragma unroll
-    for (int i = 0; i < AW_DPL; i++)
+    for (int i = 0; i < DPL; i++)
         acc[i] = 0.0f;
     const float *kbase = a.k_cache + kvh * a.qk_dim;
     const float *vbase = a.v_cache + kvh * a.v_dim;
@@ -425,15 +444,15 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_
                 for (int k = 0; k < AW_KEYS; k++)
                     s[k] = fmaf(qd, kv[k], s[k]);
             }
-#pragma unroll
-            for (int k = 0; k < AW_KEYS; k++) {
-                float v = s[k];
-#pragma unroll
-                for (int off = 16; off > 0; off >>= 1)
-                    v = __fadd_rn(v, __shfl_xor_sync(SPC_FULL_MASK, v, off));
-                if (lane == 0 && jb + k < n)
-                    sc[jb + k] = __fmul_rn(v, a.scale);
-            }
+            /* the 16 keys' butterflies at once (aw_level): lane l ends with key l / 2's
+             * sum, as lane l ^ 1 does */
+            aw_level<16, 8>(s, lane);
+            aw_level<8, 4>(s, lane);
+            aw_level<4, 2>(s, lane);
+            aw_level<2, 1>(s, lane);
+            const float v = __fadd_rn(s[0], __shfl_xor_sync(SPC_FULL_MASK, s[0], 1));
+            if (!(lane & 1) && jb + (lane >> 1) < n)
+                sc[jb + (lane >> 1)] = __fmul_rn(v, a.scale);
         }
         __syncwarp();
         float mine[AT_WARPS], cm = -INFINITY;
@@ -461,7 +480,7 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_
         at_fold_scales(m, cm, &mn, &corr, &cc);
         denom = at_fold(denom, corr, ps, cc);
 #pragma unroll
-        for (int i = 0; i < AW_DPL; i++) {
+        for (int i = 0; i < DPL; i++) {
             const int64_t d = lane + (int64_t)i * 32;
             if (d < a.v_dim) {
                 float o = 0.0f;
@@ -473,8 +492,13 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_
                     for (int k = 0; k < AW_VB; k++)
                         vv[k] = __ldg(v + (int64_t)(jj + k) * vs);
 #pragma unroll
-                    for (int k = 0; k < AW_VB; k++)
-                        o = fmaf(sc[jj + k], vv[k], o);
+                    for (int k = 0; k < AW_VB; k += 4) { /* jj % 4 == 0: 16-byte loads of p */
+                        const float4 p = *reinterpret_cast<const float4 *>(sc + jj + k);
+                        o = fmaf(p.x, vv[k], o);
+                        o = fmaf(p.y, vv[k + 1], o);
+                        o = fmaf(p.z, vv[k + 2], o);
+                        o = fmaf(p.w, vv[k + 3], o);
+                    }
                 }
                 for (; jj < n; jj++)
                     o = fmaf(sc[jj], v[jj * vs], o);
@@ -490,13 +514,13 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_
         const float corr = m == -INFINITY ? 0.0f : expf(__fsub_rn(m, mn));
         denom = __fadd_rn(__fmul_rn(denom, corr), expf(__fsub_rn(sink, mn)));
 #pragma unroll
-        for (int i = 0; i < AW_DPL; i++)
+        for (int i = 0; i < DPL; i++)
             acc[i] = __fmul_rn(acc[i], corr);
     }
     const float inv = __fdiv_rn(1.0f, denom);
     float *o = a.out + (t * a.n_heads + h) * a.v_dim;
 #pragma unroll
-    for (int i = 0; i < AW_DPL; i++) {
+    for (int i = 0; i < DPL; i++) {
         const int64_t d = lane + (int64_t)i * 32;
         if (d < a.v_dim)
             o[d] = __fmul_rn(acc[i], inv);
@@ -572,7 +596,15 @@ extern "C" int spc_attention_split(void *stream, const sp_attn_args *a, int whic
     const bool warp_kernel = which == 2 || (which == 0 && a->n_tok >= AT_WARP_MIN_TOK);
     if (warp_kernel) {
         dim3 grid((unsigned)((a->n_heads + AW_WARPS - 1) / AW_WARPS), (unsigned)a->n_tok);
-        spc_launch(k_attention_warp, grid, dim3(AW_WARPS * 32), (cudaStream_t)stream, true, *a);
+#define AW_LAUNCH(DPL) \
+    spc_launch(k_attention_warp<DPL>, grid, dim3(AW_WARPS * 32), (cudaStream_t)stream, true, *a)
+        if (a->v_dim <= 64)
+            AW_LAUNCH(2);
+        else if (a->v_dim <= 128)
+            AW_LAUNCH(4);
+        else
+            AW_LAUNCH(AW_DPL);
+#undef AW_LAUNCH
         return spc_launch_status();
     }
     /* the split: by default as many blocks per (query, head) as keep the grid within one
