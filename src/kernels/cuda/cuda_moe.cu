@@ -225,10 +225,22 @@ static bool moe_tc(const spc_moe_args *a)
            a->I % 32 == 0 && spc_moe_tc_group_tokens(wide) > 0 && spc_tc_supported();
 }
 
+/* gpt-oss's grouped pass on tensor cores as cuda_moe_tc_gemm.cu computes it: the inputs as
+ * BF16 pairs in scratch A (a [P, max(2I, H)] float buffer: always room for [P, H] BF16), the
+ * activations as BF16 pairs in scratch C ([P, H] floats: room for [P, I] BF16 when
+ * I <= 2H). A choice by the model's shape only. */
+static bool moe_tc_gemm(const spc_moe_args *a)
+{
+    return moe_tc(a) && a->act == SPC_ACT_GPTOSS_GLU && a->I <= 2 * a->H;
+}
+
 /* Pairs a group of one expert holds at most (grouping, below): MG_TOK for the exact
- * kernels, up to 8 (one mma column each) on tensor cores. */
+ * kernels, up to 8 (one mma column each) on tensor cores, SPC_MOE_TC_GEMM_TOK for
+ * cuda_moe_tc_gemm.cu. */
 static int moe_group_tokens(const spc_moe_args *a)
 {
+    if (moe_tc_gemm(a))
+        return SPC_MOE_TC_GEMM_TOK;
     return moe_tc(a) ? spc_moe_tc_group_tokens(a->H > a->I ? a->H : a->I) : MG_TOK;
 }
 
@@ -569,6 +581,31 @@ static void moe_tc_gate_up_glu(cudaStream_t s, const spc_moe_args *a, const floa
     (void)spc_moe_tc_rows(s, j, P); /* its checks hold: moe_tc's and spc_moe_ffn's */
 }
 
+/* The grouped pass of moe_tc_gemm after the grouping: x gathered into A as BF16 pairs,
+ * gate_up + activation into C (BF16 pairs), down into A (pair order), the weighted sum. */
+static int moe_tc_gemm_pass(cudaStream_t s, const spc_moe_args *a)
+{
+    const int64_t P = a->n_tok * a->k, H = a->H, I = a->I;
+    const int32_t *gi = (const int32_t *)a->group_ints;
+    unsigned char *xa = (unsigned char *)a->scratch_a, *xc = (unsigned char *)a->scratch_c;
+    const int64_t groups = P / SPC_MOE_TC_GEMM_TOK + a->n_experts + 1; /* at most */
+    const int64_t gy = groups < P ? groups : P;
+    int rc = spc_moe_tc_pack_x(s, a->x, gi, P, a->k, H, xa);
+    spc_moe_tc_gemm_job j = {a->experts, a->n_experts, 0, true, xa, gi, P, false, 2 * I, H,
+                             NULL, true, a->alpha, a->limit, xc};
+    if (!rc)
+        rc = spc_moe_tc_gemm(s, j, gy);
+    j.stage = 2, j.xb = xc, j.scatter = true, j.n_out = H, j.cols = I, j.y = a->scratch_a;
+    j.glu = false, j.yb = NULL;
+    if (!rc)
+        rc = spc_moe_tc_gemm(s, j, gy);
+    if (rc)
+        return rc;
+    spc_launch(k_moe_combine, dim3(ew(a->n_tok * H)), dim3(256), s, true, a->ids, a->w,
+               (const float *)a->scratch_a, a->n_tok, a->k, H, a->out);
+    return spc_launch_status();
+}
+
 /* spc_moe_ffn with the pairs grouped by expert (row-major experts only). */
 static int moe_ffn_grouped(cudaStream_t s, const spc_moe_args *a)
 {
@@ -576,6 +613,8 @@ static int moe_ffn_grouped(cudaStream_t s, const spc_moe_args *a)
     float *A = a->scratch_a, *B = a->scratch_b, *C = a->scratch_c;
     spc_launch(k_moe_group, dim3(1), dim3(MG_THREADS), s, true, a->ids, P, a->n_experts,
                moe_group_tokens(a), a->group_ints);
+    if (moe_tc_gemm(a))
+        return moe_tc_gemm_pass(s, a);
     spc_launch(k_moe_gather, dim3(ew(P * H)), dim3(256), s, true, a->x, (const int32_t *)a->group_ints,
                P, a->k, H, C);
     if (a->act == SPC_ACT_GPTOSS_GLU) {

@@ -1,5 +1,6 @@
-/* cuda_moe_tc.cuh: the MXFP4 expert rows on tensor cores (cuda_moe_tc.cu), as cuda_moe.cu
- * launches them in fast precision. Internal to the CUDA kernels. */
+/* cuda_moe_tc.cuh: the MXFP4 expert rows on tensor cores, as cuda_moe.cu launches them in
+ * fast precision: few tokens a block (cuda_moe_tc.cu) and gpt-oss's groups of many tokens
+ * (cuda_moe_tc_gemm.cu). Internal to the CUDA kernels. */
 #ifndef SP_KERNELS_CUDA_MOE_TC_CUH
 #define SP_KERNELS_CUDA_MOE_TC_CUH
 
@@ -48,5 +49,42 @@ int spc_moe_tc_rows(cudaStream_t s, const spc_moe_tc_job &j, int64_t blocks_y);
 
 /* The kernel's shared-memory limit, once per device outside graph capture (spc_tc_supported). */
 bool spc_moe_tc_setup(void);
+
+/* ---- groups of many tokens (cuda_moe_tc_gemm.cu) ------------------------------------- */
+
+#define SPC_MOE_TC_GEMM_TOK 32 /* pairs a group at most: four n8 tiles */
+
+/* One stage over groups of up to SPC_MOE_TC_GEMM_TOK pairs (gi from k_moe_group, P pairs;
+ * block row g is group g: expert, first sorted slot, count), with the same bits as
+ * spc_moe_tc_rows: the inputs are rows `first..` of xb, cols BF16 a row in moe_fp4_mma.cuh's
+ * pair order (spc_moe_tc_pack_x; cols a multiple of 32, xb 16-byte aligned). Outputs:
+ * glu (stage 0 of gpt-oss): gpt-oss's activation of each (gate, up) row pair as BF16 pairs
+ * to yb (sorted rows of n_out / 2 columns, ready as the next stage's xb); else fp32 rows of
+ * n_out to y, row `first + t` or, with scatter, order[first + t]. */
+struct spc_moe_tc_gemm_job {
+    const spc_expert *experts;
+    int64_t n_experts;
+    int stage;
+    bool gptoss;
+    const unsigned char *xb;
+    const int32_t *gi;
+    int64_t P;
+    bool scatter;
+    int64_t n_out, cols;
+    float *y;
+    bool glu;
+    float alpha, limit;
+    unsigned char *yb;
+};
+
+int spc_moe_tc_gemm(cudaStream_t s, const spc_moe_tc_gemm_job &j, int64_t blocks_y);
+
+/* xb[slot] = row (order ? order[slot] / div : slot) of x ([.., H] floats, H a multiple of
+ * 32) as BF16 pairs (x's rounding in the expert kernels), for slots 0 .. P - 1. */
+int spc_moe_tc_pack_x(cudaStream_t s, const float *x, const int32_t *order, int64_t P, int64_t div,
+                      int64_t H, unsigned char *xb);
+
+/* The GEMM's shared-memory limit (spc_moe_tc_setup calls it). */
+bool spc_moe_tc_gemm_setup(void);
 
 #endif

@@ -275,7 +275,8 @@ typedef struct spc_moe_args {
  * tensor cores (cuda_moe_tc.cu). Order per output (pair, r): 256-column slices (eight
  * MXFP4 blocks), each one chain of sixteen mma from zero in cuda_moe_tc.cu's operand
  * mapping; the slice sums added to 0.0f ascending; then + bias. Pairs alone or grouped
- * (up to 8 a group) give the same bits, as in exact precision; routing and the weighted
+ * (up to 8 a group; 32 with gpt-oss's activation, cuda_moe_tc_gemm.cu) give the same
+ * bits, as in exact precision; routing and the weighted
  * sum are unchanged, and gpt-oss's activation runs in the gate_up kernel's epilogue with
  * spc_gptoss_glu's operations. Otherwise fast is ignored (the exact kernels). */
 
@@ -286,7 +287,8 @@ int64_t spc_moe_group_ints(int64_t pairs);
  * (p = y * w; out += p, unfused, as the CPU). With at least two (token, slot) pairs per
  * expert on average, row-major experts only, n_experts <= 1024 and the grouping scratch
  * given, the pairs that chose one expert share its weight reads, up to 4 per block (8 in
- * fast precision on tensor cores, above); otherwise each pair runs alone.
+ * fast precision on tensor cores, 32 for gpt-oss's there; above); otherwise each pair runs
+ * alone.
  * Either way every output has the matmul's per-row order (or the fast one): batch-invariant, and the
  * grouped launch is bit-identical to the pair-by-pair one. n_tok * k <= 65535 per call;
  * an id outside [0, n_experts) gives NaN outputs, not a fault. */
