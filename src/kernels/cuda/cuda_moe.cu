@@ -374,26 +374,44 @@ static __device__ __forceinline__ int32_t mg_key(int32_t id, int64_t E)
     return id >= 0 && id < E ? id : (int32_t)E;
 }
 
-/* One block: a stable counting sort of the pairs by expert, then the groups. */
+/* One block: a stable counting sort of the pairs by expert, then the groups. Warp w owns
+ * the pairs of its contiguous range (ranges ascending with w); each warp counts its keys,
+ * a key's slots go to the warps in order (cnt[w][key] becomes the warp's first slot
+ * among the key's), and each warp places its pairs walking its range 32 at a time, a
+ * pair's rank among the equal keys of its step from __match_any_sync: ascending pair
+ * index within an expert, as a sequential scan places them. */
+#define MG_WARPS (MG_THREADS / 32)
 __global__ void __launch_bounds__(MG_THREADS)
 k_moe_group(const int32_t *__restrict__ ids, int64_t P, int64_t E, int per, int32_t *gi)
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
     __shared__ int32_t start[MG_MAX_E + 1], fill[MG_MAX_E + 1], gstart[MG_MAX_E + 1];
-    __shared__ int32_t chunk[MG_THREADS];
+    __shared__ int32_t cnt[MG_WARPS][MG_MAX_E + 1];
     int32_t *order = gi, *groups = gi + P;
-    const int tid = threadIdx.x;
-    for (int64_t e = tid; e <= E; e += MG_THREADS)
-        start[e] = fill[e] = 0;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int64_t span = (P + MG_WARPS - 1) / MG_WARPS;
+    const int64_t p0 = warp * span, p1 = p0 + span < P ? p0 + span : P;
+    for (int64_t i = tid; i < MG_WARPS * (E + 1); i += MG_THREADS)
+        cnt[i / (E + 1)][i % (E + 1)] = 0;
     __syncthreads();
-    for (int64_t p = tid; p < P; p += MG_THREADS)
-        atomicAdd(&start[mg_key(ids[p], E)], 1); /* counts (exact, order-free) */
+    for (int64_t p = p0 + lane; p < p1; p += 32)
+        atomicAdd(&cnt[warp][mg_key(ids[p], E)], 1); /* counts (exact, order-free) */
+    __syncthreads();
+    for (int64_t e = tid; e <= E; e += MG_THREADS) { /* per key: the warps' first slots */
+        int32_t n = 0;
+        for (int w = 0; w < MG_WARPS; w++) {
+            const int32_t c = cnt[w][e];
+            cnt[w][e] = n;
+            n += c;
+        }
+        fill[e] = n;
+    }
     __syncthreads();
     if (tid == 0) { /* counts -> first slots; groups per expert -> first groups */
         int32_t slot = 0, g = 0;
         for (int64_t e = 0; e <= E; e++) {
-            int32_t c = start[e];
+            const int32_t c = fill[e];
             start[e] = slot;
             gstart[e] = g;
             slot += c;
@@ -402,26 +420,21 @@ k_moe_group(const int32_t *__restrict__ ids, int64_t P, int64_t E, int per, int3
         gi[4 * P] = g;
     }
     __syncthreads();
-    /* stable placement, MG_THREADS pairs at a time: rank among equal keys earlier in the
-     * chunk, after those of earlier chunks (fill) */
-    for (int64_t c0 = 0; c0 < P; c0 += MG_THREADS) {
-        const int64_t p = c0 + tid;
-        const int32_t key = p < P ? mg_key(ids[p], E) : -1;
-        chunk[tid] = key;
-        __syncthreads();
-        int32_t rank = 0;
-        bool last = key >= 0;
-        for (int q = 0; q < MG_THREADS; q++) {
-            rank += q < tid && chunk[q] == key;
-            last = last && !(q > tid && chunk[q] == key);
+    for (int64_t b = p0; b < p1; b += 32) { /* every lane of the warp takes each step */
+        const int64_t p = b + lane;
+        const int32_t key = p < p1 ? mg_key(ids[p], E) : -1;
+        const unsigned same = __match_any_sync(SPC_FULL_MASK, key);
+        const int rank = __popc(same & ((1u << lane) - 1u));
+        const int32_t base = key >= 0 ? start[key] + cnt[warp][key] : 0;
+        __syncwarp(); /* every read of cnt before the update */
+        if (key >= 0) {
+            order[base + rank] = (int32_t)p;
+            if (rank == 0)
+                cnt[warp][key] += __popc(same);
         }
-        if (key >= 0)
-            order[start[key] + fill[key] + rank] = (int32_t)p;
-        __syncthreads(); /* every read of fill before the update */
-        if (last)
-            fill[key] += rank + 1;
-        __syncthreads();
+        __syncwarp();
     }
+    __syncthreads();
     for (int64_t e = tid; e <= E; e += MG_THREADS) {
         const int32_t n = fill[e], first = start[e];
         for (int32_t j = 0; j * per < n; j++) {
