@@ -1345,12 +1345,12 @@ static void moe_bandwidth(double copy_bw)
 }
 
 /* spc_rope_kv_store == spc_rope(q), spc_rope(k), spc_kv_store(k), spc_kv_store(v), bit for
- * bit (partial rotary, GQA, rows stored out of order). */
+ * bit (partial rotary, GQA, rows stored out of order, pairs over several blocks). */
 static void test_rope_kv_store(void **state)
 {
     (void)state;
     NEED_GPU();
-    const int64_t n = 5, nq = 4, nk = 2, hd = 64, rd = 32, vw = nk * hd, ctx = 9;
+    const int64_t n = 5, nq = 16, nk = 2, hd = 64, rd = 32, vw = nk * hd, ctx = 9; /* 3 blocks of pairs */
     const int32_t pos[5] = {7, 2, 3, 8, 0};
     float *q = malloc((size_t)(n * nq * hd) * 4), *k = malloc((size_t)(n * nk * hd) * 4);
     float *v = malloc((size_t)(n * vw) * 4), *cs = malloc((size_t)(n * rd) * 4);

@@ -475,7 +475,10 @@ k_rope(float *x, int64_t n_heads, int64_t tok_stride, int64_t head_stride, int64
     rope_head(x + t * tok_stride + h * head_stride, d, c, c + d / 2, interleaved, buf);
 }
 
-/* grid (n_q_heads + n_kv_heads + 1, n): q heads, k heads (rotated, then stored), the v row */
+/* grid (ceil((nq + nk) (d / 2) / ROPE_THREADS) + 1, n): one rotated pair (i, i + d / 2) of
+ * a q or k head a thread, as rope_head computes it (k's also stored to the cache, with the
+ * head's unrotated tail), then the v row in the last block. Heads share blocks, so a
+ * prefill launches ~4x fewer blocks than one per head (gpt-oss-20b, 512 tokens: 37k). */
 __global__ void __launch_bounds__(ROPE_THREADS)
 k_rope_kv_store(float *q, float *k, const float *v, int64_t nq, int64_t nk, int64_t hd, int64_t d,
                 int64_t vw, const float *__restrict__ cos_sin, const int32_t *pos, float *kc,
@@ -483,22 +486,30 @@ k_rope_kv_store(float *q, float *k, const float *v, int64_t nq, int64_t nk, int6
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
-    __shared__ float buf[ROPE_MAX];
-    const int64_t t = blockIdx.y, h = blockIdx.x;
-    const float *c = cos_sin + t * d;
-    if (h < nq) {
-        rope_head(q + (t * nq + h) * hd, d, c, c + d / 2, 0, buf);
-    } else if (h < nq + nk) {
-        float *kv = k + (t * nk + (h - nq)) * hd;
-        rope_head(kv, d, c, c + d / 2, 0, buf);
-        __syncthreads(); /* the rotated values are in global memory, written by this block */
-        float *dst = kc + (int64_t)pos[t] * nk * hd + (h - nq) * hd;
-        for (int64_t i = threadIdx.x; i < hd; i += ROPE_THREADS)
-            dst[i] = kv[i];
-    } else {
+    const int64_t t = blockIdx.y, half = d / 2, nrot = (nq + nk) * half;
+    const int64_t j = (int64_t)blockIdx.x * ROPE_THREADS + threadIdx.x;
+    if ((int64_t)blockIdx.x * ROPE_THREADS >= nrot) { /* the v row */
         float *dst = vc + (int64_t)pos[t] * vw;
         for (int64_t i = threadIdx.x; i < vw; i += ROPE_THREADS)
             dst[i] = v[t * vw + i];
+        return;
+    }
+    if (j >= nrot)
+        return;
+    const int64_t h = j / half, i = j % half;
+    const float *c = cos_sin + t * d, *s = c + half;
+    float *x = h < nq ? q + (t * nq + h) * hd : k + (t * nk + (h - nq)) * hd;
+    const float a = x[i], b = x[i + half];
+    const float r0 = __fsub_rn(__fmul_rn(a, c[i]), __fmul_rn(b, s[i]));
+    const float r1 = __fadd_rn(__fmul_rn(b, c[i]), __fmul_rn(a, s[i]));
+    x[i] = r0;
+    x[i + half] = r1;
+    if (h >= nq) {
+        float *dst = kc + (int64_t)pos[t] * nk * hd + (h - nq) * hd;
+        dst[i] = r0;
+        dst[i + half] = r1;
+        for (int64_t u = d + i; u < hd; u += half) /* dims past the rotation, as they are */
+            dst[u] = x[u];
     }
 }
 
@@ -512,7 +523,8 @@ extern "C" int spc_rope_kv_store(void *stream, float *q, float *k, const float *
         return (int)cudaErrorInvalidValue;
     if (!n)
         return 0;
-    dim3 grid((unsigned)(n_q_heads + n_kv_heads + 1), (unsigned)n);
+    const int64_t pair_blocks = ((n_q_heads + n_kv_heads) * (rot_dim / 2) + ROPE_THREADS - 1) / ROPE_THREADS;
+    dim3 grid((unsigned)(pair_blocks + 1), (unsigned)n);
     spc_launch(k_rope_kv_store, grid, dim3(ROPE_THREADS), (cudaStream_t)stream, true, q, k, v,
                n_q_heads, n_kv_heads, head_dim, rot_dim, v_width, cos_sin, pos, k_cache, v_cache);
     return spc_launch_status();
