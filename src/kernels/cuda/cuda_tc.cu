@@ -4,10 +4,13 @@
  *
  * Two schedules compute the same mma sequence for every output element (the fragment
  * mapping is in cuda_tc.cuh):
- * - k_tc_rows (up to 16 tokens: decode, verify, here): a block of 8 warps owns 16 rows
- *   (and, for SwiGLU, the same 16 rows of up) and 8 or 16 tokens, with x as bf16 in
- *   shared memory; each warp computes whole 128-column slices (which warp takes which
- *   slice is a schedule, not arithmetic), the block folds the slice sums in ascending order.
+ * - k_tc_rows (up to 16 tokens: decode, verify, here): a block of 8 warps takes 16 rows
+ *   at a time (and, for SwiGLU, the same 16 rows of up) of 8 or 16 tokens, with x as bf16
+ *   in shared memory, staged once; each warp computes whole 128-column slices (which warp
+ *   takes which slice is a schedule, not arithmetic), the block folds the slice sums in
+ *   ascending order, then walks on to its next row group (at most a wave of blocks: the
+ *   LM head's 12,568 groups no longer stage x 12,568 times; gpt-oss-20b shape, H200, ncu
+ *   of a decode step: Q/K/V + LM head 754 -> 689 us, decode within noise, +0-2%).
  * - k_tc_gemm (more tokens, cuda_tc_gemm.cu): x rounded to bf16 once into the caller's
  *   scratch, then a tiled GEMM; without scratch the rows kernel runs in 16-token pieces.
  * This file holds the rows kernel, the choice between the two and the entry points. */
@@ -160,12 +163,24 @@ static __device__ __forceinline__ void tc_item_slice(const tc_slice_w &f, const 
             slot[j][r][lane] = c[j][r];
 }
 
-/* grid (16-row groups of all matrices, token tiles of 8 NT), TC_WARPS_ROWS warps; dynamic
- * shared memory: XS, the tile's tokens of x as bf16 (rows of xs_pitch bytes). Items are
- * (job, slice) pairs, job 0 the matrix (SwiGLU: 0 gate, 1 up), in rounds of up to
- * TC_ROUND_FLOATS / (128 NT) items (one round for K up to 16384 at NT 1); warp w computes
- * items w, w + W, ... of a round into shared memory, then the block folds the round's
- * items in ascending order (the fold's element mapping is below). */
+/* Which matrix row group g (of all the launch's matrices) is in, and its first row. */
+static __device__ __forceinline__ int tc_group(const tc_set &set, int64_t g, int64_t *r0)
+{
+    int m = 0;
+    while (m + 1 < set.n && g >= set.grp0[m + 1])
+        m++;
+    *r0 = (g - set.grp0[m]) * 16;
+    return m;
+}
+
+/* grid (blocks walking the 16-row groups of all matrices: x, x + gridDim.x, ..; token tiles
+ * of 8 NT), TC_WARPS_ROWS warps; dynamic shared memory: XS, the tile's tokens of x as bf16
+ * (rows of xs_pitch bytes), staged once for all the block's groups. Items are (job, slice)
+ * pairs, job 0 the matrix (SwiGLU: 0 gate, 1 up), in rounds of up to TC_ROUND_FLOATS /
+ * (128 NT) items (one round for K up to 16384 at NT 1); warp w computes items w, w + W, ...
+ * of a round into shared memory, then the block folds the round's items in ascending order
+ * (the fold's element mapping is below). The next group's first item loads while a group
+ * is folded and stored. */
 template <int NT, bool XS>
 __global__ void __launch_bounds__(TC_WARPS_ROWS * 32, 2)
 k_tc_rows(const tc_set set, const float *__restrict__ x, int64_t n_tok, bool xvec, int xs_pitch)
@@ -174,10 +189,7 @@ k_tc_rows(const tc_set set, const float *__restrict__ x, int64_t n_tok, bool xve
     spc_pdl_trigger();
     constexpr int W = TC_WARPS_ROWS, ROUND = TC_ROUND_FLOATS / (128 * NT);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, e = threadIdx.x;
-    int m = 0;
-    while (m + 1 < set.n && blockIdx.x >= set.grp0[m + 1])
-        m++;
-    const int64_t r0 = (int64_t)(blockIdx.x - set.grp0[m]) * 16;
+    const int64_t groups = set.grp0[set.swiglu ? 1 : set.n];
     const int64_t t0 = (int64_t)blockIdx.y * 8 * NT;
     const int64_t cols = set.cols;
     const int S = (int)((cols + TC_KS - 1) / TC_KS);
@@ -189,12 +201,10 @@ k_tc_rows(const tc_set set, const float *__restrict__ x, int64_t n_tok, bool xve
     /* the fold: thread e owns elements e, e + 32 W, ... < 128 NT (element el: token tile
      * el / 128, fragment register (el / 32) % 4 of lane el % 32) */
     constexpr int PER = (128 * NT + 32 * W - 1) / (32 * W);
-    float total[PER][2];
-#pragma unroll
-    for (int i = 0; i < PER; i++)
-        total[i][0] = total[i][1] = 0.0f;
     /* the first item's weights are on their way before x is read (x may still be being
      * written by the previous kernel until spc_pdl_wait) */
+    int64_t g = blockIdx.x, r0;
+    int m = tc_group(set, g, &r0);
     tc_slice_w f, fn;
     tc_load_item(set, m, r0, S, warp, items, f);
     spc_pdl_wait();
@@ -202,44 +212,59 @@ k_tc_rows(const tc_set set, const float *__restrict__ x, int64_t n_tok, bool xve
         tc_stage_x(src, tc_xs);
         __syncthreads();
     }
-    for (int round = 0; round < items; round += ROUND) {
-        const int n_in = items - round < ROUND ? items - round : ROUND;
-        if (round)
-            tc_load_item(set, m, r0, S, round + warp, items, f);
-        for (int k = warp; k < n_in; k += W) { /* the next item's loads fly during this one */
-            if (k + W < n_in)
-                tc_load_item(set, m, r0, S, round + k + W, items, fn);
-            tc_item_slice<NT, XS>(f, src, (round + k) % S, part[k]);
-            f = fn;
+    for (;;) {
+        float total[PER][2];
+#pragma unroll
+        for (int i = 0; i < PER; i++)
+            total[i][0] = total[i][1] = 0.0f;
+        for (int round = 0; round < items; round += ROUND) {
+            const int n_in = items - round < ROUND ? items - round : ROUND;
+            if (round)
+                tc_load_item(set, m, r0, S, round + warp, items, f);
+            for (int k = warp; k < n_in; k += W) { /* the next item's loads fly during this one */
+                if (k + W < n_in)
+                    tc_load_item(set, m, r0, S, round + k + W, items, fn);
+                tc_item_slice<NT, XS>(f, src, (round + k) % S, part[k]);
+                f = fn;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int i = 0; i < PER; i++) {
+                const int el = e + 32 * W * i;
+                if (el < 128 * NT)
+                    for (int k = 0; k < n_in; k++) {
+                        const float v = part[k][el >> 7][(el >> 5) & 3][lane];
+                        if ((round + k) < S) /* job 0, else SwiGLU's up */
+                            total[i][0] = __fadd_rn(total[i][0], v);
+                        else
+                            total[i][1] = __fadd_rn(total[i][1], v);
+                    }
+            }
+            __syncthreads(); /* part is refilled by the next round */
         }
-        __syncthreads();
+        const int64_t gn = g + gridDim.x, r0_done = r0;
+        const int m_done = m;
+        if (gn < groups) { /* the next group's first item, while this one is stored */
+            m = tc_group(set, gn, &r0);
+            tc_load_item(set, m, r0, S, warp, items, f);
+        }
 #pragma unroll
         for (int i = 0; i < PER; i++) {
-            const int el = e + 32 * W * i;
-            if (el < 128 * NT)
-                for (int k = 0; k < n_in; k++) {
-                    const float v = part[k][el >> 7][(el >> 5) & 3][lane];
-                    if ((round + k) < S) /* job 0, else SwiGLU's up */
-                        total[i][0] = __fadd_rn(total[i][0], v);
-                    else
-                        total[i][1] = __fadd_rn(total[i][1], v);
-                }
+            const int el = e + 32 * W * i, fr = (el >> 5) & 3;
+            const int64_t row = r0_done + (lane >> 2) + (fr >= 2 ? 8 : 0);
+            const int64_t tok = t0 + (el >> 7) * 8 + 2 * (lane & 3) + (fr & 1);
+            if (el >= 128 * NT || row >= set.rows[m_done] || tok >= n_tok)
+                continue;
+            float v = total[i][0];
+            if (set.swiglu)
+                v = __fmul_rn(spc_silu(v), total[i][1]);
+            else if (set.b[m_done])
+                v = __fadd_rn(v, set.b[m_done][row]);
+            set.y[m_done][tok * set.rows[m_done] + row] = v;
         }
-        __syncthreads(); /* part is refilled by the next round */
-    }
-#pragma unroll
-    for (int i = 0; i < PER; i++) {
-        const int el = e + 32 * W * i, fr = (el >> 5) & 3;
-        const int64_t row = r0 + (lane >> 2) + (fr >= 2 ? 8 : 0);
-        const int64_t tok = t0 + (el >> 7) * 8 + 2 * (lane & 3) + (fr & 1);
-        if (el >= 128 * NT || row >= set.rows[m] || tok >= n_tok)
-            continue;
-        float v = total[i][0];
-        if (set.swiglu)
-            v = __fmul_rn(spc_silu(v), total[i][1]);
-        else if (set.b[m])
-            v = __fadd_rn(v, set.b[m][row]);
-        set.y[m][tok * set.rows[m] + row] = v;
+        if (gn >= groups)
+            break;
+        g = gn;
     }
 }
 
@@ -257,7 +282,11 @@ static int tc_rows_run(cudaStream_t s, tc_set &set, const float *x, int64_t n_to
     }
     set.grp0[nm] = groups;
     const int nt = n_tok <= 8 ? 1 : 2;
-    dim3 grid(groups, (unsigned)((n_tok + 8 * nt - 1) / (8 * nt)));
+    /* at most a wave of blocks (two an SM), each walking groups x, x + gridDim.x, .. */
+    const unsigned tiles = (unsigned)((n_tok + 8 * nt - 1) / (8 * nt));
+    const unsigned wave = 2u * (unsigned)(spc_sm_count > 0 ? spc_sm_count : 132);
+    const unsigned per_tile = (wave + tiles - 1) / tiles;
+    dim3 grid(groups < per_tile ? groups : per_tile, tiles);
     /* x as bf16 in shared memory when it fits (the same values as converting per load) */
     const int64_t steps = (set.cols + TC_BK - 1) / TC_BK;
     const int64_t xs_pitch = steps * TC_BK * 2 + 16;
