@@ -350,7 +350,8 @@ static void test_pass_invariance(void **state)
 }
 
 /* Logits [N, E] with ties everywhere (quarter steps), a token of zeros and minus zeros,
- * one with infinities, one with a NaN first, one with a NaN later, one all NaN. */
+ * one with infinities, one with a NaN first, one with a NaN later, one all NaN (and, for
+ * more than 100 experts, one with a NaN at index 100). */
 static void route_logits(int64_t N, int64_t E, float *l)
 {
     for (int64_t i = 0; i < N * E; i++)
@@ -363,16 +364,17 @@ static void route_logits(int64_t N, int64_t E, float *l)
     l[2 * E + 0] = -INFINITY;
     l[3 * E + 0] = NAN;
     l[4 * E + 7] = NAN;
+    if (E > 100)
+        l[6 * E + 100] = NAN; /* a NaN past the first 32 (a lane's fourth logit) */
 }
 
 /* gpt-oss's routing folded into the first expert kernel (spc_moe_route_ffn) against
  * spc_moe_route then spc_moe_ffn: ids, weights and outputs bit for bit, in both
- * precisions, for a decode step and verify batches. */
-static void test_route_folded(void **state)
+ * precisions, for a decode step and verify batches; E experts (gpt-oss-20b's 32: one
+ * logit a lane; 120b's 128: four). */
+static void route_folded(int64_t E)
 {
-    (void)state;
-    NEED_GPU();
-    const int64_t E = 32, H = 320, I = 352, k = 4, N = 9, P = N * k;
+    const int64_t H = 320, I = 352, k = 4, N = 9, P = N * k;
     experts x = make_experts(E, H, I, 0, 0);
     float *l = malloc((size_t)(N * E) * 4), *xin = malloc((size_t)(N * H) * 4);
     route_logits(N, E, l);
@@ -420,8 +422,9 @@ static void test_route_folded(void **state)
                 free(id[i]);
             }
         }
-    printf("moe routing folded into the expert pass: %lld values differ, %lld NaN weights seen\n",
-           (long long)bad, (long long)nan_w);
+    printf("moe routing folded into the expert pass, %lld experts: %lld values differ, %lld NaN "
+           "weights seen\n",
+           (long long)E, (long long)bad, (long long)nan_w);
     if (bad || !nan_w)
         fail_msg("moe routing folded: %lld values differ (NaN weights seen: %lld)", (long long)bad,
                  (long long)nan_w);
@@ -437,6 +440,14 @@ static void test_route_folded(void **state)
     free(l);
     free(xin);
     free_experts(&x);
+}
+
+static void test_route_folded(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    route_folded(32);
+    route_folded(128);
 }
 
 int main(void)

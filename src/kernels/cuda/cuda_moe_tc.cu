@@ -191,7 +191,7 @@ static __device__ __forceinline__ void mt_body(const spc_moe_tc_job &j, const sp
  * slice) form one stream, each item's weight loads issued while the one before is
  * computed, across rounds and groups. Dynamic shared memory: the tokens' x, `pitch`
  * bytes each. */
-template <bool ROUTE>
+template <int ROUTE> /* 0: ids given; else the logits a lane of the routing warp */
 __global__ void __launch_bounds__(MT_WARPS * 32, 5)
 k_moe_tc(const spc_moe_tc_job j, int pitch)
 {
@@ -211,7 +211,7 @@ k_moe_tc(const spc_moe_tc_job j, int pitch)
         e = gr[0], first = gr[1], nt = gr[2];
     } else {
         __shared__ int32_t routed;
-        e = ROUTE ? spc_route_pair(j.route, y, blockIdx.x == 0, &routed) : j.ids[y];
+        e = ROUTE ? spc_route_pair<ROUTE ? ROUTE : 1>(j.route, y, blockIdx.x == 0, &routed) : j.ids[y];
         first = y, nt = 1;
     }
     const int32_t *order = j.gi && j.scatter ? j.gi : NULL;
@@ -275,10 +275,12 @@ int spc_moe_tc_rows(cudaStream_t s, const spc_moe_tc_job &j, int64_t blocks_y)
     ys = ys < blocks_y ? ys : blocks_y;
     const int64_t wave = 5 * (int64_t)mt_sms(), per_block = (n_rg * ys + wave - 1) / wave;
     dim3 grid((unsigned)((n_rg + per_block - 1) / per_block), (unsigned)blocks_y);
-    if (j.route.logits && !j.gi) /* routing in the kernel: its own instance (96 registers; 93 without) */
-        spc_launch_smem(k_moe_tc<true>, grid, dim3(MT_WARPS * 32), smem, s, true, j, (int)pitch);
+    if (j.route.logits && !j.gi) /* routing in the kernel: its own instances (91 registers; 93 without) */
+        spc_route_per(j.route.E) == 1
+            ? spc_launch_smem(k_moe_tc<1>, grid, dim3(MT_WARPS * 32), smem, s, true, j, (int)pitch)
+            : spc_launch_smem(k_moe_tc<4>, grid, dim3(MT_WARPS * 32), smem, s, true, j, (int)pitch);
     else
-        spc_launch_smem(k_moe_tc<false>, grid, dim3(MT_WARPS * 32), smem, s, true, j, (int)pitch);
+        spc_launch_smem(k_moe_tc<0>, grid, dim3(MT_WARPS * 32), smem, s, true, j, (int)pitch);
     return spc_launch_status();
 }
 
@@ -289,9 +291,11 @@ bool spc_moe_tc_setup(void)
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
         return false;
     g_mt_sms[dev] = sms > 0 ? sms : 132;
-    return cudaFuncSetAttribute(k_moe_tc<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    return cudaFuncSetAttribute(k_moe_tc<0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 SPC_MOE_TC_XS_MAX) == cudaSuccess &&
-           cudaFuncSetAttribute(k_moe_tc<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+           cudaFuncSetAttribute(k_moe_tc<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                SPC_MOE_TC_XS_MAX) == cudaSuccess &&
+           cudaFuncSetAttribute(k_moe_tc<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 SPC_MOE_TC_XS_MAX) == cudaSuccess &&
            spc_moe_tc_gemm_setup();
 }

@@ -16,12 +16,13 @@
 
 #include "kernels/cuda/decode.cuh"
 
-/* Experts a warp routes: one logit a lane, the size tested on the GPU (gpt-oss-20b's 32).
- * rw_route takes PER logits a lane for up to 256; raising this (gpt-oss-120b has 128)
- * takes test_cuda_moe_tc's routing test at that size first. */
-#define SPC_RW_MAX_E 32
-#define SPC_RW_PER ((SPC_RW_MAX_E + 31) / 32)
+/* Experts a warp routes: up to 4 logits a lane (gpt-oss-120b's 128; gpt-oss-20b's 32 take
+ * one a lane: spc_route_per), the sizes test_cuda_moe_tc's routing test runs. */
+#define SPC_RW_MAX_E 128
 #define SPC_RW_MAX_K 8
+
+/* Logits a lane for E experts: 1 up to 32, else 4 (the two instances the kernels have). */
+static inline int spc_route_per(int E) { return E <= 32 ? 1 : 4; }
 
 /* Routing folded into an expert kernel: logits NULL when the ids are given instead. */
 struct spc_route_in {
@@ -130,9 +131,11 @@ static __device__ __forceinline__ int32_t rw_route(const spc_route_in &r, int64_
     return __shfl_sync(SPC_FULL_MASK, mine, slot);
 }
 
-/* Pair p's expert (token p / k, slot p % k): warp 0 routes, the block reads it from *sh.
+/* Pair p's expert (token p / k, slot p % k), PER = spc_route_per(r.E) logits a lane: warp 0
+ * routes, the block reads it from *sh.
  * Every thread of the block calls it (one barrier). With store, thread 0 writes ids[p]
  * and w[p] (one block of the launch does it for each pair). */
+template <int PER>
 static __device__ __forceinline__ int32_t spc_route_pair(const spc_route_in &r, int64_t p, bool store,
                                                          int32_t *sh)
 {
@@ -140,7 +143,7 @@ static __device__ __forceinline__ int32_t spc_route_pair(const spc_route_in &r, 
         const int64_t t = p / r.k;
         const int slot = (int)(p % r.k);
         float w = 0.0f;
-        const int32_t id = rw_route<SPC_RW_PER>(r, t, slot, store, &w);
+        const int32_t id = rw_route<PER>(r, t, slot, store, &w);
         if (threadIdx.x == 0) {
             *sh = id;
             if (store) {
