@@ -373,11 +373,14 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, 
  * kernel's, and so is DPL, the output dims a lane holds registers for (2, 4 or AW_DPL, by
  * the launch's v_dim). H200, llama-1b prefill of 512 tokens (fast): 43.3-43.8k -> 47.7k
  * tok/s with the transposed butterflies, DPL and 16-byte loads of p (one launch 306 ->
- * 285 us, 227M -> 184M instructions; docs/BENCHMARKS_GPU.md). */
+ * 285 us, 227M -> 184M instructions), 48.8k -> 53.1k with a chunk's rows staged once for
+ * the block's heads (STAGE: 286 -> 233 us, 146M instructions; gpt-oss-20b shape 13.8k ->
+ * 14.3k; docs/BENCHMARKS_GPU.md). */
 #define AW_WARPS 4
 #define AW_DPL ((AT_MAXD + 31) / 32) /* output dims a lane owns */
 #define AW_KEYS 16 /* keys a warp scores at once (the transposed levels assume 16) */
 #define AW_VB 16   /* value rows loaded at once per output dim */
+#define AW_STAGE_BYTES (64 * 1024) /* a staged chunk's keys and values, at most */
 
 /* One level of AW_KEYS keys' xor-butterflies done at once, transposed: a lane holds 2H
  * partial sums, keeps the half its bit P picks and sends the other half to lane ^ P, so
@@ -393,17 +396,22 @@ template <int P, int H> static __device__ __forceinline__ void aw_level(float *s
     }
 }
 
-template <int DPL>
+/* STAGE: the block's AW_WARPS heads share one KV head (a GQA group of a multiple of
+ * AW_WARPS heads): each chunk's keys and values are copied once into shared memory
+ * (dynamic, AT_CHUNK x (qk_dim + v_dim) floats) by the whole block, and the warps read
+ * them there, with 32-bit addresses, instead of each from the cache. Only the loads move. */
+template <int DPL, bool STAGE>
 __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_args a)
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
     __shared__ float qs_all[AW_WARPS][AT_MAXD];
     __shared__ __align__(16) float sc_all[AW_WARPS][AT_CHUNK];
+    extern __shared__ float4 aw_stage[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t h = (int64_t)blockIdx.x * AW_WARPS + warp, t = blockIdx.y;
-    if (h >= a.n_heads)
-        return; /* no block-wide barrier below */
+    if (!STAGE && h >= a.n_heads)
+        return; /* no block-wide barrier below (STAGE: every head exists) */
     float *qs = qs_all[warp], *sc = sc_all[warp];
     const int64_t pos = a.q_pos ? (int64_t)a.q_pos[t] : a.pos0 + t;
     int64_t lo = 0;
@@ -424,22 +432,34 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_
     const float *kbase = a.k_cache + kvh * a.qk_dim;
     const float *vbase = a.v_cache + kvh * a.v_dim;
 
+    float *kst = (float *)aw_stage, *vst = kst + AT_CHUNK * a.qk_dim;
     for (int64_t cb = lo; cb <= pos; cb += AT_CHUNK) {
         const int n = (int)(pos - cb + 1 < AT_CHUNK ? pos - cb + 1 : AT_CHUNK);
+        if constexpr (STAGE) { /* the chunk's rows, once for the block's heads */
+            __syncthreads(); /* every warp is done with the previous chunk */
+            at_stage_rows(kst, kbase + cb * ks, ks, n, (int)a.qk_dim);
+            at_stage_rows(vst, vbase + cb * vs, vs, n, (int)a.v_dim);
+            spc_cp_wait<0>();
+            __syncthreads();
+        }
+        /* the chunk's rows: staged (row j at j * dim) or in the cache (at (cb + j) * stride) */
+        using idx = typename std::conditional<STAGE, int, int64_t>::type;
+        const float *kc = STAGE ? kst : kbase + cb * ks;
+        const idx kcs = STAGE ? (idx)a.qk_dim : (idx)ks;
         for (int jb = 0; jb < n; jb += AW_KEYS) { /* AW_KEYS keys' loads in flight */
             float s[AW_KEYS];
             const float *kp[AW_KEYS];
 #pragma unroll
             for (int k = 0; k < AW_KEYS; k++) {
                 s[k] = 0.0f;
-                kp[k] = kbase + (cb + (jb + k < n ? jb + k : jb)) * ks;
+                kp[k] = kc + (idx)(jb + k < n ? jb + k : jb) * kcs;
             }
             for (int64_t d = lane; d < a.qk_dim; d += 32) {
                 const float qd = qs[d];
                 float kv[AW_KEYS];
 #pragma unroll
                 for (int k = 0; k < AW_KEYS; k++)
-                    kv[k] = __ldg(kp[k] + d);
+                    kv[k] = at_ld<STAGE>(kp[k] + d);
 #pragma unroll
                 for (int k = 0; k < AW_KEYS; k++)
                     s[k] = fmaf(qd, kv[k], s[k]);
@@ -484,13 +504,14 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_
             const int64_t d = lane + (int64_t)i * 32;
             if (d < a.v_dim) {
                 float o = 0.0f;
-                const float *v = vbase + cb * vs + d;
+                const float *v = (STAGE ? vst : vbase + cb * vs) + d;
+                const idx vcs = STAGE ? (idx)a.v_dim : (idx)vs;
                 int jj = 0;
                 for (; jj + AW_VB <= n; jj += AW_VB) {
                     float vv[AW_VB];
 #pragma unroll
                     for (int k = 0; k < AW_VB; k++)
-                        vv[k] = __ldg(v + (int64_t)(jj + k) * vs);
+                        vv[k] = at_ld<STAGE>(v + (idx)(jj + k) * vcs);
 #pragma unroll
                     for (int k = 0; k < AW_VB; k += 4) { /* jj % 4 == 0: 16-byte loads of p */
                         const float4 p = *reinterpret_cast<const float4 *>(sc + jj + k);
@@ -501,7 +522,7 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_
                     }
                 }
                 for (; jj < n; jj++)
-                    o = fmaf(sc[jj], v[jj * vs], o);
+                    o = fmaf(sc[jj], v[(idx)jj * vcs], o);
                 acc[i] = at_fold(acc[i], corr, o, cc);
             }
         }
@@ -534,6 +555,7 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_
  * not, 0 not asked yet (spc_attention_setup, outside any graph capture). */
 #define AT_MAX_DEVICES 64
 static int g_at_stage[AT_MAX_DEVICES];
+static int g_aw_stage[AT_MAX_DEVICES]; /* the same for k_attention_warp's staged instances */
 
 extern "C" void spc_attention_setup(void)
 {
@@ -547,6 +569,14 @@ extern "C" void spc_attention_setup(void)
     g_at_stage[dev] = e == cudaSuccess ? 1 : -1;
     if (e != cudaSuccess)
         (void)cudaGetLastError(); /* not sticky: the unstaged kernel serves */
+    e = cudaFuncSetAttribute(k_attention_warp<2, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             AW_STAGE_BYTES);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(k_attention_warp<4, true>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, AW_STAGE_BYTES);
+    g_aw_stage[dev] = e == cudaSuccess ? 1 : -1;
+    if (e != cudaSuccess)
+        (void)cudaGetLastError();
 }
 
 /* The launch may stage its chunks: the device was set up for it, both head dims and row
@@ -561,6 +591,23 @@ static bool at_can_stage(const sp_attn_args *a)
     return a->qk_dim % 4 == 0 && a->v_dim % 4 == 0 && ks % 4 == 0 && vs % 4 == 0 &&
            a->qk_dim + a->v_dim <= AT_STAGE_DIMS && ((uintptr_t)a->k_cache & 15) == 0 &&
            ((uintptr_t)a->v_cache & 15) == 0;
+}
+
+/* The warp kernel may stage a chunk's rows for its block: the block's AW_WARPS heads share
+ * a KV head (the group a multiple of AW_WARPS), the rows qualify as for k_attention<true>,
+ * the chunk fits AW_STAGE_BYTES and the device was set up for it. */
+static size_t aw_stage_bytes(const sp_attn_args *a)
+{
+    return (size_t)AT_CHUNK * (size_t)(a->qk_dim + a->v_dim) * sizeof(float);
+}
+
+static bool aw_can_stage(const sp_attn_args *a)
+{
+    int dev = 0;
+    return a->n_heads % a->n_kv_heads == 0 && (a->n_heads / a->n_kv_heads) % AW_WARPS == 0 &&
+           a->v_dim <= 128 && aw_stage_bytes(a) <= AW_STAGE_BYTES && at_can_stage(a) &&
+           cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < AT_MAX_DEVICES &&
+           g_aw_stage[dev] == 1;
 }
 
 /* Chunks a query of this launch may have (its keys: at most the cache's n_ctx positions,
@@ -596,14 +643,16 @@ extern "C" int spc_attention_split(void *stream, const sp_attn_args *a, int whic
     const bool warp_kernel = which == 2 || (which == 0 && a->n_tok >= AT_WARP_MIN_TOK);
     if (warp_kernel) {
         dim3 grid((unsigned)((a->n_heads + AW_WARPS - 1) / AW_WARPS), (unsigned)a->n_tok);
-#define AW_LAUNCH(DPL) \
-    spc_launch(k_attention_warp<DPL>, grid, dim3(AW_WARPS * 32), (cudaStream_t)stream, true, *a)
+#define AW_LAUNCH(DPL, STAGE)                                                                \
+    spc_launch_smem(k_attention_warp<DPL, STAGE>, grid, dim3(AW_WARPS * 32),                   \
+                    STAGE ? aw_stage_bytes(a) : 0, (cudaStream_t)stream, true, *a)
+        const bool stage = aw_can_stage(a);
         if (a->v_dim <= 64)
-            AW_LAUNCH(2);
+            stage ? AW_LAUNCH(2, true) : AW_LAUNCH(2, false);
         else if (a->v_dim <= 128)
-            AW_LAUNCH(4);
+            stage ? AW_LAUNCH(4, true) : AW_LAUNCH(4, false);
         else
-            AW_LAUNCH(AW_DPL);
+            AW_LAUNCH(AW_DPL, false);
 #undef AW_LAUNCH
         return spc_launch_status();
     }
