@@ -228,10 +228,12 @@ static bool moe_tc(const spc_moe_args *a)
 /* gpt-oss's grouped pass on tensor cores as cuda_moe_tc_gemm.cu computes it: the inputs as
  * BF16 pairs in scratch A (a [P, max(2I, H)] float buffer: always room for [P, H] BF16), the
  * activations as BF16 pairs in scratch C ([P, H] floats: room for [P, I] BF16 when
- * I <= 2H). A choice by the model's shape only. */
+ * I <= 2H), both 16-byte aligned (the backend's carve-up keeps them so). A choice by the
+ * model's shape only. */
 static bool moe_tc_gemm(const spc_moe_args *a)
 {
-    return moe_tc(a) && a->act == SPC_ACT_GPTOSS_GLU && a->I <= 2 * a->H;
+    return moe_tc(a) && a->act == SPC_ACT_GPTOSS_GLU && a->I <= 2 * a->H &&
+           ((uintptr_t)a->scratch_a % 16) == 0 && ((uintptr_t)a->scratch_c % 16) == 0;
 }
 
 /* Pairs a group of one expert holds at most (grouping, below): MG_TOK for the exact

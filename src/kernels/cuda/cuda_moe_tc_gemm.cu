@@ -20,8 +20,8 @@
  * 2i + 1) sits in lanes 4 apart), written as BF16 pairs for down (the rounding down's x
  * staging would apply); down writes fp32 rows back in pair order for k_moe_combine.
  *
- * H200, gpt-oss-20b shape, 512-token prefill (fast): 6.41k -> 12.6k tok/s (gate_up 985 ->
- * ~580 us, down 508 -> ~300 us a layer; docs/BENCHMARKS_GPU.md). */
+ * H200, gpt-oss-20b shape, 512-token prefill (fast): 6.41k -> 12.6k tok/s (the expert
+ * launches 1,190 us each -> gate_up 578 us, down 297 us; docs/BENCHMARKS_GPU.md). */
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/cuda_moe_tc.cuh"
 #include "kernels/cuda/decode.cuh"
