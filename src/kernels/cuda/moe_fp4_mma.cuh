@@ -129,15 +129,6 @@ static __device__ __forceinline__ void mt_load(const sp_weight &w, int64_t nb, i
     f.sc = slo | shi << 16;
 }
 
-/* Stage `stage` (0 gate or gpt-oss's gate_up, 1 up, 2 down) of expert ex, and its bias
- * (gpt-oss's gate_up and down biases; NULL otherwise). */
-static __device__ __forceinline__ sp_weight mt_stage_weight(const spc_expert &ex, int stage,
-                                                            bool gptoss, const float **bias)
-{
-    *bias = !gptoss ? NULL : stage == 0 ? ex.gate_up_bias : stage == 2 ? ex.down_bias : NULL;
-    return stage == 0 ? ex.gate : stage == 1 ? ex.up : ex.down;
-}
-
 /* The eight BF16 operands of word w of rows g (lo) and g + 8 (hi): a[0..3] mma 2w's
  * (pairs 0 and 1), a[4..7] mma 2w + 1's (pairs 2 and 3), in tc_mma's fragment order. */
 template <bool BIG>
