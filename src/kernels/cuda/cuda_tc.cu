@@ -29,16 +29,8 @@ static __device__ __forceinline__ void tc_load_x(const float *x, int64_t cols, b
                                                  bool ok, int64_t tok, int64_t k, uint32_t b[4])
 {
     float4 u = make_float4(0.f, 0.f, 0.f, 0.f), v = u;
-    if (ok) {
-        const float *p = x + tok * cols + k;
-        if (xvec) {
-            u = __ldg(reinterpret_cast<const float4 *>(p));
-            v = __ldg(reinterpret_cast<const float4 *>(p) + 1);
-        } else {
-            u = make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
-            v = make_float4(__ldg(p + 4), __ldg(p + 5), __ldg(p + 6), __ldg(p + 7));
-        }
-    }
+    if (ok)
+        tc_x8(x + tok * cols + k, xvec, u, v);
     tc_pack8(u, v, b);
 }
 

@@ -32,6 +32,18 @@ static __device__ __forceinline__ void tc_mma2(float c[4], const uint4 &lo, cons
     tc_mma(c, lo.z, hi.z, lo.w, hi.w, b[2], b[3]);
 }
 
+/* 8 elements of x at p, two float4 (16-byte aligned when xvec; else element loads) */
+static __device__ __forceinline__ void tc_x8(const float *p, bool xvec, float4 &u, float4 &v)
+{
+    if (xvec) {
+        u = __ldg(reinterpret_cast<const float4 *>(p));
+        v = __ldg(reinterpret_cast<const float4 *>(p) + 1);
+    } else {
+        u = make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
+        v = make_float4(__ldg(p + 4), __ldg(p + 5), __ldg(p + 6), __ldg(p + 7));
+    }
+}
+
 /* 8 fp32 -> 4 bf16 pairs (round to nearest even), in element order */
 static __device__ __forceinline__ void tc_pack8(const float4 &u, const float4 &v, uint32_t b[4])
 {

@@ -26,18 +26,6 @@
 
 #define TG_X_UNROLL 4 /* chunks a thread converts per pass, loads first */
 
-/* 8 elements of x at p (16-byte aligned when xvec) */
-static __device__ __forceinline__ void tg_x8(const float *p, bool xvec, float4 &u, float4 &v)
-{
-    if (xvec) {
-        u = __ldg(reinterpret_cast<const float4 *>(p));
-        v = __ldg(reinterpret_cast<const float4 *>(p) + 1);
-    } else {
-        u = make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
-        v = make_float4(__ldg(p + 4), __ldg(p + 5), __ldg(p + 6), __ldg(p + 7));
-    }
-}
-
 /* xb[i] = bf16(x[i]) for n8 chunks of 8 elements; a thread takes TG_X_UNROLL chunks a
  * pass, a grid stride apart. */
 __global__ void k_tc_x_bf16(const float *__restrict__ x, int64_t n8, bool xvec,
@@ -52,7 +40,7 @@ __global__ void k_tc_x_bf16(const float *__restrict__ x, int64_t n8, bool xvec,
 #pragma unroll
         for (int k = 0; k < TG_X_UNROLL; k++)
             if (i0 + k * stride < n8)
-                tg_x8(x + 8 * (i0 + k * stride), xvec, u[k], v[k]);
+                tc_x8(x + 8 * (i0 + k * stride), xvec, u[k], v[k]);
 #pragma unroll
         for (int k = 0; k < TG_X_UNROLL; k++)
             if (i0 + k * stride < n8) {
