@@ -195,6 +195,8 @@ static bool use_tc(const cuda_backend *c, const sp_weight *w)
  * Allocated when fast precision is turned on, before any pass. */
 #define TC_SCRATCH ((size_t)32 << 20)
 
+static size_t tc_scratch_bytes(const cuda_backend *c) { return c->tc_scratch ? TC_SCRATCH : 0; }
+
 static sp_precision cuda_set_precision(sp_backend *be, sp_precision want)
 {
     cuda_backend *c = cu(be);
@@ -210,7 +212,7 @@ static void cuda_matmul(sp_backend *be, const sp_weight *w, const float *x, int6
     cuda_backend *c = cu(be);
     if (use_tc(c, w))
         check(c, "matmul", spc_matmul_tc(c->stream, w, x, n, y, bias, c->tc_scratch,
-                                         c->tc_scratch ? TC_SCRATCH : 0));
+                                         tc_scratch_bytes(c)));
     else
         check(c, "matmul", spc_matmul(c->stream, w, x, n, y, bias));
     plant(c, "matmul", y, n * w->rows);
@@ -322,7 +324,7 @@ static void cuda_matmul_multi(sp_backend *be, int n, const sp_weight *const *ws,
     }
     if (n_tc > 0)
         check(c, "matmul", spc_matmul_tc_multi(c->stream, n, ws, x, n_tok, ys, biases,
-                                               c->tc_scratch, c->tc_scratch ? TC_SCRATCH : 0));
+                                               c->tc_scratch, tc_scratch_bytes(c)));
     else
         check(c, "matmul", spc_matmul_multi(c->stream, n, ws, x, n_tok, ys, biases));
     for (int i = 0; i < n; i++)
@@ -337,7 +339,7 @@ static void cuda_matmul_swiglu(sp_backend *be, const sp_weight *wg, const sp_wei
     if (tc_g && tc_u && wg->rows == wu->rows && !c->plant_op) {
         check(c, "matmul_swiglu", spc_matmul_tc_swiglu(c->stream, wg, wu, x, n_tok, out,
                                                        c->tc_scratch,
-                                                       c->tc_scratch ? TC_SCRATCH : 0));
+                                                       tc_scratch_bytes(c)));
         return;
     }
     if (!tc_g && !tc_u && wg->format == wu->format && wg->rows == wu->rows &&
