@@ -185,6 +185,13 @@ SP_API void sp_session_free(sp_session *session);
  * The logits of a position do not depend on how the input is split across calls. */
 SP_API sp_status sp_session_eval(sp_session *session, const int32_t *tokens, size_t n_tokens,
                           float *logits, sp_error *err);
+/* sp_session_eval for greedy decoding: *next receives the last position's greedy pick
+ * (the argmax, lowest id on ties, as temperature 0 samples). Where the backend picks on
+ * the device (CUDA) only the id is read back, not n_vocab logits, and
+ * sp_session_last_logits returns NULL until the next eval; elsewhere the logits are read
+ * back as by sp_session_eval and stay readable. */
+SP_API sp_status sp_session_eval_greedy(sp_session *session, const int32_t *tokens,
+                                        size_t n_tokens, int32_t *next, sp_error *err);
 /* Logits of the last evaluated position; valid until the next eval. */
 SP_API const float *sp_session_last_logits(const sp_session *session);
 SP_API int64_t sp_session_n_past(const sp_session *session);

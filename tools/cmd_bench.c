@@ -352,7 +352,6 @@ int cmd_bench(int argc, char **argv)
     mp.n_ctx = prompt_len + gen_len;
     sp_model *m = NULL;
     sp_session *s = NULL;
-    sp_sampler *greedy = NULL;
     double *pf = calloc((size_t)runs, sizeof *pf), *dc = calloc((size_t)runs, sizeof *dc);
     rc = CLI_OK;
     if (!pf || !dc) {
@@ -367,12 +366,6 @@ int cmd_bench(int argc, char **argv)
     t_open = (cli_now_ms() - t_open) / 1e3;
     sp_session_params sp = {.n_ctx = prompt_len + gen_len};
     if (sp_session_new(m, &sp, &s, &err) != SP_OK) {
-        rc = cli_fail(&err);
-        goto done;
-    }
-    sp_sampling_params gs = sp_sampling_default_params();
-    gs.temperature = 0;
-    if (sp_sampler_new(&gs, sp_model_n_vocab(m), &greedy, &err) != SP_OK) {
         rc = cli_fail(&err);
         goto done;
     }
@@ -399,17 +392,19 @@ int cmd_bench(int argc, char **argv)
     for (int64_t r = -1; r < runs; r++) {
         sp_session_truncate(s, 0, NULL);
         double t0 = cli_now_ms();
-        if (sp_session_eval(s, prompt, (size_t)prompt_len, NULL, &err) != SP_OK) {
+        int32_t tok = -1; /* greedy: the evals pick (on the device where the backend can) */
+        if (sp_session_eval_greedy(s, prompt, (size_t)prompt_len, &tok, &err) != SP_OK) {
             rc = cli_fail(&err);
             goto done;
         }
         double t1 = cli_now_ms();
         for (int64_t g = 0; g < (r < 0 && gen_len > 2 ? 2 : gen_len); g++) {
-            int32_t tok = sp_sampler_next(greedy, sp_session_last_logits(s));
-            if (sp_session_eval(s, &tok, 1, NULL, &err) != SP_OK) {
+            int32_t next;
+            if (sp_session_eval_greedy(s, &tok, 1, &next, &err) != SP_OK) {
                 rc = cli_fail(&err);
                 goto done;
             }
+            tok = next;
         }
         double t2 = cli_now_ms();
         if (r < 0)
@@ -445,7 +440,6 @@ done:
     free(pf);
     free(dc);
     free(prompt);
-    sp_sampler_free(greedy);
     sp_session_free(s);
     sp_model_close(m);
     return rc;

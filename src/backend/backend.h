@@ -172,6 +172,11 @@ typedef struct sp_backend_ops {
      * route inside its expert kernels. NULL: the forward pass issues the two. */
     void (*moe_route_ffn)(sp_backend *be, const sp_route_cfg *cfg, const float *logits, int32_t *ids,
                           float *w, const sp_moe_args *a);
+    /* (optional) ids[r] = sp_argmax(logits row r, n_vocab) for r < rows, rows n_vocab apart
+     * (ids: int32 in backend memory): greedy picks without reading the logits back. NULL:
+     * the engine reads the rows back and picks on the host. */
+    void (*logits_argmax)(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
+                          int32_t *ids);
 
     /* Recording (NULL where a backend has none). replay: true when work recorded under
      * key was enqueued (issue nothing). record_begin: true when the ops issued until

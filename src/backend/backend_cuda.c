@@ -58,6 +58,8 @@ typedef struct cuda_backend {
     bool attn_tried;        /* the scratch was asked for */
     void *tc_scratch;       /* fast precision: x as bf16 for the tensor-core GEMM (TC_SCRATCH
                              * bytes, or NULL: the GEMM then runs 16 tokens at a time) */
+    sp_backend_ops ops;     /* cuda_ops, less logits_argmax with SPECULA_CUDA_ARGMAX=0 (greedy
+                             * picks on the host after reading the logits back, to compare) */
 } cuda_backend;
 
 static cuda_backend *cu(sp_backend *be) { return (cuda_backend *)be; }
@@ -454,6 +456,13 @@ static void cuda_moe_route_ffn(sp_backend *be, const sp_route_cfg *cfg, const fl
     plant(c, "moe_ffn", a->out, a->n_tok * a->n_embd);
 }
 
+static void cuda_logits_argmax(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
+                               int32_t *ids)
+{
+    check(cu(be), "logits_argmax",
+          spc_logits_argmax(cu(be)->stream, logits, rows, n_vocab, n_vocab, ids));
+}
+
 /* ---- DeepSeek-V4 ----------------------------------------------------------------- */
 
 static void cuda_hc_weights(sp_backend *be, const float *mix, int64_t mix_stride, const float *base,
@@ -598,6 +607,7 @@ static const sp_backend_ops cuda_ops = {
     .moe_route = cuda_moe_route,
     .moe_ffn = cuda_moe_ffn,
     .moe_route_ffn = cuda_moe_route_ffn,
+    .logits_argmax = cuda_logits_argmax,
     .replay = cuda_replay,
     .record_begin = cuda_record_begin,
     .record_end = cuda_record_end,
@@ -638,7 +648,11 @@ sp_status sp_cuda_backend_new(int index, sp_backend **out, sp_error *err)
                       spc_error_string(rc));
     }
     c->index = index;
-    c->base.ops = &cuda_ops;
+    c->ops = cuda_ops;
+    const char *am = env_or_null("SPECULA_CUDA_ARGMAX");
+    if (am && !strcmp(am, "0"))
+        c->ops.logits_argmax = NULL;
+    c->base.ops = &c->ops;
     c->base.total_bytes = info.total_mem;
     c->fail_op = env_or_null("SPECULA_CUDA_FAIL_OP");
     c->plant_op = env_or_null("SPECULA_CUDA_PLANT_BUG");

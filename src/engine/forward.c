@@ -226,7 +226,7 @@ static bool pass_key(sp_pass *P, sp_rec_key *key)
     }
     uint64_t *w = (uint64_t *)(void *)c->rec_key;
     w[0] = c->serial;
-    w[1] = (uint64_t)P->n;
+    w[1] = (uint64_t)P->n | (uint64_t)P->ids_only << 63;
     w[2] = (uint64_t)P->n_segs;
     for (int64_t i = 0; i < P->n_segs; i++) {
         const sp_seg *g = &P->segs[i];
@@ -300,6 +300,23 @@ static void run_body(sp_pass *P, bool gathered)
         issue_body(P, gathered);
 }
 
+/* Whether the pass reads back only greedy picks: the backend picks on the device, nothing
+ * observes the logits, and every segment wanting a row wants its last_id alone. */
+static bool ids_only(const sp_pass *P)
+{
+    if (!P->be->ops->logits_argmax || SP_TRACE_ON(P))
+        return false;
+    int64_t wanted = 0, r0;
+    for (int64_t i = 0; i < P->n_segs; i++) {
+        const sp_seq_eval *q = P->segs[i].seq;
+        int64_t k = sp_head_seg_rows(&P->segs[i], &r0);
+        if (k > 0 && (!q->last_id || q->logits))
+            return false;
+        wanted += k;
+    }
+    return wanted > 0;
+}
+
 static sp_status run_pass(sp_pass *P)
 {
     sp_backend *be = P->be;
@@ -309,6 +326,7 @@ static sp_status run_pass(sp_pass *P)
     if (st != SP_OK)
         return st;
     bool gathered = sp_head_rows_wanted(P) <= SP_LOGIT_ROWS;
+    P->ids_only = gathered && ids_only(P);
     P->hx = P->m->arch->attn == SP_ATTN_DSV4 ? P->c->v4.head : P->c->x;
     run_body(P, gathered);
     if (P->st != SP_OK)
@@ -387,6 +405,9 @@ sp_status sp_forward(sp_model *m, const sp_seq_eval *seqs, int64_t n_seqs, int64
             return sp_err(err, SP_ERR_INTERNAL, "a pass mixes MTP and main-model sequences");
     if (mtp && !m->n_mtp)
         return sp_err(err, SP_ERR_INTERNAL, "an MTP pass on a model without an MTP module");
+    for (int64_t i = 0; i < n_seqs; i++)
+        if (seqs[i].last_id)
+            *seqs[i].last_id = -1; /* until a pass picks it on the device */
     pthread_mutex_lock(&m->lock);
     sp_status st = reserve_segs(m->compute, n_seqs > 0 ? n_seqs : 1, err);
     sp_pass P = {.m = m, .be = m->be, .c = m->compute, .w = mtp ? &m->exec_mtp : &m->exec,

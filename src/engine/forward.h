@@ -32,6 +32,11 @@ typedef struct sp_seq_eval {
     int64_t n;
     float *logits;         /* host [n, n_vocab]: every row's logits, or NULL */
     float *last;           /* host [n_vocab]: the last row's logits, or NULL */
+    int32_t *last_id;      /* host, or NULL: where the backend picks greedily on the device
+                            * (logits_argmax), the last row's pick, and then neither
+                            * logits nor last is written (only the id is read back);
+                            * otherwise -1, and last gets the logits as without it. Only
+                            * with logits NULL. */
     const sp_observer *obs; /* NULL: not observed */
     /* Multi-token prediction (forward_mtp.c). hidden_in (host [n, n_embd]): the rows are MTP
      * positions: row j takes tokens[j] and the main model's hidden state hidden_in[j], runs

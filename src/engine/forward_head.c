@@ -6,7 +6,9 @@
  * fit the logits block (SP_LOGIT_ROWS), they are normed into consecutive rows of xn and go
  * through the LM head in one matmul, all as ops (recordable), then come back in one
  * download. Otherwise (a prefill asking for every row) the head runs in slices of the block,
- * each read back before the next. Both give a row the same bits: every op is row-local. */
+ * each read back before the next. Both give a row the same bits: every op is row-local.
+ * Where every row wanted is a greedy pick alone (seq->last_id) and the backend picks on the
+ * device, only the picks come back (an int a row instead of n_vocab floats). */
 #include "engine/forward_internal.h"
 #include "util/error.h"
 
@@ -18,7 +20,7 @@ int64_t sp_head_seg_rows(const sp_seg *g, int64_t *r0)
     *r0 = 0;
     if (q->logits)
         return g->n;
-    if (q->last && g->first + g->n == q->n) {
+    if ((q->last || q->last_id) && g->first + g->n == q->n) {
         *r0 = g->n - 1;
         return 1;
     }
@@ -57,6 +59,8 @@ void sp_head_gathered(sp_pass *P)
     if (at == 0)
         return;
     P->be->ops->matmul(P->be, &P->w->lm_head, P->c->xn, at, P->c->logits, NULL);
+    if (P->ids_only)
+        P->be->ops->logits_argmax(P->be, P->c->logits, at, V, P->c->logit_ids);
     if (!SP_TRACE_ON(P))
         return;
     at = 0;
@@ -82,10 +86,28 @@ static void copy_last(const sp_seg *g, int64_t V)
         memcpy(q->last, q->logits + (q->n - 1) * V, (size_t)V * sizeof(float));
 }
 
+/* Only the picks of an ids_only pass: one read back of an int a row. */
+static sp_status download_ids(sp_pass *P, int64_t total)
+{
+    sp_compute *c = P->c;
+    sp_status st = P->be->ops->download(P->be, c->h_logit_ids, c->logit_ids,
+                                        (size_t)total * sizeof(int32_t), P->err);
+    int64_t at = 0, r0;
+    for (int64_t i = 0; i < P->n_segs && st == SP_OK; i++) {
+        int64_t k = sp_head_seg_rows(&P->segs[i], &r0);
+        if (k > 0)
+            *P->segs[i].seq->last_id = c->h_logit_ids[at];
+        at += k;
+    }
+    return st;
+}
+
 sp_status sp_head_gathered_download(sp_pass *P)
 {
     sp_backend *be = P->be;
     int64_t V = P->m->n_vocab, total = sp_head_rows_wanted(P), at = 0, r0;
+    if (P->ids_only)
+        return download_ids(P, total);
     /* one read back for several segments where each read is a round trip */
     const float *src = P->c->logits;
     bool staged = !be->host_memory && P->n_segs > 1 && total > 0;

@@ -25,6 +25,7 @@ typedef struct sp_pass {
     int64_t n_segs, n; /* segments, rows */
     bool observed;     /* some segment has an observer */
     bool mtp;          /* an MTP pass (forward_mtp.c): w is the model's exec_mtp */
+    bool ids_only;     /* every logits row wanted is a last_id alone, picked on the device */
     sp_status st;      /* first failure reading an output back for an observer (or, in
                         * forward_dsv4.c, uploading mid-pass) */
     float *hx;         /* rows the final norm reads: c->x, or DeepSeek-V4's collapsed streams */

@@ -49,20 +49,25 @@ sp_status sp_generate(sp_session *s, const int32_t *prompt, size_t n_prompt,
         return st;
     sp_rng rng;
     sp_rng_seed(&rng, gp->sampling.seed);
+    /* greedy: the picks come from the evals (on the device where the backend can) */
+    const bool greedy = gp->sampling.temperature == 0.0f;
+    int32_t next = -1;
     double t0 = sp_now_ms();
-    st = sp_session_eval(s, prompt, n_prompt, NULL, err);
+    st = greedy ? sp_session_eval_greedy(s, prompt, n_prompt, &next, err)
+                : sp_session_eval(s, prompt, n_prompt, NULL, err);
     double t1 = sp_now_ms();
     stats->prefill_ms = t1 - t0;
     sp_stop_rules rules = {sp_session_model(s), gp, on_token, ctx};
     while (st == SP_OK && gp->n_predict > 0) {
-        int32_t tok = sp_sampler_sample(smp, sp_session_last_logits(s), &rng);
+        int32_t tok = greedy ? next : sp_sampler_sample(smp, sp_session_last_logits(s), &rng);
         if (!sp_stop_emit(&rules, tok, out_tokens, stats))
             break;
         if (sp_session_n_past(s) >= sp_session_n_ctx(s)) {
             stats->stop_reason = "context";
             break;
         }
-        st = sp_session_eval(s, &tok, 1, NULL, err);
+        st = greedy ? sp_session_eval_greedy(s, &tok, 1, &next, err)
+                    : sp_session_eval(s, &tok, 1, NULL, err);
     }
     stats->decode_ms = sp_now_ms() - t1;
     sp_sampler_free(smp);

@@ -2,6 +2,7 @@
  * sessions of the same model, and KV rollback (see session.h and specula.h); MTP sessions,
  * which run a model's multi-token prediction module for a target session of it. */
 #include "runtime/session.h"
+#include "runtime/sampler.h"
 #include "util/ckd.h"
 #include "util/error.h"
 
@@ -125,6 +126,31 @@ sp_status sp_session_eval(sp_session *s, const int32_t *tokens, size_t n_tokens,
     if (st == SP_OK)
         advance(s, tokens, n_tokens);
     return st;
+}
+
+sp_status sp_session_eval_greedy(sp_session *s, const int32_t *tokens, size_t n_tokens,
+                                 int32_t *next, sp_error *err)
+{
+    if (s->target)
+        return sp_err(err, SP_ERR_INVALID_ARG, "an MTP session is evaluated by speculative decoding "
+                      "(--draft mtp), not token by token");
+    sp_status st = check_tokens(s, tokens, n_tokens, err);
+    if (st != SP_OK)
+        return st;
+    s->has_logits = false;
+    int32_t id = -1;
+    sp_seq_eval q = seq_of(s, tokens, n_tokens, NULL);
+    q.last_id = &id;
+    st = sp_forward(s->m, &q, 1, s->n_batch, err);
+    if (st != SP_OK)
+        return st;
+    advance(s, tokens, n_tokens);
+    if (id < 0) /* the logits came back: pick here */
+        id = sp_argmax(s->logits, s->m->n_vocab);
+    else
+        s->has_logits = false; /* only the pick came back */
+    *next = id;
+    return SP_OK;
 }
 
 sp_status sp_batch_eval(sp_model *m, const sp_batch_item *items, size_t n_items, sp_error *err)

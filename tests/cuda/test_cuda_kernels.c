@@ -20,6 +20,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "model/moe_route.h"
+#include "runtime/sampler.h"
 #include "util/dtype.h"
 
 #include <math.h>
@@ -1399,11 +1400,14 @@ static void test_rope_kv_store(void **state)
 
 /* ---- argmax, errors ---------------------------------------------------------------- */
 
+/* spc_logits_argmax against sp_argmax (the host's greedy pick, which the engine replaces
+ * with it): ties, NaNs (first, later, all), infinities and a partial last warp. */
 static void test_argmax(void **state)
 {
     (void)state;
     NEED_GPU();
-    int64_t rows = 5, V = 50001, stride = V + 3;
+    enum { ROWS = 8 };
+    int64_t rows = ROWS, V = 50001, stride = V + 3;
     float *l = malloc((size_t)(rows * stride) * 4);
     for (int64_t i = 0; i < rows * stride; i++)
         l[i] = (float)(int)(rnd32() % 1000) * 0.01f;
@@ -1411,21 +1415,26 @@ static void test_argmax(void **state)
     l[1 * stride + 40000] = 100.0f; /* tie: the lower index wins */
     l[2 * stride + 3] = NAN;
     l[2 * stride + V - 1] = 50.0f;
+    l[3 * stride + 0] = NAN; /* a NaN first: the scan stays at 0 */
+    l[3 * stride + 9] = 100.0f;
+    for (int64_t i = 0; i < V; i++) {
+        l[4 * stride + i] = NAN;       /* all NaN */
+        l[5 * stride + i] = -INFINITY; /* all -inf: the first */
+    }
+    l[6 * stride + 12345] = INFINITY;
+    l[6 * stride + 23456] = INFINITY;
+    l[7 * stride + 0] = 10.0f; /* the first is the largest */
     float *dl = dev_from(l, (size_t)(rows * stride) * 4);
-    int32_t *dids = dev_alloc((size_t)rows * 4), ids[5];
+    int32_t *dids = dev_alloc((size_t)rows * 4), ids[ROWS];
     CK(spc_logits_argmax(g_stream, dl, rows, V, stride, dids));
     to_host(ids, dids, sizeof ids);
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t b = -1;
-        for (int64_t i = 0; i < V; i++) {
-            float v = l[r * stride + i];
-            if (v == v && (b < 0 || v > l[r * stride + b]))
-                b = i;
-        }
-        assert_int_equal(ids[r], b);
-    }
+    for (int64_t r = 0; r < rows; r++)
+        assert_int_equal(ids[r], sp_argmax(l + r * stride, V));
     assert_int_equal(ids[1], 777);
     assert_int_equal(ids[2], V - 1);
+    assert_int_equal(ids[3], 0);
+    assert_int_equal(ids[6], 12345);
+    assert_int_equal(ids[7], 0);
     free(l);
     spc_free(dl);
     spc_free(dids);

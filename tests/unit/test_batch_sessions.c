@@ -2,9 +2,11 @@
  * logits to each sequence evaluated alone — random mixes of prompt chunks and decode
  * steps, several sessions with different lengths, items asking for every row's logits or
  * only the last one (the LM head then runs over rows gathered from several sequences) —
- * and two threads evaluating two
+ * greedy picks made without reading the logits back (sp_session_eval_greedy) equal the
+ * argmax of the logits, and two threads evaluating two
  * sessions of one model get the same results as one thread doing both (the model's pass
  * is serialized; run under ThreadSanitizer by scripts/test.sh). */
+#include "runtime/sampler.h"
 #include "test_util.h"
 
 #include <pthread.h>
@@ -156,6 +158,68 @@ static void test_batch_bad_items(void **state)
     sp_model_close(m);
 }
 
+/* ---- greedy picks without the logits ---------------------------------------------- */
+
+/* sp_session_eval_greedy picks what sp_argmax picks from sp_session_eval's logits, for a
+ * prompt split over passes and then decode steps, alternating with plain evals in the same
+ * session (recorded passes of both kinds); where only the pick came back the last logits
+ * are NULL, elsewhere they are the plain eval's. */
+static void check_greedy(const char *name)
+{
+    sp_model *m = open_fixture_model(name, 2);
+    const int64_t V = sp_model_n_vocab(m);
+    sp_session_params sp = {.n_ctx = 64, .n_batch = 16};
+    sp_session *g, *p;
+    sp_error err = {0};
+    assert_int_equal(sp_session_new(m, &sp, &g, &err), SP_OK);
+    assert_int_equal(sp_session_new(m, &sp, &p, &err), SP_OK);
+    int32_t prompt[21];
+    for (int i = 0; i < 21; i++)
+        prompt[i] = (int32_t)((i * 37 + 5) % V);
+    int32_t pick = -1;
+    if (sp_session_eval_greedy(g, prompt, 21, &pick, &err) != SP_OK ||
+        sp_session_eval(p, prompt, 21, NULL, &err) != SP_OK)
+        fail_msg("%s: %s", name, err.msg);
+    int device_picks = 0;
+    for (int step = 0; step < 12; step++) {
+        const float *pl = sp_session_last_logits(p), *gl = sp_session_last_logits(g);
+        assert_non_null(pl);
+        const int32_t want = sp_argmax(pl, V);
+        if (step % 3 != 2) { /* g's last eval was greedy */
+            if (pick != want)
+                fail_msg("%s step %d: greedy eval picked %d, the logits' argmax is %d", name, step,
+                         pick, want);
+            if (gl)
+                assert_memory_equal(gl, pl, (size_t)V * sizeof(float));
+            else
+                device_picks++;
+        } else {
+            assert_non_null(gl);
+            assert_memory_equal(gl, pl, (size_t)V * sizeof(float));
+        }
+        const int32_t tok = want;
+        sp_status st = step % 3 == 1 ? sp_session_eval(g, &tok, 1, NULL, &err)
+                                     : sp_session_eval_greedy(g, &tok, 1, &pick, &err);
+        if (st != SP_OK || sp_session_eval(p, &tok, 1, NULL, &err) != SP_OK)
+            fail_msg("%s: %s", name, err.msg);
+    }
+    /* only a backend that picks on the device leaves the logits unread */
+    if (strcmp(test_device(), "cpu") == 0)
+        assert_int_equal(device_picks, 0);
+    else
+        assert_true(device_picks > 0);
+    sp_session_free(g);
+    sp_session_free(p);
+    sp_model_close(m);
+}
+
+static void test_greedy_picks(void **state)
+{
+    (void)state;
+    check_greedy("llama_gqa4_tied_f16");
+    check_greedy("gptoss_mxfp4");
+}
+
 /* ---- two threads, one model ---------------------------------------------------------- */
 
 typedef struct worker {
@@ -212,6 +276,7 @@ int main(void)
         cmocka_unit_test(test_batch_dense),
         cmocka_unit_test(test_batch_moe_mla),
         cmocka_unit_test(test_batch_bad_items),
+        cmocka_unit_test(test_greedy_picks),
         cmocka_unit_test(test_two_threads_one_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -544,7 +544,10 @@ extern "C" int spc_rope(void *stream, float *x, int64_t n_tok, int64_t n_heads, 
     return spc_launch_status();
 }
 
-/* ---- argmax ------------------------------------------------------------------------ */
+/* ---- argmax ------------------------------------------------------------------------
+ * sp_argmax's result without its scan: each thread keeps the first of the largest
+ * non-NaN values it sees, the warps and then the block merge them (larger value, else the
+ * lower index); a NaN at index 0 gives 0, as the scan does. */
 
 #define AM_THREADS 256
 
@@ -584,7 +587,8 @@ k_argmax(const float *logits, int64_t n, int64_t stride, int32_t *ids)
         for (int k = 1; k < AM_THREADS / 32; k++)
             if (si[k] >= 0)
                 am_take(sv[k], si[k], bv, bi);
-        ids[blockIdx.x] = (int32_t)(bi < 0 ? 0 : bi);
+        /* sp_argmax's scan stays at 0 when the first value is a NaN */
+        ids[blockIdx.x] = (int32_t)(bi < 0 || l[0] != l[0] ? 0 : bi);
     }
 }
 

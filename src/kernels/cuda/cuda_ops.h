@@ -339,8 +339,9 @@ int spc_swiglu_limit(void *stream, const float *gate, const float *up, int64_t n
 
 /* ---- sampling helpers -------------------------------------------------------------- */
 
-/* ids[r] = argmax of logits[r * stride .. + n_vocab) (lowest index on ties; NaN never
- * wins), for r < rows. */
+/* ids[r] = argmax of logits[r * stride .. + n_vocab) for r < rows, exactly as sp_argmax
+ * (runtime/sampler.c) scans a row: the lowest index on ties, a NaN never wins, and a NaN
+ * first element gives 0 (no later value compares greater than it). */
 int spc_logits_argmax(void *stream, const float *logits, int64_t rows, int64_t n_vocab,
                       int64_t stride, int32_t *ids);
 
