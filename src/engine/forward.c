@@ -301,7 +301,8 @@ static void run_body(sp_pass *P, bool gathered)
 }
 
 /* Whether the pass reads back only greedy picks: the backend picks on the device, nothing
- * observes the logits, and every segment wanting a row wants its last_id alone. */
+ * observes the logits, and every segment wanting rows wants their picks (ids, or its
+ * last_id alone). */
 static bool ids_only(const sp_pass *P)
 {
     if (!P->be->ops->logits_argmax || SP_TRACE_ON(P))
@@ -310,7 +311,7 @@ static bool ids_only(const sp_pass *P)
     for (int64_t i = 0; i < P->n_segs; i++) {
         const sp_seq_eval *q = P->segs[i].seq;
         int64_t k = sp_head_seg_rows(&P->segs[i], &r0);
-        if (k > 0 && (!q->last_id || q->logits))
+        if (k > 0 && !(q->logits ? q->ids : q->last_id))
             return false;
         wanted += k;
     }
@@ -405,14 +406,22 @@ sp_status sp_forward(sp_model *m, const sp_seq_eval *seqs, int64_t n_seqs, int64
             return sp_err(err, SP_ERR_INTERNAL, "a pass mixes MTP and main-model sequences");
     if (mtp && !m->n_mtp)
         return sp_err(err, SP_ERR_INTERNAL, "an MTP pass on a model without an MTP module");
-    for (int64_t i = 0; i < n_seqs; i++)
+    for (int64_t i = 0; i < n_seqs; i++) { /* until a pass picks them on the device */
         if (seqs[i].last_id)
-            *seqs[i].last_id = -1; /* until a pass picks it on the device */
+            *seqs[i].last_id = -1;
+        if (seqs[i].ids && seqs[i].n > 0)
+            seqs[i].ids[0] = -1;
+    }
     pthread_mutex_lock(&m->lock);
     sp_status st = reserve_segs(m->compute, n_seqs > 0 ? n_seqs : 1, err);
     sp_pass P = {.m = m, .be = m->be, .c = m->compute, .w = mtp ? &m->exec_mtp : &m->exec,
                  .segs = m->compute->segs, .mtp = mtp, .err = err};
     int64_t max = max_tokens > 0 && max_tokens < P.c->cap ? max_tokens : P.c->cap;
+    for (int64_t i = 0; i < n_seqs && st == SP_OK; i++)
+        if (seqs[i].ids && (n_seqs > 1 || !seqs[i].logits || seqs[i].n > SP_LOGIT_ROWS ||
+                            seqs[i].n > max))
+            st = sp_err(err, SP_ERR_INTERNAL, "greedy picks of every row: one sequence of at "
+                        "most %d rows in one pass, with a logits buffer", SP_LOGIT_ROWS);
     int64_t idx = 0, off = 0;
     while (st == SP_OK && idx < n_seqs) {
         pack(&P, seqs, n_seqs, max, &idx, &off);

@@ -37,6 +37,11 @@ typedef struct sp_seq_eval {
                             * logits nor last is written (only the id is read back);
                             * otherwise -1, and last gets the logits as without it. Only
                             * with logits NULL. */
+    int32_t *ids;          /* host [n], or NULL: with logits, every row's greedy pick where the
+                            * backend picks on the device (logits then not written); otherwise
+                            * ids[0] = -1 and logits gets every row as without it. Only for
+                            * a call of this one sequence, n <= SP_LOGIT_ROWS rows that
+                            * fit one pass (so its rows come back all one way) */
     const sp_observer *obs; /* NULL: not observed */
     /* Multi-token prediction (forward_mtp.c). hidden_in (host [n, n_embd]): the rows are MTP
      * positions: row j takes tokens[j] and the main model's hidden state hidden_in[j], runs

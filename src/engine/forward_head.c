@@ -7,8 +7,8 @@
  * through the LM head in one matmul, all as ops (recordable), then come back in one
  * download. Otherwise (a prefill asking for every row) the head runs in slices of the block,
  * each read back before the next. Both give a row the same bits: every op is row-local.
- * Where every row wanted is a greedy pick alone (seq->last_id) and the backend picks on the
- * device, only the picks come back (an int a row instead of n_vocab floats). */
+ * Where every row wanted is a greedy pick alone (seq->ids, seq->last_id) and the backend
+ * picks on the device, only the picks come back (an int a row instead of n_vocab floats). */
 #include "engine/forward_internal.h"
 #include "util/error.h"
 
@@ -94,9 +94,12 @@ static sp_status download_ids(sp_pass *P, int64_t total)
                                         (size_t)total * sizeof(int32_t), P->err);
     int64_t at = 0, r0;
     for (int64_t i = 0; i < P->n_segs && st == SP_OK; i++) {
-        int64_t k = sp_head_seg_rows(&P->segs[i], &r0);
-        if (k > 0)
-            *P->segs[i].seq->last_id = c->h_logit_ids[at];
+        const sp_seg *g = &P->segs[i];
+        int64_t k = sp_head_seg_rows(g, &r0);
+        if (k > 0 && g->seq->logits) /* every row (ids_only: the ids are given) */
+            memcpy(g->seq->ids + g->first, c->h_logit_ids + at, (size_t)k * sizeof(int32_t));
+        else if (k > 0)
+            *g->seq->last_id = c->h_logit_ids[at];
         at += k;
     }
     return st;

@@ -2,6 +2,7 @@
  * sessions of the same model, and KV rollback (see session.h and specula.h); MTP sessions,
  * which run a model's multi-token prediction module for a target session of it. */
 #include "runtime/session.h"
+#include "engine/compute.h"
 #include "runtime/sampler.h"
 #include "util/ckd.h"
 #include "util/error.h"
@@ -150,6 +151,35 @@ sp_status sp_session_eval_greedy(sp_session *s, const int32_t *tokens, size_t n_
     else
         s->has_logits = false; /* only the pick came back */
     *next = id;
+    return SP_OK;
+}
+
+sp_status sp_session_eval_picks(sp_session *s, const int32_t *tokens, size_t n, float *logits,
+                                int32_t *picks, sp_error *err)
+{
+    const int64_t V = s->m->n_vocab;
+    if (n > SP_LOGIT_ROWS || (int64_t)n > s->n_batch || s->target) { /* the rows come back */
+        sp_status st = sp_session_eval(s, tokens, n, logits, err);
+        for (size_t i = 0; st == SP_OK && i < n; i++)
+            picks[i] = sp_argmax(logits + i * (size_t)V, V);
+        return st;
+    }
+    sp_status st = check_tokens(s, tokens, n, err);
+    if (st != SP_OK)
+        return st;
+    s->has_logits = false;
+    sp_seq_eval q = seq_of(s, tokens, n, logits);
+    q.ids = picks;
+    st = sp_forward(s->m, &q, 1, s->n_batch, err);
+    if (st != SP_OK)
+        return st;
+    advance(s, tokens, n);
+    if (picks[0] < 0) { /* the logits came back: pick here */
+        for (size_t i = 0; i < n; i++)
+            picks[i] = sp_argmax(logits + i * (size_t)V, V);
+    } else {
+        s->has_logits = false; /* only the picks came back */
+    }
     return SP_OK;
 }
 

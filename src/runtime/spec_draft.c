@@ -66,10 +66,11 @@ static double top_prob(const float *logits, int64_t n)
 }
 
 /* Brings the draft session to seq[0 .. n_seq) (positions base ..): its logits then
- * predict the next token. Returns false when a token of seq is outside the draft's
- * vocabulary. */
-static bool catch_up(sp_drafter *d, const int32_t *seq, int64_t n_seq, int64_t base, sp_status *st,
-                     sp_error *err)
+ * predict the next token, or with pick (greedy picks on the device) *pick is that token
+ * and the logits may stay unread. Returns false when a token of seq is outside the
+ * draft's vocabulary. */
+static bool catch_up(sp_drafter *d, const int32_t *seq, int64_t n_seq, int64_t base, int32_t *pick,
+                     sp_status *st, sp_error *err)
 {
     sp_session *s = d->c.session;
     int64_t have = sp_session_n_past(s) - base;
@@ -85,8 +86,19 @@ static bool catch_up(sp_drafter *d, const int32_t *seq, int64_t n_seq, int64_t b
     for (int64_t i = have; i < n_seq; i++)
         if (seq[i] < 0 || seq[i] >= d->n_vocab)
             return false;
-    *st = sp_session_eval(s, seq + have, (size_t)(n_seq - have), NULL, err);
+    *st = pick ? sp_session_eval_greedy(s, seq + have, (size_t)(n_seq - have), pick, err)
+               : sp_session_eval(s, seq + have, (size_t)(n_seq - have), NULL, err);
     return *st == SP_OK;
+}
+
+/* sp_drafter_pick's rules after the token is chosen. */
+static sp_pick pick_end(const sp_drafter *d, int32_t tok)
+{
+    if (tok >= d->c.target_vocab)
+        return SP_PICK_END;
+    if (d->c.stop_at_eos && sp_model_is_eos(d->c.eos_model, tok))
+        return SP_PICK_LAST;
+    return SP_PICK_MORE;
 }
 
 static sp_status propose_model(sp_drafter *d, const int32_t *seq, int64_t n_seq, int64_t base,
@@ -98,17 +110,28 @@ static sp_status propose_model(sp_drafter *d, const int32_t *seq, int64_t n_seq,
     *n_q = d->n_vocab;
     if (k > sp_session_n_ctx(s) - base - n_seq) /* the draft evaluates up to base + n_seq + k - 1 positions */
         k = (int32_t)(sp_session_n_ctx(s) - base - n_seq);
-    if (k <= 0 || !catch_up(d, seq, n_seq, base, &st, err))
+    /* greedy without a probability floor reads only the picks (on the device where the
+     * backend can), not the logits */
+    const bool picks = d->c.sampling->temperature == 0.0f && !(d->c.p_min > 0);
+    int32_t next = -1;
+    if (k <= 0 || !catch_up(d, seq, n_seq, base, picks ? &next : NULL, &st, err))
         return st;
     for (int32_t i = 0; i < k; i++) {
-        int32_t tok;
-        sp_pick r = sp_drafter_pick(d, sp_session_last_logits(s), i, &tok, &q[i]);
+        int32_t tok = next;
+        sp_pick r;
+        if (picks) {
+            q[i] = NULL;
+            r = pick_end(d, tok);
+        } else {
+            r = sp_drafter_pick(d, sp_session_last_logits(s), i, &tok, &q[i]);
+        }
         if (r == SP_PICK_END)
             break;
         out[(*n_out)++] = tok;
         if (r == SP_PICK_LAST)
             break;
-        if (i + 1 < k && (st = sp_session_eval(s, &tok, 1, NULL, err)) != SP_OK)
+        if (i + 1 < k && (st = picks ? sp_session_eval_greedy(s, &tok, 1, &next, err)
+                                     : sp_session_eval(s, &tok, 1, NULL, err)) != SP_OK)
             return st;
     }
     return SP_OK;
@@ -129,11 +152,7 @@ sp_pick sp_drafter_pick(sp_drafter *d, const float *logits, int32_t i, int32_t *
         *tok = sp_sample_probs(qi, d->n_vocab, sp_rng_uniform(&d->rng));
         *q = qi;
     }
-    if (*tok >= d->c.target_vocab)
-        return SP_PICK_END;
-    if (d->c.stop_at_eos && sp_model_is_eos(d->c.eos_model, *tok))
-        return SP_PICK_LAST;
-    return SP_PICK_MORE;
+    return pick_end(d, *tok);
 }
 
 int64_t sp_drafter_n_vocab(const sp_drafter *d) { return d->n_vocab; }

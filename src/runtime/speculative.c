@@ -103,38 +103,52 @@ static void gate_update(spec_run *r, int32_t drafted, int32_t accepted)
     }
 }
 
+/* Evaluates tokens on the target and gives its next token: greedy, the pick of the eval
+ * (made on the device where the backend can); else sampled from the last logits. */
+static sp_status target_next(spec_run *r, const int32_t *tokens, size_t n, int32_t *next,
+                             sp_error *err)
+{
+    if (r->gp->sampling.temperature == 0.0f)
+        return sp_session_eval_greedy(r->t, tokens, n, next, err);
+    sp_status st = sp_session_eval(r->t, tokens, n, NULL, err);
+    if (st == SP_OK)
+        *next = target_sample(r, sp_session_last_logits(r->t));
+    return st;
+}
+
 /* A step without drafts: evaluate pending, sample the next token. */
 static sp_status plain_step(spec_run *r, sp_error *err)
 {
-    int32_t pending = r->seq[r->n_seq - 1];
+    int32_t pending = r->seq[r->n_seq - 1], next;
     double t0 = sp_now_ms();
-    sp_status st = sp_session_eval(r->t, &pending, 1, NULL, err);
+    sp_status st = target_next(r, &pending, 1, &next, err);
     r->ss->verify_ms += sp_now_ms() - t0;
     if (st != SP_OK)
         return st;
     r->ss->plain_steps++;
     if (r->drafter)
         sp_drafter_rollback(r->drafter, sp_session_n_past(r->t));
-    r->done = !emit(r, target_sample(r, sp_session_last_logits(r->t)));
+    r->done = !emit(r, next);
     return SP_OK;
 }
 
-/* Verifies m drafts; returns the number accepted and the target's extra token. */
+/* Verifies m drafts; returns the number accepted and the target's extra token. Greedy:
+ * picks[i] is row i's argmax (the rows are not read); else the rows' logits. */
 static int32_t verify(spec_run *r, const int32_t *d, const double *const *q, int64_t n_q,
-                      int32_t m, int32_t *extra)
+                      int32_t m, const int32_t *picks, int32_t *extra)
 {
     int64_t V = sp_model_n_vocab(sp_session_model(r->t));
-    bool greedy = r->gp->sampling.temperature == 0.0f;
-    for (int32_t i = 0; i < m; i++) {
-        const float *row = r->rows + (size_t)i * (size_t)V;
-        if (greedy) {
-            int32_t best = sp_argmax(row, V);
-            if (best != d[i]) {
-                *extra = best;
+    if (picks) {
+        for (int32_t i = 0; i < m; i++)
+            if (picks[i] != d[i]) {
+                *extra = picks[i];
                 return i;
             }
-            continue;
-        }
+        *extra = picks[m];
+        return m;
+    }
+    for (int32_t i = 0; i < m; i++) {
+        const float *row = r->rows + (size_t)i * (size_t)V;
         sp_sampler_dist(r->smp, row, r->p);
         if (!sp_spec_verify_token(r->p, V, q[i], n_q, d[i], &r->accept_rng, &r->resample_rng, extra))
             return i;
@@ -164,10 +178,14 @@ static sp_status spec_round(spec_run *r, sp_error *err)
     int64_t past = sp_session_n_past(r->t);
     drafts[0] = r->seq[r->n_seq - 1];
     t0 = sp_now_ms();
-    st = sp_session_eval(r->t, drafts, (size_t)m + 1, r->rows, err);
+    /* greedy: the rows' picks only (on the device where the backend can) */
+    const bool greedy = r->gp->sampling.temperature == 0.0f;
+    int32_t picks[SP_SPEC_MAX_K + 1];
+    st = greedy ? sp_session_eval_picks(r->t, drafts, (size_t)m + 1, r->rows, picks, err)
+                : sp_session_eval(r->t, drafts, (size_t)m + 1, r->rows, err);
     if (st != SP_OK)
         return st;
-    int32_t extra, acc = verify(r, drafts + 1, q, n_q, m, &extra);
+    int32_t extra, acc = verify(r, drafts + 1, q, n_q, m, greedy ? picks : NULL, &extra);
     r->ss->verify_ms += sp_now_ms() - t0;
     sp_session_truncate(r->t, past + 1 + acc, NULL);
     sp_drafter_rollback(r->drafter, past + 1 + acc);
@@ -315,11 +333,12 @@ sp_status sp_generate_spec(sp_session *t, const int32_t *prompt, size_t n_prompt
     r.n_seq = r.n_prompt = (int64_t)n_prompt;
     r.n_prompt_total = prefix + (int64_t)n_prompt;
     double t0 = sp_now_ms();
-    st = sp_session_eval(t, prompt, n_prompt, NULL, err);
+    int32_t first = -1;
+    st = target_next(&r, prompt, n_prompt, &first, err);
     double t1 = sp_now_ms();
     stats->prefill_ms = t1 - t0;
     if (st == SP_OK && gp->n_predict > 0)
-        r.done = !emit(&r, target_sample(&r, sp_session_last_logits(t)));
+        r.done = !emit(&r, first);
     else
         r.done = true;
     while (st == SP_OK && !r.done) {

@@ -7,6 +7,7 @@
  * sessions of one model get the same results as one thread doing both (the model's pass
  * is serialized; run under ThreadSanitizer by scripts/test.sh). */
 #include "runtime/sampler.h"
+#include "runtime/session.h"
 #include "test_util.h"
 
 #include <pthread.h>
@@ -168,7 +169,7 @@ static void check_greedy(const char *name)
 {
     sp_model *m = open_fixture_model(name, 2);
     const int64_t V = sp_model_n_vocab(m);
-    sp_session_params sp = {.n_ctx = 64, .n_batch = 16};
+    sp_session_params sp = {.n_ctx = 80, .n_batch = 16};
     sp_session *g, *p;
     sp_error err = {0};
     assert_int_equal(sp_session_new(m, &sp, &g, &err), SP_OK);
@@ -203,6 +204,29 @@ static void check_greedy(const char *name)
         if (st != SP_OK || sp_session_eval(p, &tok, 1, NULL, &err) != SP_OK)
             fail_msg("%s: %s", name, err.msg);
     }
+    /* every row's pick of a 5-token chunk (a verify pass), then a 20-token one (two passes of
+     * 16: picked from the logits on every backend) */
+    for (int len = 5; len <= 20; len += 15) {
+        int32_t chunk[20], picks[20];
+        float *rows = malloc((size_t)len * (size_t)V * sizeof(float)),
+              *ref = malloc((size_t)len * (size_t)V * sizeof(float));
+        for (int i = 0; i < len; i++)
+            chunk[i] = (int32_t)((i * 11 + 3) % V);
+        if (sp_session_eval_picks(g, chunk, (size_t)len, rows, picks, &err) != SP_OK ||
+            sp_session_eval(p, chunk, (size_t)len, ref, &err) != SP_OK)
+            fail_msg("%s: %s", name, err.msg);
+        for (int i = 0; i < len; i++)
+            if (picks[i] != sp_argmax(ref + (size_t)i * (size_t)V, V))
+                fail_msg("%s: row %d of %d: picked %d, the logits' argmax is %d", name, i, len,
+                         picks[i], sp_argmax(ref + (size_t)i * (size_t)V, V));
+        if (sp_session_last_logits(g))
+            assert_memory_equal(rows, ref, (size_t)len * (size_t)V * sizeof(float));
+        else
+            device_picks += len == 5 ? 1 : 1000; /* a 20-token chunk never skips its logits */
+        free(rows);
+        free(ref);
+    }
+    assert_true(device_picks < 1000);
     /* only a backend that picks on the device leaves the logits unread */
     if (strcmp(test_device(), "cpu") == 0)
         assert_int_equal(device_picks, 0);
