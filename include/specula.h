@@ -192,6 +192,15 @@ SP_API sp_status sp_session_eval(sp_session *session, const int32_t *tokens, siz
  * back as by sp_session_eval and stay readable. */
 SP_API sp_status sp_session_eval_greedy(sp_session *session, const int32_t *tokens,
                                         size_t n_tokens, int32_t *next, sp_error *err);
+/* sp_session_eval with every row's greedy pick in picks[n_tokens] (what greedy speculative
+ * verification compares drafts with): where the backend picks on the device and the rows
+ * fit one pass of the LM head (n_tokens <= 32 and the session's batch), only the picks
+ * come back and `logits` ([n_tokens, n_vocab], host) is left alone; otherwise `logits`
+ * gets every row and the picks are taken from it. The last logits are readable
+ * (sp_session_last_logits) only in the second case. */
+SP_API sp_status sp_session_eval_picks(sp_session *session, const int32_t *tokens,
+                                       size_t n_tokens, float *logits, int32_t *picks,
+                                       sp_error *err);
 /* Logits of the last evaluated position; valid until the next eval. */
 SP_API const float *sp_session_last_logits(const sp_session *session);
 SP_API int64_t sp_session_n_past(const sp_session *session);

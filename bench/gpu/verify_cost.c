@@ -1,7 +1,7 @@
 /* verify_cost.c: the verify-cost curve of issue 11, through the public API only.
  *
  *   verify_cost -m DIR [--device cuda|cpu] [--precision exact|fast] [--threads N] [--ctx N]
- *               [--reps R] [--kmax K] [--cpu-time] [--json]
+ *               [--reps R] [--kmax K] [--cpu-time] [--greedy] [--json]
  *
  * --precision picks the matmul arithmetic (default exact, the library's; the CLI runs
  * fast: BF16 dot products on the CPU, tensor cores for BF16 weights on CUDA) and --threads the CPU worker count (default: the library's). --cpu-time times CPU
@@ -13,6 +13,9 @@
  * baseline is one decode step: eval 1 token (last logits only), truncate back. Reports the
  * median times and ratio(k) = verify(k+1 tokens) / decode step: speculation with k
  * drafts pays when the expected accepted tokens + 1 exceed ratio(k) plus the draft cost.
+ * --greedy times what greedy decoding reads instead: the decode step's pick
+ * (sp_session_eval_greedy) and every verify row's pick (sp_session_eval_picks), which a
+ * GPU makes on the device, reading back ids instead of logits.
  * For a mixture of experts, once the timing is done, one more verify pass per k is traced
  * (sp_trace_writer_experts: the ids the routing chose) and the distinct experts it touched
  * are reported per k, the mean over the MoE layers: each one's weights are read once per
@@ -87,6 +90,19 @@ fail:
         }                                                                                   \
     } while (0)
 
+static int greedy; /* --greedy: picks instead of logits */
+
+/* One timed shape: sh 0 the decode step (1 token), else n tokens wanting every row. */
+static sp_status eval_shape(sp_session *s, const int32_t *toks, size_t n, int sh, float *logits,
+                            int32_t *picks, sp_error *err)
+{
+    if (!greedy)
+        return sp_session_eval(s, toks, n, sh ? logits : NULL, err);
+    int32_t next;
+    return sh ? sp_session_eval_picks(s, toks, n, logits, picks, err)
+              : sp_session_eval_greedy(s, toks, n, &next, err);
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = NULL, *device = "cuda";
@@ -111,15 +127,17 @@ int main(int argc, char **argv)
             json = 1;
         else if (!strcmp(argv[i], "--cpu-time"))
             clock_id = CLOCK_PROCESS_CPUTIME_ID;
+        else if (!strcmp(argv[i], "--greedy"))
+            greedy = 1;
         else {
-            fprintf(stderr, "usage: %s -m DIR [--device D] [--precision exact|fast] [--threads N] [--ctx N] [--reps R] [--kmax K] [--cpu-time] [--json]\n",
+            fprintf(stderr, "usage: %s -m DIR [--device D] [--precision exact|fast] [--threads N] [--ctx N] [--reps R] [--kmax K] [--cpu-time] [--greedy] [--json]\n",
                     argv[0]);
             return 2;
         }
     }
     if (!dir || ctx < 1 || reps < 1 || kmax < 1 || kmax > 64 || threads < 0 ||
         (strcmp(prec, "exact") && strcmp(prec, "fast"))) {
-        fprintf(stderr, "usage: %s -m DIR [--device D] [--precision exact|fast] [--threads N] [--ctx N] [--reps R] [--kmax K] [--cpu-time] [--json]\n", argv[0]);
+        fprintf(stderr, "usage: %s -m DIR [--device D] [--precision exact|fast] [--threads N] [--ctx N] [--reps R] [--kmax K] [--cpu-time] [--greedy] [--json]\n", argv[0]);
         return 2;
     }
     sp_error err = {0};
@@ -138,6 +156,7 @@ int main(int argc, char **argv)
     int64_t V = sp_model_n_vocab(m);
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)(ctx + kmax + 1));
     float *logits = malloc(sizeof(float) * (size_t)V * (size_t)(kmax + 1));
+    int32_t picks[65];
     /* times[shape * reps + r]: shape 0 is the decode step (1 token, last logits only), 1 is
      * 1 token with its logits row (the verify API path at k = 0), 1 + k is k + 1 tokens with
      * every row. Repetitions go round the shapes, so a change in the machine's load falls on
@@ -151,14 +170,14 @@ int main(int argc, char **argv)
     CHECK(sp_session_eval(s, toks, (size_t)ctx, NULL, &err));
     /* warm-up: every shape once */
     for (int k = 0; k <= kmax; k++) {
-        CHECK(sp_session_eval(s, toks + ctx, (size_t)k + 1, k ? logits : NULL, &err));
+        CHECK(eval_shape(s, toks + ctx, (size_t)k + 1, k, logits, picks, &err));
         CHECK(sp_session_truncate(s, ctx, &err));
     }
     for (int r = 0; r < reps; r++)
         for (int sh = 0; sh < n_shapes; sh++) {
             size_t n = sh < 2 ? 1 : (size_t)sh;
             double t0 = now_s();
-            CHECK(sp_session_eval(s, toks + ctx, n, sh ? logits : NULL, &err));
+            CHECK(eval_shape(s, toks + ctx, n, sh, logits, picks, &err));
             times[(size_t)sh * (size_t)reps + (size_t)r] = now_s() - t0;
             CHECK(sp_session_truncate(s, ctx, &err));
         }
@@ -173,8 +192,11 @@ int main(int argc, char **argv)
         printf("model %s, device %s, %s precision, %s kernels, context %d, %d reps (medians of %s)\n", dir,
                sp_model_device(m), prec, sp_cpu_kernels_name(), ctx, reps,
                clock_id == CLOCK_MONOTONIC ? "wall time" : "process CPU time");
-        printf("decode step (1 token, last logits): %.3f ms = %.1f tok/s\n", base[0] * 1e3, 1.0 / base[0]);
-        printf("1 token with its logits row:        %.3f ms\n", base[1] * 1e3);
+        printf("%s\n", greedy ? "greedy: every pass reads back picks (sp_session_eval_greedy / _picks)"
+                             : "every pass reads back logits");
+        printf("decode step (1 token, last %s): %.3f ms = %.1f tok/s\n", greedy ? "pick" : "logits",
+               base[0] * 1e3, 1.0 / base[0]);
+        printf("1 token with its %s:        %.3f ms\n", greedy ? "pick" : "logits row", base[1] * 1e3);
         if (info.n_moe_layers > 0)
             printf("mixture of experts: %lld of %lld experts a token, %lld MoE layers; distinct experts a "
                    "verify pass touches, mean over those layers\n",
@@ -183,8 +205,8 @@ int main(int argc, char **argv)
         printf("| k | tokens | verify ms | verify / decode step | ms per token | distinct experts |\n"
                "|---|---|---|---|---|---|\n");
     } else {
-        printf("{\"model\": \"%s\", \"device\": \"%s\", \"ctx\": %d, \"decode_ms\": %.4f, \"one_with_logits_ms\": %.4f, \"curve\": [",
-               dir, sp_model_device(m), ctx, base[0] * 1e3, base[1] * 1e3);
+        printf("{\"model\": \"%s\", \"device\": \"%s\", \"ctx\": %d, \"greedy\": %s, \"decode_ms\": %.4f, \"one_with_logits_ms\": %.4f, \"curve\": [",
+               dir, sp_model_device(m), ctx, greedy ? "true" : "false", base[0] * 1e3, base[1] * 1e3);
     }
     for (int k = 1; k <= kmax; k++) {
         double v = median(times + (size_t)(k + 1) * (size_t)reps, reps);

@@ -154,6 +154,8 @@ sp_status sp_session_eval_greedy(sp_session *s, const int32_t *tokens, size_t n_
     return SP_OK;
 }
 
+_Static_assert(SP_LOGIT_ROWS == 32, "specula.h documents sp_session_eval_picks' 32 rows");
+
 sp_status sp_session_eval_picks(sp_session *s, const int32_t *tokens, size_t n, float *logits,
                                 int32_t *picks, sp_error *err)
 {

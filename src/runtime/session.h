@@ -27,14 +27,6 @@ void sp_session_set_perturb(sp_session *s, int layer, sp_op op, float factor);
  * block's output as its hidden state. logits: as sp_session_eval's. */
 sp_status sp_session_eval_mtp(sp_session *s, const int32_t *tokens, const float *hidden, size_t n,
                               float *logits, sp_error *err);
-/* sp_session_eval with every row's greedy pick (sp_argmax) in picks[n]: where the backend
- * picks on the device and the rows fit one pass of the head (n <= SP_LOGIT_ROWS and the
- * session's batch), only the picks come back and `logits` ([n, n_vocab], host) is left
- * alone; otherwise `logits` gets every row and the picks are taken from it. The last
- * logits (sp_session_last_logits) are kept only in the second case. Speculative
- * verification's greedy acceptance reads nothing else. */
-sp_status sp_session_eval_picks(sp_session *s, const int32_t *tokens, size_t n, float *logits,
-                                int32_t *picks, sp_error *err);
 /* An MTP session's target (NULL: not an MTP session, or its target was freed). */
 sp_session *sp_session_mtp_target(const sp_session *s);
 /* The recorded hidden state of position pos < n_past, or NULL when none is recorded;

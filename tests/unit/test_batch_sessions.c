@@ -7,7 +7,6 @@
  * sessions of one model get the same results as one thread doing both (the model's pass
  * is serialized; run under ThreadSanitizer by scripts/test.sh). */
 #include "runtime/sampler.h"
-#include "runtime/session.h"
 #include "test_util.h"
 
 #include <pthread.h>
