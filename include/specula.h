@@ -270,13 +270,17 @@ SP_API void sp_logprobs(const float *logits, int64_t n_vocab, int32_t token, flo
 /* Several sessions of one model evaluated together in one forward pass: each item appends
  * its tokens to its own session (its own KV cache and length), as sp_session_eval does.
  * A session's logits are bit-identical to evaluating it alone. logits: [n_tokens, n_vocab]
- * or NULL (then only the last row is kept: sp_session_last_logits). Sessions must be
- * distinct and belong to `model`. */
+ * or NULL (then only the last row is kept: sp_session_last_logits). pick, when not NULL,
+ * receives the last row's greedy pick (as sp_session_eval_greedy's); where the backend
+ * picks on the device and every item of the pass has logits NULL and a pick, only the
+ * picks are read back and the items' last logits are not kept. Sessions must be distinct
+ * and belong to `model`. */
 typedef struct sp_batch_item {
     sp_session *session;
     const int32_t *tokens;
     size_t n_tokens;
     float *logits;
+    int32_t *pick;
 } sp_batch_item;
 SP_API sp_status sp_batch_eval(sp_model *model, const sp_batch_item *items, size_t n_items,
                         sp_error *err);

@@ -112,8 +112,9 @@ static void advance(sp_session *s, const int32_t *tokens, size_t n)
     s->has_logits = true;
 }
 
-sp_status sp_session_eval(sp_session *s, const int32_t *tokens, size_t n_tokens, float *logits,
-                          sp_error *err)
+/* One sequence's eval: logits, last_id and ids as sp_seq_eval's (forward.h). */
+static sp_status eval_seq(sp_session *s, const int32_t *tokens, size_t n_tokens, float *logits,
+                          int32_t *last_id, int32_t *ids, sp_error *err)
 {
     if (s->target)
         return sp_err(err, SP_ERR_INVALID_ARG, "an MTP session is evaluated by speculative decoding "
@@ -123,29 +124,27 @@ sp_status sp_session_eval(sp_session *s, const int32_t *tokens, size_t n_tokens,
         return st;
     s->has_logits = false;
     sp_seq_eval q = seq_of(s, tokens, n_tokens, logits);
+    q.last_id = last_id;
+    q.ids = ids;
     st = sp_forward(s->m, &q, 1, s->n_batch, err);
     if (st == SP_OK)
         advance(s, tokens, n_tokens);
     return st;
 }
 
+sp_status sp_session_eval(sp_session *s, const int32_t *tokens, size_t n_tokens, float *logits,
+                          sp_error *err)
+{
+    return eval_seq(s, tokens, n_tokens, logits, NULL, NULL, err);
+}
+
 sp_status sp_session_eval_greedy(sp_session *s, const int32_t *tokens, size_t n_tokens,
                                  int32_t *next, sp_error *err)
 {
-    if (s->target)
-        return sp_err(err, SP_ERR_INVALID_ARG, "an MTP session is evaluated by speculative decoding "
-                      "(--draft mtp), not token by token");
-    sp_status st = check_tokens(s, tokens, n_tokens, err);
-    if (st != SP_OK)
-        return st;
-    s->has_logits = false;
     int32_t id = -1;
-    sp_seq_eval q = seq_of(s, tokens, n_tokens, NULL);
-    q.last_id = &id;
-    st = sp_forward(s->m, &q, 1, s->n_batch, err);
+    sp_status st = eval_seq(s, tokens, n_tokens, NULL, &id, NULL, err);
     if (st != SP_OK)
         return st;
-    advance(s, tokens, n_tokens);
     if (id < 0) /* the logits came back: pick here */
         id = sp_argmax(s->logits, s->m->n_vocab);
     else
@@ -160,28 +159,17 @@ sp_status sp_session_eval_picks(sp_session *s, const int32_t *tokens, size_t n, 
                                 int32_t *picks, sp_error *err)
 {
     const int64_t V = s->m->n_vocab;
-    if (n > SP_LOGIT_ROWS || (int64_t)n > s->n_batch || s->target) { /* the rows come back */
-        sp_status st = sp_session_eval(s, tokens, n, logits, err);
-        for (size_t i = 0; st == SP_OK && i < n; i++)
-            picks[i] = sp_argmax(logits + i * (size_t)V, V);
-        return st;
-    }
-    sp_status st = check_tokens(s, tokens, n, err);
+    /* the rows come back where they do not fit one pass of the head */
+    const bool fits = n <= SP_LOGIT_ROWS && (int64_t)n <= s->n_batch;
+    sp_status st = eval_seq(s, tokens, n, logits, NULL, fits ? picks : NULL, err);
     if (st != SP_OK)
         return st;
-    s->has_logits = false;
-    sp_seq_eval q = seq_of(s, tokens, n, logits);
-    q.ids = picks;
-    st = sp_forward(s->m, &q, 1, s->n_batch, err);
-    if (st != SP_OK)
-        return st;
-    advance(s, tokens, n);
-    if (picks[0] < 0) { /* the logits came back: pick here */
-        for (size_t i = 0; i < n; i++)
-            picks[i] = sp_argmax(logits + i * (size_t)V, V);
-    } else {
+    if (fits && picks[0] >= 0) {
         s->has_logits = false; /* only the picks came back */
+        return SP_OK;
     }
+    for (size_t i = 0; i < n; i++) /* the logits came back: pick here */
+        picks[i] = sp_argmax(logits + i * (size_t)V, V);
     return SP_OK;
 }
 
@@ -203,17 +191,30 @@ sp_status sp_batch_eval(sp_model *m, const sp_batch_item *items, size_t n_items,
         sp_error e;
         if (st == SP_OK && (st = check_tokens(s, items[i].tokens, items[i].n_tokens, &e)) != SP_OK)
             sp_err(err, st, "batch item %zu: %s", i, e.msg);
-        if (st == SP_OK)
+        if (st == SP_OK) {
             qs[i] = seq_of(s, items[i].tokens, items[i].n_tokens, items[i].logits);
+            if (items[i].pick && !items[i].logits)
+                qs[i].last_id = items[i].pick;
+        }
     }
     if (st == SP_OK) {
         for (size_t i = 0; i < n_items; i++)
             items[i].session->has_logits = false;
         st = sp_forward(m, qs, (int64_t)n_items, 0, err);
     }
-    if (st == SP_OK)
-        for (size_t i = 0; i < n_items; i++)
-            advance(items[i].session, items[i].tokens, items[i].n_tokens);
+    for (size_t i = 0; st == SP_OK && i < n_items; i++) {
+        const sp_batch_item *it = &items[i];
+        advance(it->session, it->tokens, it->n_tokens);
+        const int64_t V = m->n_vocab;
+        if (!it->pick)
+            continue;
+        if (it->logits) /* picked here from the rows asked for */
+            *it->pick = sp_argmax(it->logits + (it->n_tokens - 1) * (size_t)V, V);
+        else if (*it->pick < 0) /* the last logits came back: pick here */
+            *it->pick = sp_argmax(it->session->logits, V);
+        else
+            it->session->has_logits = false; /* only the pick came back */
+    }
     free(qs);
     return st;
 }

@@ -109,7 +109,7 @@ static void catch_up(sp_draft_pool *p, int i, sp_draft_req *r, int64_t *budget, 
             return;
         }
     *budget -= take;
-    p->items[(*n_items)++] = (sp_batch_item){s, r->hist + have, (size_t)take, NULL};
+    p->items[(*n_items)++] = (sp_batch_item){s, r->hist + have, (size_t)take, NULL, NULL};
     p->active[i] = r->decoding && r->k > 0 && have + take == n;
 }
 
@@ -137,7 +137,7 @@ static size_t pick(sp_draft_pool *p, sp_draft_req *const *reqs, int32_t j)
             p->active[i] = false;
             continue;
         }
-        p->items[n_items++] = (sp_batch_item){p->sessions[i], &r->drafts[r->n_drafts - 1], 1, NULL};
+        p->items[n_items++] = (sp_batch_item){p->sessions[i], &r->drafts[r->n_drafts - 1], 1, NULL, NULL};
     }
     return n_items;
 }

@@ -37,6 +37,8 @@ struct sp_sched {
     sp_seq **item_seq;
     int *item_drafts;
     bool *item_wake;       /* [n_parallel]: the item's sequence published and still runs */
+    int32_t *item_pick;    /* [n_parallel]: a greedy item's pick (read back instead of its
+                            * logits where the backend picks on the device) */
     sp_seq *queue_head, *queue_tail;
     int n_running, n_waiting;
     bool accepting, stop;
@@ -415,7 +417,7 @@ static size_t plan(sp_sched *s)
         if (q->drafter)
             s->req_ptrs[i] = r; /* a prefilling sequence's draft session follows its prompt */
         sp_batch_item *it = &s->items[n_items];
-        *it = (sp_batch_item){s->sessions[i], &q->pending, 1, NULL};
+        *it = (sp_batch_item){s->sessions[i], &q->pending, 1, NULL, NULL};
         if (q->n_prefilled < q->n_prompt) {
             /* chunked prefill: prefill_chunk prompt tokens per step in all, in slot order, so
              * that a long prompt does not stall the decoding sequences for long */
@@ -453,8 +455,10 @@ static bool add_drafts(sp_sched *s, size_t n_items)
         sp_seq *q = s->item_seq[j];
         sp_draft_req *r = &s->reqs[q->slot];
         s->item_drafts[j] = r->decoding ? r->n_drafts : 0;
-        if (s->item_drafts[j] == 0)
+        if (s->item_drafts[j] == 0) { /* greedy without logprobs needs only the pick */
+            s->items[j].pick = q->sampling.temperature == 0.0f && !q->logprobs ? &s->item_pick[j] : NULL;
             continue;
+        }
         r->drafts[-1] = q->pending;
         s->items[j].tokens = r->drafts - 1;
         s->items[j].n_tokens = (size_t)r->n_drafts + 1;
@@ -533,8 +537,9 @@ static void step(sp_sched *s)
             s->item_wake[j] = verify(s, q, it, s->item_drafts[j]);
             continue;
         }
-        const float *lg = sp_session_last_logits(it->session);
-        s->item_wake[j] = !accept_token(s, q, sp_sampler_next(q->sampler, lg), lg);
+        const float *lg = it->pick ? NULL : sp_session_last_logits(it->session);
+        const int32_t tok = it->pick ? *it->pick : sp_sampler_next(q->sampler, lg);
+        s->item_wake[j] = !accept_token(s, q, tok, lg); /* lg: read for logprobs only */
     }
     wake(s, n_items);
 }
@@ -617,11 +622,12 @@ sp_status sp_sched_new(const sp_sched_config *cfg, sp_sched **out, sp_error *err
     s->item_seq = calloc(np, sizeof *s->item_seq);
     s->item_drafts = calloc(np, sizeof *s->item_drafts);
     s->item_wake = calloc(np, sizeof *s->item_wake);
+    s->item_pick = calloc(np, sizeof *s->item_pick);
     s->draft_buf = calloc(np * (SP_SPEC_MAX_K + 1), sizeof *s->draft_buf);
     s->reqs = calloc(np, sizeof *s->reqs);
     s->req_ptrs = calloc(np, sizeof *s->req_ptrs);
     if (!s->draft_buf || !s->sessions || !s->slots || !s->verify_logits || !s->items || !s->item_seq ||
-        !s->item_drafts || !s->item_wake || !s->reqs || !s->req_ptrs)
+        !s->item_drafts || !s->item_wake || !s->item_pick || !s->reqs || !s->req_ptrs)
         goto oom;
     bool drafting = cfg->ngram || cfg->draft_model;
     sp_session_params sp = sp_session_default_params();
@@ -711,6 +717,7 @@ void sp_sched_free(sp_sched *s)
     free(s->item_seq);
     free(s->item_drafts);
     free(s->item_wake);
+    free(s->item_pick);
     free(s->draft_buf);
     free(s->reqs);
     free(s->req_ptrs);

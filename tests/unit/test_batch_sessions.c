@@ -65,7 +65,7 @@ static bool batch_step(sp_model *m, seq *qs, int64_t V)
             q->checked[q->done + t] = all_rows;
         of[n] = q;
         items[n++] = (sp_batch_item){q->s, q->toks + q->done, (size_t)take,
-                                     all_rows ? q->batched + (size_t)q->done * (size_t)V : NULL};
+                                     all_rows ? q->batched + (size_t)q->done * (size_t)V : NULL, NULL};
         q->done += take;
     }
     if (!n)
@@ -146,11 +146,11 @@ static void test_batch_bad_items(void **state)
     sp_error err = {0};
     assert_int_equal(sp_session_new(m, NULL, &s, &err), SP_OK);
     int32_t t[2] = {1, 2};
-    sp_batch_item dup[2] = {{s, t, 1, NULL}, {s, t + 1, 1, NULL}};
+    sp_batch_item dup[2] = {{s, t, 1, NULL, NULL}, {s, t + 1, 1, NULL, NULL}};
     assert_int_equal(sp_batch_eval(m, dup, 2, &err), SP_ERR_INVALID_ARG);
     assert_non_null(strstr(err.msg, "share a session"));
     int32_t bad = (int32_t)sp_model_n_vocab(m);
-    sp_batch_item oob = {s, &bad, 1, NULL};
+    sp_batch_item oob = {s, &bad, 1, NULL, NULL};
     assert_int_equal(sp_batch_eval(m, &oob, 1, &err), SP_ERR_INVALID_ARG);
     assert_non_null(strstr(err.msg, "batch item 0"));
     assert_int_equal(sp_session_n_past(s), 0);
@@ -236,11 +236,62 @@ static void check_greedy(const char *name)
     sp_model_close(m);
 }
 
+/* sp_batch_eval's picks: three sessions decoding together give the picks each gets alone
+ * (sp_session_eval_greedy); in steps where one item asks for its logits rows instead,
+ * the others' picks come from their logits, the same picks. */
+static void check_batch_picks(const char *name)
+{
+    sp_model *m = open_fixture_model(name, 2);
+    const int64_t V = sp_model_n_vocab(m);
+    sp_session_params sp = {.n_ctx = 64, .n_batch = 16};
+    sp_error err = {0};
+    sp_session *b[3], *a[3];
+    int32_t next_b[3], next_a[3];
+    float *rows = malloc((size_t)V * sizeof(float));
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(sp_session_new(m, &sp, &b[i], &err), SP_OK);
+        assert_int_equal(sp_session_new(m, &sp, &a[i], &err), SP_OK);
+        int32_t prompt[7];
+        for (int t = 0; t < 7; t++)
+            prompt[t] = (int32_t)((t * 13 + i * 5 + 1) % V);
+        if (sp_session_eval_greedy(a[i], prompt, 7, &next_a[i], &err) != SP_OK ||
+            sp_session_eval_greedy(b[i], prompt, 7, &next_b[i], &err) != SP_OK)
+            fail_msg("%s: %s", name, err.msg);
+    }
+    for (int step = 0; step < 8; step++) {
+        sp_batch_item items[3];
+        int32_t tok[3];
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(next_b[i], next_a[i]);
+            tok[i] = next_a[i];
+            const bool wants_rows = step % 4 == 3 && i == 1; /* a mixed pass */
+            items[i] = (sp_batch_item){b[i], &tok[i], 1, wants_rows ? rows : NULL, &next_b[i]};
+        }
+        if (sp_batch_eval(m, items, 3, &err) != SP_OK)
+            fail_msg("%s: %s", name, err.msg);
+        for (int i = 0; i < 3; i++)
+            if (sp_session_eval_greedy(a[i], &tok[i], 1, &next_a[i], &err) != SP_OK)
+                fail_msg("%s: %s", name, err.msg);
+        if (step % 4 == 3) /* the mixed pass read every item's logits back */
+            for (int i = 0; i < 3; i++)
+                assert_non_null(sp_session_last_logits(b[i]));
+    }
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(next_b[i], next_a[i]);
+        sp_session_free(a[i]);
+        sp_session_free(b[i]);
+    }
+    free(rows);
+    sp_model_close(m);
+}
+
 static void test_greedy_picks(void **state)
 {
     (void)state;
     check_greedy("llama_gqa4_tied_f16");
     check_greedy("gptoss_mxfp4");
+    check_batch_picks("qwen3_gqa2_tied");
+    check_batch_picks("gptoss_mxfp4");
 }
 
 /* ---- two threads, one model ---------------------------------------------------------- */
