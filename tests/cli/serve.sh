@@ -106,8 +106,8 @@ check "aborted streams free running and queued sequences" [ "$(running):$(waitin
 # a client that goes away frees its sequence at once
 curl -sN "$URL/v1/completions" -d '{"prompt":"def f():","max_tokens":1000,"ignore_eos":true,"stream":true}' >/dev/null &
 CP=$!
-sleep 0.4
-R1=$(running)
+# seen running (polled: on a GPU the 1000 tokens take well under a second)
+for _ in $(seq 1 200); do R1=$(running); [ "$R1" = 1 ] && break; sleep 0.01; done
 kill $CP; wait $CP 2>/dev/null
 sleep 0.3
 check "aborted stream frees its sequence ($R1 -> $(running))" bash -c "[ '$R1' = 1 ] && [ \$(curl -s $URL/metrics | awk '/^specula_num_requests_running /{print \$2}') = 0 ]"
