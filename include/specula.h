@@ -368,6 +368,15 @@ SP_API sp_status sp_draft_sampler_new(const sp_model *target, const sp_model *dr
 SP_API void sp_draft_sampler_free(sp_draft_sampler *sampler);
 SP_API bool sp_draft_sampler_next(sp_draft_sampler *sampler, const float *draft_logits, int32_t i,
                                   int32_t *token, const double **q, bool *last);
+/* Whether the sampler reads nothing of the draft logits but their argmax (greedy, p_min
+ * 0): then the draft model may be evaluated for its greedy picks alone
+ * (sp_session_eval_greedy, sp_batch_item.pick) and each pick handed to
+ * sp_draft_sampler_take, with sp_draft_sampler_next's decisions. */
+SP_API bool sp_draft_sampler_greedy(const sp_draft_sampler *sampler);
+/* sp_draft_sampler_next for a greedy sampler given draft token i already picked (the draft
+ * logits' argmax): false when the draft ends before it, *last, and *q = NULL. */
+SP_API bool sp_draft_sampler_take(sp_draft_sampler *sampler, int32_t token, int32_t i,
+                                  const double **q, bool *last);
 
 /* A verifier checks one draft token against the target's logits at its position: it
  * returns `draft` when accepted (with probability min(1, p(draft) / q(draft)), p the

@@ -128,3 +128,17 @@ bool sp_draft_sampler_next(sp_draft_sampler *s, const float *draft_logits, int32
     *last = r == SP_PICK_LAST;
     return r != SP_PICK_END;
 }
+
+bool sp_draft_sampler_greedy(const sp_draft_sampler *s) { return sp_drafter_greedy(s->drafter); }
+
+bool sp_draft_sampler_take(sp_draft_sampler *s, int32_t token, int32_t i, const double **q,
+                           bool *last)
+{
+    *q = NULL;
+    *last = false;
+    if (i < 0 || i >= s->k_max || !sp_drafter_greedy(s->drafter))
+        return false;
+    sp_pick r = sp_drafter_take(s->drafter, token);
+    *last = r == SP_PICK_LAST;
+    return r != SP_PICK_END;
+}

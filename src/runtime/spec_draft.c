@@ -91,8 +91,12 @@ static bool catch_up(sp_drafter *d, const int32_t *seq, int64_t n_seq, int64_t b
     return *st == SP_OK;
 }
 
-/* sp_drafter_pick's rules after the token is chosen. */
-static sp_pick pick_end(const sp_drafter *d, int32_t tok)
+bool sp_drafter_greedy(const sp_drafter *d)
+{
+    return d->c.sampling->temperature == 0.0f && !(d->c.p_min > 0);
+}
+
+sp_pick sp_drafter_take(const sp_drafter *d, int32_t tok)
 {
     if (tok >= d->c.target_vocab)
         return SP_PICK_END;
@@ -112,7 +116,7 @@ static sp_status propose_model(sp_drafter *d, const int32_t *seq, int64_t n_seq,
         k = (int32_t)(sp_session_n_ctx(s) - base - n_seq);
     /* greedy without a probability floor reads only the picks (on the device where the
      * backend can), not the logits */
-    const bool picks = d->c.sampling->temperature == 0.0f && !(d->c.p_min > 0);
+    const bool picks = sp_drafter_greedy(d);
     int32_t next = -1;
     if (k <= 0 || !catch_up(d, seq, n_seq, base, picks ? &next : NULL, &st, err))
         return st;
@@ -121,7 +125,7 @@ static sp_status propose_model(sp_drafter *d, const int32_t *seq, int64_t n_seq,
         sp_pick r;
         if (picks) {
             q[i] = NULL;
-            r = pick_end(d, tok);
+            r = sp_drafter_take(d, tok);
         } else {
             r = sp_drafter_pick(d, sp_session_last_logits(s), i, &tok, &q[i]);
         }
@@ -152,7 +156,7 @@ sp_pick sp_drafter_pick(sp_drafter *d, const float *logits, int32_t i, int32_t *
         *tok = sp_sample_probs(qi, d->n_vocab, sp_rng_uniform(&d->rng));
         *q = qi;
     }
-    return pick_end(d, *tok);
+    return sp_drafter_take(d, *tok);
 }
 
 int64_t sp_drafter_n_vocab(const sp_drafter *d) { return d->n_vocab; }

@@ -58,6 +58,11 @@ typedef enum sp_pick {
  * draft) or NULL when greedy. */
 sp_pick sp_drafter_pick(sp_drafter *d, const float *logits, int32_t i, int32_t *tok,
                         const double **q);
+/* Whether sp_drafter_pick reads nothing of the logits but their argmax (greedy, no
+ * p_min): the draft model may then be evaluated for picks only (sp_session_eval_greedy). */
+bool sp_drafter_greedy(const sp_drafter *d);
+/* sp_drafter_pick's decision about a token already picked (the argmax; greedy drafters). */
+sp_pick sp_drafter_take(const sp_drafter *d, int32_t tok);
 int64_t sp_drafter_n_vocab(const sp_drafter *d);
 
 /* Positions [0, n_valid) are what the target kept: drop any draft state beyond them. */

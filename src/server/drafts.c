@@ -6,9 +6,10 @@
  *      chunks of prefilling sequences, chunk tokens in all); a session that already holds
  *      the whole sequence re-evaluates its last token, whose logits predict the next;
  *   2. draft position i = 0, 1, ...: every decoding sequence still drafting picks token i
- *      from its session's last logits (sp_draft_sampler_next); those that go on evaluate
- *      it, all in one pass, until every draft has ended (k reached, p_min, end of
- *      sequence). */
+ *      from its session's last logits (sp_draft_sampler_next), or a greedy one takes the
+ *      pick its pass read back (sp_batch_item.pick, sp_draft_sampler_take); those that go
+ *      on evaluate it, all in one pass, until every draft has ended (k reached, p_min, end
+ *      of sequence). */
 #include "drafts.h"
 
 #include <stdio.h>
@@ -23,6 +24,7 @@ struct sp_draft_pool {
     bool *off;             /* [n_slots]: the sequence holds a token the draft model lacks */
     bool *active;          /* [n_slots]: still drafting in this step */
     sp_batch_item *items;  /* [n_slots] */
+    int32_t *picks;        /* [n_slots]: a greedy slot's pick of its last pass */
 };
 
 sp_status sp_draft_pool_new(sp_model *draft, int n_slots, int64_t n_ctx, int64_t chunk,
@@ -40,7 +42,8 @@ sp_status sp_draft_pool_new(sp_model *draft, int n_slots, int64_t n_ctx, int64_t
     p->off = calloc((size_t)n_slots, sizeof *p->off);
     p->active = calloc((size_t)n_slots, sizeof *p->active);
     p->items = calloc((size_t)n_slots, sizeof *p->items);
-    if (!p->sessions || !p->off || !p->active || !p->items)
+    p->picks = calloc((size_t)n_slots, sizeof *p->picks);
+    if (!p->sessions || !p->off || !p->active || !p->items || !p->picks)
         goto oom;
     sp_session_params sp = sp_session_default_params();
     sp.n_ctx = n_ctx;
@@ -73,6 +76,7 @@ void sp_draft_pool_free(sp_draft_pool *p)
     free(p->off);
     free(p->active);
     free(p->items);
+    free(p->picks);
     free(p);
 }
 
@@ -86,6 +90,13 @@ void sp_draft_pool_rollback(sp_draft_pool *p, int slot, int64_t n_valid)
 {
     if (sp_session_n_past(p->sessions[slot]) > n_valid)
         sp_session_truncate(p->sessions[slot], n_valid, NULL);
+}
+
+/* Where slot i's pass puts its greedy pick: its greedy samplers read nothing else of the
+ * draft logits, so only the pick comes back (on a backend that picks on the device). */
+static int32_t *slot_pick(sp_draft_pool *p, int i, const sp_draft_req *r)
+{
+    return sp_draft_sampler_greedy(r->sampler) ? &p->picks[i] : NULL;
 }
 
 /* Adds slot i's catch-up tokens (at most *budget) to the pass; marks it active when it
@@ -109,7 +120,7 @@ static void catch_up(sp_draft_pool *p, int i, sp_draft_req *r, int64_t *budget, 
             return;
         }
     *budget -= take;
-    p->items[(*n_items)++] = (sp_batch_item){s, r->hist + have, (size_t)take, NULL, NULL};
+    p->items[(*n_items)++] = (sp_batch_item){s, r->hist + have, (size_t)take, NULL, slot_pick(p, i, r)};
     p->active[i] = r->decoding && r->k > 0 && have + take == n;
 }
 
@@ -125,8 +136,15 @@ static size_t pick(sp_draft_pool *p, sp_draft_req *const *reqs, int32_t j)
         int32_t tok;
         const double *q;
         bool last;
-        if (!sp_draft_sampler_next(r->sampler, sp_session_last_logits(p->sessions[i]), j, &tok,
-                                   &q, &last)) {
+        bool ok;
+        if (sp_draft_sampler_greedy(r->sampler)) { /* the pick its last pass read back */
+            tok = p->picks[i];
+            ok = sp_draft_sampler_take(r->sampler, tok, j, &q, &last);
+        } else {
+            ok = sp_draft_sampler_next(r->sampler, sp_session_last_logits(p->sessions[i]), j, &tok,
+                                       &q, &last);
+        }
+        if (!ok) {
             p->active[i] = false;
             continue;
         }
@@ -137,7 +155,8 @@ static size_t pick(sp_draft_pool *p, sp_draft_req *const *reqs, int32_t j)
             p->active[i] = false;
             continue;
         }
-        p->items[n_items++] = (sp_batch_item){p->sessions[i], &r->drafts[r->n_drafts - 1], 1, NULL, NULL};
+        p->items[n_items++] =
+            (sp_batch_item){p->sessions[i], &r->drafts[r->n_drafts - 1], 1, NULL, slot_pick(p, i, r)};
     }
     return n_items;
 }

@@ -157,11 +157,18 @@ static void test_draft_sampler(void **state)
     assert_true(sp_draft_sampler_next(ds, logits, 0, &tok, &q, &last));
     assert_true(tok == 0 && q == NULL && !last);
     assert_false(sp_draft_sampler_next(ds, logits, 3, &tok, &q, &last)); /* past k_max */
+    /* greedy without p_min: a pick made elsewhere (on the device) gets next()'s decisions */
+    assert_true(sp_draft_sampler_greedy(ds));
+    q = (const double *)logits;
+    assert_true(sp_draft_sampler_take(ds, 0, 0, &q, &last) && q == NULL && !last);
+    assert_false(sp_draft_sampler_take(ds, 0, 3, &q, &last)); /* past k_max */
     sp_draft_sampler_free(ds);
 
     /* p_min: the top probability of these logits is far below 0.9 */
     assert_int_equal(sp_draft_sampler_new(m, m, &gp, 3, 0.9f, true, &ds, NULL), SP_OK);
     assert_false(sp_draft_sampler_next(ds, logits, 0, &tok, &q, &last));
+    assert_false(sp_draft_sampler_greedy(ds)); /* it reads the logits' top probability */
+    assert_false(sp_draft_sampler_take(ds, 0, 0, &q, &last));
     sp_draft_sampler_free(ds);
 
     /* an end-of-sequence id ends the draft with it, unless stop_at_eos is off */
@@ -172,6 +179,8 @@ static void test_draft_sampler(void **state)
         e[eos[0]] = 5.0f;
         assert_int_equal(sp_draft_sampler_new(m, m, &gp, 3, 0, true, &ds, NULL), SP_OK);
         assert_true(sp_draft_sampler_next(ds, e, 0, &tok, &q, &last) && tok == eos[0] && last);
+        last = false;
+        assert_true(sp_draft_sampler_take(ds, eos[0], 1, &q, &last) && last);
         sp_draft_sampler_free(ds);
         assert_int_equal(sp_draft_sampler_new(m, m, &gp, 3, 0, false, &ds, NULL), SP_OK);
         assert_true(sp_draft_sampler_next(ds, e, 0, &tok, &q, &last) && tok == eos[0] && !last);
