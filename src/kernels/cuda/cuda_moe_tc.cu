@@ -228,12 +228,9 @@ k_moe_tc(const spc_moe_tc_job j, int pitch)
     const spc_expert &ex = j.experts[e];
     if (ex.in_major)
         return;
-    const sp_weight w = j.stage == 0 ? ex.gate : j.stage == 1 ? ex.up : ex.down; /* to registers */
-    const float *bias = !j.gptoss       ? NULL
-                        : j.stage == 0  ? ex.gate_up_bias
-                        : j.stage == 2  ? ex.down_bias
-                                        : NULL;
-    if (((uintptr_t)w.data % 16) == 0 && w.row_bytes % 16 == 0)
+    sp_weight w; /* to registers */
+    const float *bias = mt_stage(ex, j.stage, j.gptoss, w);
+    if (mt_vec(w))
         mt_body<true>(j, w, bias, y, first, nt, order, pitch, mt_xs, part, xrow);
     else
         mt_body<false>(j, w, bias, y, first, nt, order, pitch, mt_xs, part, xrow);

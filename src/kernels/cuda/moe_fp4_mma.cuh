@@ -27,6 +27,21 @@
 
 #define MT_BK 256   /* columns a slice: eight MXFP4 blocks, one chain of sixteen mma */
 
+/* An expert's matrix of one stage (0 gate or gpt-oss gate_up, 1 up, 2 down) and its bias
+ * (gpt-oss's gate_up and down biases, else NULL). */
+static __device__ __forceinline__ const float *mt_stage(const spc_expert &ex, int stage,
+                                                        bool gptoss, sp_weight &w)
+{
+    w = stage == 0 ? ex.gate : stage == 1 ? ex.up : ex.down;
+    return !gptoss ? NULL : stage == 0 ? ex.gate_up_bias : stage == 2 ? ex.down_bias : NULL;
+}
+
+/* Whether an MXFP4 matrix's rows can be read 16 bytes at a time. */
+static __device__ __forceinline__ bool mt_vec(const sp_weight &w)
+{
+    return ((uintptr_t)w.data % 16) == 0 && w.row_bytes % 16 == 0;
+}
+
 /* ---- the decode: 8 codes -> 4 BF16 pairs --------------------------------------------- */
 
 /* BF16 pair (both halves) of the block scale's factors: c1 = 2^(s - 1) when that fits
