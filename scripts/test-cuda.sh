@@ -31,7 +31,7 @@ if [ "$SANITIZE" = 1 ]; then
         echo "compute-sanitizer not found: sanitizer runs skipped"
         exit 0
     fi
-    for T in "$BUILD_DIR/tests/cuda/test_cuda_kernels" "$BUILD_DIR/tests/cuda/test_cuda_dsv4"; do
+    for T in "$BUILD_DIR/tests/cuda/test_cuda_kernels" "$BUILD_DIR/tests/cuda/test_cuda_attention" "$BUILD_DIR/tests/cuda/test_cuda_dsv4"; do
         for tool in memcheck racecheck; do
             echo "== compute-sanitizer --tool $tool $T"
             set +e

@@ -17,6 +17,7 @@ run() { local name=$1; shift; echo "== $name: $*"; local t0=$(date +%s); timeout
 {
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 run kernels $B/tests/cuda/test_cuda_kernels
+run kernels_attention $B/tests/cuda/test_cuda_attention
 run kernels_dsv4 $B/tests/cuda/test_cuda_dsv4
 for t in parity parity_dsv4 batch_invariance batch_sessions quant diag; do
     SPECULA_TEST_DEVICE=cuda SPECULA_THREADS=8 run "suite_$t" $B/tests/test_$t
@@ -42,6 +43,7 @@ for m in gptoss_mxfp4 deepseekv3_qlora_yarn qwen3moe_nvfp4_modelopt llama_yarn d
     run "memcheck_$m" $CS --tool memcheck --error-exitcode 3 $S generate -m $F/$m --tokens 1,2,3,4 -n 6 --device cuda --draft self
 done
 SPC_TEST_NO_TIMING=1 T=120 run racecheck_kernels $CS --tool racecheck --error-exitcode 3 $B/tests/cuda/test_cuda_kernels
+T=120 run racecheck_attention $CS --tool racecheck --error-exitcode 3 $B/tests/cuda/test_cuda_attention
 T=120 run racecheck_dsv4 $CS --tool racecheck --error-exitcode 3 $B/tests/cuda/test_cuda_dsv4
 $B/make_random_model /tmp/l100 --preset llama-100m >/dev/null
 run bench_gpu $S bench -m /tmp/l100 --device cuda --prompt-len 128 --gen-len 128 --runs 3

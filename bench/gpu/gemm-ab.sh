@@ -108,6 +108,7 @@ print(sum(c.values()), "instructions;", " ".join(f"{k}:{v}" for k, v in c.most_c
 PY
 if [ "${GEMM_AB_FULL:-1}" = 1 ]; then   # correctness only, in parallel (nothing timed now)
     step kernels 200 $new $N/tests/cuda/test_cuda_kernels &
+    step attention 200 $new $N/tests/cuda/test_cuda_attention &
     step memcheck 200 $new compute-sanitizer --tool memcheck --error-exitcode 9 $N/tests/cuda/test_cuda_tc &
     step racecheck 200 $new compute-sanitizer --tool racecheck --error-exitcode 9 $N/tests/cuda/test_cuda_tc &
     for t in parity batch_invariance batch_sessions spec; do

@@ -13,7 +13,7 @@ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DSPECULA_CUDA=ON >/dev/null
 cmake --build "$B" -j"$(nproc)" >/dev/null
 rm -rf "$DEST" && mkdir -p "$DEST/lib" "$DEST/$B/tests/cuda"
 # the tests that load models (the text tests do not need a GPU)
-bins="$B/specula $B/make_random_model $B/verify_cost $B/tests/cuda/test_cuda_kernels $B/tests/cuda/test_cuda_dsv4"
+bins="$B/specula $B/make_random_model $B/verify_cost $B/tests/cuda/test_cuda_kernels $B/tests/cuda/test_cuda_attention $B/tests/cuda/test_cuda_dsv4"
 for t in parity parity_dsv4 batch_invariance batch_sessions spec diag quant; do bins="$bins $B/tests/test_$t"; done
 for f in $bins; do
     cp "$f" "$DEST/$f" && strip "$DEST/$f"

@@ -3,7 +3,7 @@
 #
 # Runs from the repository root on the GPU machine with a build packed by
 # bench/gpu/pack-perf-build.sh (carried as .devbuild.tar.xz, or .devbuild; see device-check.sh):
-#   1. tests/cuda/test_cuda_kernels, test_cuda_tc and test_cuda_moe_tc: every kernel against its reference, batch
+#   1. tests/cuda/test_cuda_kernels, test_cuda_attention, test_cuda_tc and test_cuda_moe_tc: every kernel against its reference, batch
 #      invariance (n_tok 1..64), and the bandwidth table (device copy, decode shapes,
 #      n_tok 1..16, L2 defeated by rotating weight copies);
 #   2. random llama-100m and llama-1b checkpoints (written to /dev/shm while step 1 runs),
@@ -64,6 +64,7 @@ P1B=$!
 
 # 1. kernels (correctness, invariance, bandwidth; the tensor-core products of fast precision)
 run kernels 100 $B/tests/cuda/test_cuda_kernels
+[ -x $B/tests/cuda/test_cuda_attention ] && run attention 60 $B/tests/cuda/test_cuda_attention
 [ -x $B/tests/cuda/test_cuda_tc ] && run tc 60 $B/tests/cuda/test_cuda_tc
 [ -x $B/tests/cuda/test_cuda_moe_tc ] && run moe_tc 60 $B/tests/cuda/test_cuda_moe_tc
 [ -x $B/tc_speed ] && run tc_speed 30 $B/tc_speed

@@ -363,7 +363,7 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, 
  * ascending from 0, and the chunks folded in ascending order as k_attention folds them
  * (at_fold_scales, at_fold), whether that kernel split the query's chunks or not.
  * So both kernels give the same bits, and spc_attention may pick either by the launch's
- * size (test_cuda_kernels runs every attention case through both and compares bits). The
+ * size (test_cuda_attention runs every attention case through both and compares bits). The
  * score batch, value sum and sink epilogue are written out twice on purpose: shared
  * __device__ helpers gave the same bits but changed k_attention's code generation (96 -> 72
  * registers) and cost llama-1b decode 9% on an H100 (456-458 -> 417-418 tok/s). A block
