@@ -202,10 +202,10 @@ sp_status sp_batch_eval(sp_model *m, const sp_batch_item *items, size_t n_items,
             items[i].session->has_logits = false;
         st = sp_forward(m, qs, (int64_t)n_items, 0, err);
     }
+    const int64_t V = m->n_vocab;
     for (size_t i = 0; st == SP_OK && i < n_items; i++) {
         const sp_batch_item *it = &items[i];
         advance(it->session, it->tokens, it->n_tokens);
-        const int64_t V = m->n_vocab;
         if (!it->pick)
             continue;
         if (it->logits) /* picked here from the rows asked for */
