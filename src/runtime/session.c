@@ -141,6 +141,8 @@ sp_status sp_session_eval(sp_session *s, const int32_t *tokens, size_t n_tokens,
 sp_status sp_session_eval_greedy(sp_session *s, const int32_t *tokens, size_t n_tokens,
                                  int32_t *next, sp_error *err)
 {
+    if (!next)
+        return sp_err(err, SP_ERR_INVALID_ARG, "no place for the greedy pick (next is NULL)");
     int32_t id = -1;
     sp_status st = eval_seq(s, tokens, n_tokens, NULL, &id, NULL, err);
     if (st != SP_OK)
@@ -158,6 +160,9 @@ _Static_assert(SP_LOGIT_ROWS == 32, "specula.h documents sp_session_eval_picks' 
 sp_status sp_session_eval_picks(sp_session *s, const int32_t *tokens, size_t n, float *logits,
                                 int32_t *picks, sp_error *err)
 {
+    if (!logits || !picks)
+        return sp_err(err, SP_ERR_INVALID_ARG, "sp_session_eval_picks needs a logits buffer and "
+                      "a picks array (%s is NULL)", !logits ? "logits" : "picks");
     const int64_t V = s->m->n_vocab;
     /* the rows come back where they do not fit one pass of the head */
     const bool fits = n <= SP_LOGIT_ROWS && (int64_t)n <= s->n_batch;

@@ -177,6 +177,10 @@ static void check_greedy(const char *name)
     for (int i = 0; i < 21; i++)
         prompt[i] = (int32_t)((i * 37 + 5) % V);
     int32_t pick = -1;
+    /* missing outputs are refused before anything is evaluated */
+    assert_int_equal(sp_session_eval_greedy(g, prompt, 21, NULL, &err), SP_ERR_INVALID_ARG);
+    assert_int_equal(sp_session_eval_picks(g, prompt, 5, NULL, &pick, &err), SP_ERR_INVALID_ARG);
+    assert_int_equal(sp_session_n_past(g), 0);
     if (sp_session_eval_greedy(g, prompt, 21, &pick, &err) != SP_OK ||
         sp_session_eval(p, prompt, 21, NULL, &err) != SP_OK)
         fail_msg("%s: %s", name, err.msg);
