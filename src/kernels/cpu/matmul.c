@@ -471,15 +471,21 @@ void sp_mm_prep_q8_row(const float *x, int64_t cols, unsigned char *row)
     memset(row, 0, SP_MM_Q8_BYTES((size_t)cols));
     for (int64_t b = 0; b < nb; b++) {
         int8_t q[32];
-        unsigned char *pair = row + 96 * (b / 2);
+        unsigned char *pair = row + SP_MM_Q8_PAIR * (b / 2);
         float d = sp_mm_quantize_q8(x + 32 * b, q);
         int half = (int)(b % 2) * 16; /* A: bytes 0-15 and 32-47; B: 16-31 and 48-63 */
         for (int i = 0; i < 16; i++) {
             pair[half + i] = (unsigned char)q[2 * i];
             pair[32 + half + i] = (unsigned char)q[2 * i + 1];
         }
-        for (int l = 0; l < 4; l++)
+        for (int l = 0; l < 4; l++) {
+            int32_t c = 0;
+            for (int i = 0; i < 8; i++)
+                c += q[8 * l + i];
+            c *= 12;
             memcpy(pair + 64 + 4 * (half / 4 + l), &d, 4);
+            memcpy(pair + 96 + 4 * (half / 4 + l), &c, 4);
+        }
     }
 }
 

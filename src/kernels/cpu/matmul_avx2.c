@@ -183,19 +183,20 @@ INLINE void mxfp4_tile(const int R, const int T, const sp_mm_job *j, int64_t r0,
  * The inputs are quantized per 32-column block (sp_mm_quantize_q8: int8 q, scale d) into
  * SP_MM_PREP_Q8 rows, blocks in pairs (A, B). One 32-byte load of a row holds a pair's
  * codes: A's 16 bytes in the low 128-bit lane, B's in the high one; the low nibbles
- * (even columns) and the high nibbles (odd columns) become int8 values v = 2 x E2M1
+ * (even columns) and the high nibbles (odd columns) become bytes u = 2 x E2M1 + 12 (0..24)
  * through one vpshufb each, in the order of the prepared q (A evens, B evens; A odds, B
- * odds). sum q_i v_i is exact in integers: vpmaddubsw on |v| and q signed like v, the
- * even and odd halves added (16 bits hold it: |sum| <= 4 x 12 x 127), vpmaddwd, so that
- * lane l of the pair's partial is the integer dot product of 8 consecutive columns: A's
- * columns 8l..8l+7 for l < 4, B's 8(l-4).. for l >= 4. Lane l of an accumulator takes,
+ * odds). sum q_i v_i is exact in integers: vpmaddubsw on u (unsigned) and q, the even and
+ * odd halves added (16 bits hold it: |sum| <= 4 x 24 x 127), vpmaddwd, minus the input's
+ * prepared 12 x sum q_i, so that lane l of the pair's partial is the integer dot product
+ * of 8 consecutive columns: A's columns 8l..8l+7 for l < 4, B's 8(l-4).. for l >= 4 (the
+ * same integers as |v| times q signed like v, two instructions fewer a token). Lane l of an accumulator takes,
  * pair after pair, that partial times its block's (scale / 2) x d by one FMA (a last
  * block without a partner pairs with zeros: its B lanes add 0 x 0); the 8 lanes are added
  * in sp_v8_hsum's tree. */
 
 /* One block's 32 q as a vector, the 16 even columns' then the 16 odd ones', and its d
  * (sp_mm_quantize_q8's bits, vectorized; zero, tiny and non-finite blocks go to it). */
-INLINE float q8_block(const float *xb, __m256i *out)
+INLINE float q8_block(const float *xb, __m256i *out, __m128i *sums)
 {
     const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -214,6 +215,7 @@ INLINE float q8_block(const float *xb, __m256i *out)
     if (amax >= 0x7f800000u || amax < 0x03800000u) { /* zero, tiny or not finite: q = 0 */
         int8_t q[32];
         *out = _mm256_setzero_si256();
+        *sums = _mm_setzero_si128();
         return sp_mm_quantize_q8(xb, q);
     }
     float a;
@@ -230,6 +232,10 @@ INLINE float q8_block(const float *xb, __m256i *out)
     __m256i e = _mm256_packs_epi32(_mm256_castps_si256(e01), _mm256_castps_si256(e23));
     __m256i o = _mm256_packs_epi32(_mm256_castps_si256(o01), _mm256_castps_si256(o23));
     *out = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(_mm256_packs_epi16(e, o), order), bytes);
+    /* 12 x the sums of columns 0-7, 8-15, 16-23, 24-31 */
+    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(qi[0], qi[1]), _mm256_hadd_epi32(qi[2], qi[3]));
+    __m128i c = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    *sums = _mm_add_epi32(_mm_slli_epi32(c, 3), _mm_slli_epi32(c, 2));
     return a / 127.0f;
 }
 
@@ -238,13 +244,16 @@ static void prep_q8_avx2(const float *x, int64_t cols, void *out)
 {
     const int64_t nb = cols / 32;
     for (int64_t b = 0; b < nb; b += 2) {
-        unsigned char *pair = (unsigned char *)out + 96 * (b / 2);
+        unsigned char *pair = (unsigned char *)out + SP_MM_Q8_PAIR * (b / 2);
         __m256i qa, qb = _mm256_setzero_si256();
-        float da = q8_block(x + 32 * b, &qa), db = b + 1 < nb ? q8_block(x + 32 * b + 32, &qb) : 0.0f;
+        __m128i ca, cb = _mm_setzero_si128();
+        float da = q8_block(x + 32 * b, &qa, &ca);
+        float db = b + 1 < nb ? q8_block(x + 32 * b + 32, &qb, &cb) : 0.0f;
         _mm256_storeu_si256((__m256i *)(void *)pair, _mm256_permute2x128_si256(qa, qb, 0x20));
         _mm256_storeu_si256((__m256i *)(void *)(pair + 32), _mm256_permute2x128_si256(qa, qb, 0x31));
         _mm256_storeu_ps((float *)(void *)(pair + 64),
                          _mm256_setr_m128(_mm_set1_ps(da), _mm_set1_ps(db)));
+        _mm256_storeu_si256((__m256i *)(void *)(pair + 96), _mm256_setr_m128i(ca, cb));
     }
 }
 
@@ -259,14 +268,14 @@ static const union {
     float f[256];
 } e8m0_half = {{E8H64(0), E8H64(64), E8H64(128), E8H64(192)}};
 
-/* A pair's codes as int8 values v = 2 x E2M1: lo the even columns (A's in the low
- * lane, B's in the high one), hi the odd. The last block of an odd count reads only its
- * own 16 bytes. */
+/* A pair's codes as bytes u = 2 x E2M1 + 12: lo the even columns (A's in the low lane,
+ * B's in the high one), hi the odd. The last block of an odd count reads only its own 16
+ * bytes (B's codes 0, times its zero inputs). */
 INLINE void q8_codes(const unsigned char *row, int64_t k, bool single, __m256i *lo, __m256i *hi)
 {
-    /* 2 x E2M1 as int8: 0 1 2 3 4 6 8 12 and their negatives (-0 is 0) */
-    const __m256i tbl = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12, 0, 1, 2,
-                                         3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+    /* 12 + 2 x E2M1: 12 + (0 1 2 3 4 6 8 12) and 12 - (0 1 2 3 4 6 8 12) */
+    const __m256i tbl = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0, 12,
+                                         13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256i raw = single ? _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(row + k / 2)))
                          : _mm256_loadu_si256((const __m256i *)(const void *)(row + k / 2));
@@ -284,12 +293,11 @@ INLINE void q8_tile_rs(const int R, const int T, const sp_mm_job *j, int64_t r0,
     const unsigned char *rows[8], *sc[8];
     __m256 acc[8][8];
     tile_start(R, T, w, r0, rs, rows, sc, acc);
-    for (int64_t k = 0, p = 0; k < n; k += 64, p += 96) {
+    for (int64_t k = 0, p = 0; k < n; k += 64, p += SP_MM_Q8_PAIR) {
         const bool single = k / 32 + 1 == nb;
         for (int r = 0; r < R; r++) {
             __m256i lo, hi;
             q8_codes(rows[r], k, single, &lo, &hi);
-            __m256i alo = _mm256_abs_epi8(lo), ahi = _mm256_abs_epi8(hi);
             const unsigned char *s = sc[r] + k / 32;
             __m256 sh = _mm256_setr_m128(_mm_broadcast_ss(&e8m0_half.f[s[0]]),
                                          _mm_broadcast_ss(&e8m0_half.f[single ? 0 : s[1]]));
@@ -297,11 +305,11 @@ INLINE void q8_tile_rs(const int R, const int T, const sp_mm_job *j, int64_t r0,
                 const unsigned char *xt = xq + t * rb + p;
                 __m256i qe = _mm256_loadu_si256((const __m256i *)(const void *)xt);
                 __m256i qo = _mm256_loadu_si256((const __m256i *)(const void *)(xt + 32));
-                __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(alo, _mm256_sign_epi8(qe, lo)),
-                                               _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(qo, hi)));
+                __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, qe), _mm256_maddubs_epi16(hi, qo));
                 __m256 dx = _mm256_loadu_ps((const float *)(const void *)(xt + 64));
-                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones)),
-                                            _mm256_mul_ps(sh, dx), acc[r][t]);
+                __m256i c = _mm256_loadu_si256((const __m256i *)(const void *)(xt + 96));
+                __m256i dot = _mm256_sub_epi32(_mm256_madd_epi16(p16, ones), c);
+                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sh, dx), acc[r][t]);
             }
         }
     }

@@ -12,11 +12,12 @@
  *                     4 odd ones (matches the AVX2 MXFP4 byte-table decode)
  *   SP_MM_PREP_Q8     8-bit: each token's row of SP_MM_Q8_BYTES(cols) bytes holds the
  *                     32-column blocks quantized (sp_mm_quantize_q8: int8 q, scale d) in
- *                     pairs (A, B) = blocks (2m, 2m+1), 96 bytes a pair: A's 16 even
+ *                     pairs (A, B) = blocks (2m, 2m+1), 128 bytes a pair: A's 16 even
  *                     columns' q, B's 16 even, A's 16 odd, B's 16 odd, then d_A four
- *                     times and d_B four times as fp32 (the order of a pair's codes as
- *                     one 32-byte load of MXFP4 gives them; a missing last B is zeros
- *                     with d = 0). The fast precision of MXFP4 at AVX2.
+ *                     times and d_B four times as fp32, then 12 x the sums of q over
+ *                     A's columns 0-7, 8-15, 16-23, 24-31 and B's as int32 (the order of
+ *                     a pair's codes as one 32-byte load of MXFP4 gives them; a missing
+ *                     last B is zeros with d = 0). The fast precision of MXFP4 at AVX2.
  *   SP_MM_PREP_BF16_TILED  x rounded to bf16, tokens in tiles of SP_MM_TILE_TOKENS
  *                     (the last tile holds the rest): a tile starting at token t0 with
  *                     T tokens occupies the natural place of its tokens, and within it
@@ -54,8 +55,9 @@ typedef enum sp_mm_prep {
     SP_MM_PREP_BF16_TILED
 } sp_mm_prep;
 
-/* Bytes of one token's SP_MM_PREP_Q8 row (cols a multiple of 32): 96 a pair of blocks. */
-#define SP_MM_Q8_BYTES(cols) (96 * (((cols) / 32 + 1) / 2))
+/* Bytes of one token's SP_MM_PREP_Q8 row (cols a multiple of 32): 128 a pair of blocks. */
+#define SP_MM_Q8_PAIR 128
+#define SP_MM_Q8_BYTES(cols) (SP_MM_Q8_PAIR * (((cols) / 32 + 1) / 2))
 
 enum { SP_MM_TILE_TOKENS = 6 }; /* tokens per tile of SP_MM_PREP_BF16_TILED */
 
