@@ -189,10 +189,10 @@ INLINE void mxfp4_tile(const int R, const int T, const sp_mm_job *j, int64_t r0,
  * odd halves added (16 bits hold it: |sum| <= 4 x 24 x 127), vpmaddwd, minus the input's
  * prepared 12 x sum q_i, so that lane l of the pair's partial is the integer dot product
  * of 8 consecutive columns: A's columns 8l..8l+7 for l < 4, B's 8(l-4).. for l >= 4 (the
- * same integers as |v| times q signed like v, two instructions fewer a token). Lane l of an accumulator takes,
- * pair after pair, that partial times its block's (scale / 2) x d by one FMA (a last
- * block without a partner pairs with zeros: its B lanes add 0 x 0); the 8 lanes are added
- * in sp_v8_hsum's tree. */
+ * same integers as |v| times q signed like v, two instructions fewer a token). Lane l of
+ * an accumulator takes, pair after pair, that partial times its block's (scale / 2) x d
+ * by one FMA (a last block without a partner pairs with zeros: its B lanes add 0 x 0);
+ * the 8 lanes are added in sp_v8_hsum's tree. */
 
 /* One block's 32 q as a vector, the 16 even columns' then the 16 odd ones', and its d
  * (sp_mm_quantize_q8's bits, vectorized; zero, tiny and non-finite blocks go to it). */
