@@ -327,6 +327,11 @@ typedef struct sp_spec_params {
     int32_t ngram_min, ngram_max; /* NGRAM: n-gram lengths tried, longest first (0 = 1..3) */
     bool adaptive;         /* acceptance gate: shorten k when drafts are rejected, pause
                               drafting while speculation does not pay */
+    bool cost_gate;        /* with adaptive, greedy only (temperature 0): pause drafting also
+                              while a speculative round yields fewer tokens a millisecond than
+                              a plain step, measured as generation goes (the tokens are the same
+                              either way; off by default: a benchmark of speculation wants its
+                              rounds, a user wants the faster of the two) */
 } sp_spec_params;
 
 typedef struct sp_spec_stats {

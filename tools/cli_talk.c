@@ -107,6 +107,9 @@ int cli_talk_open_model(cli_talk *t, int64_t n_ctx, int threads)
                 fprintf(stderr, "\n");
             return rc;
         }
+        /* a conversation wants the faster of speculation and plain steps (greedy replies
+         * are the same either way; sampled ones keep the acceptance gate only) */
+        t->spec.params.cost_gate = true;
     }
     if (show)
         fprintf(stderr, " ready (%s on %s, %.1f MiB of weights, %.0f ms)\n", sp_model_arch_name(t->m),

@@ -53,6 +53,11 @@ typedef struct spec_run {
     int32_t k_cur, k_max;
     double ema;        /* rolling acceptance rate */
     int64_t pause_left, pause_len;
+    /* cost gate (greedy): rolling ms a token of plain steps and of speculative rounds (0:
+     * none measured yet), and the rounds before the first plain steps */
+    bool cost_gate;
+    double plain_ms, spec_ms;
+    int64_t rounds, cost_pause; /* cost_pause: its next pause (the acceptance gate's apart) */
 } spec_run;
 
 /* Emits one token with plain decoding's stop rules; returns false when generation ends. */
@@ -103,6 +108,30 @@ static void gate_update(spec_run *r, int32_t drafted, int32_t accepted)
     }
 }
 
+#define COST_PROBE_ROUNDS 4 /* speculative rounds before the first plain steps are timed */
+
+/* The cost gate, after a speculative round that took ms for n tokens: a first short pause
+ * to time plain steps at all (after COST_PROBE_ROUNDS rounds), then plain steps for a
+ * while whenever rounds are slower a token than plain steps (pauses doubling while that
+ * lasts, as the acceptance gate's; one round after each to look again). */
+static void cost_update(spec_run *r, double ms, int32_t n)
+{
+    if (!r->cost_gate || n <= 0)
+        return;
+    double per = ms / n;
+    r->spec_ms = r->spec_ms > 0 ? 0.8 * r->spec_ms + 0.2 * per : per;
+    if (r->pause_left > 0 || (r->plain_ms == 0 && ++r->rounds < COST_PROBE_ROUNDS))
+        return;
+    if (r->plain_ms == 0) {
+        r->pause_left = GATE_PAUSE_MIN;
+    } else if (r->spec_ms > r->plain_ms) {
+        r->pause_left = r->cost_pause;
+        r->cost_pause = r->cost_pause * 2 < GATE_PAUSE_MAX ? r->cost_pause * 2 : GATE_PAUSE_MAX;
+    } else {
+        r->cost_pause = GATE_PAUSE_MIN;
+    }
+}
+
 /* Evaluates tokens on the target and gives its next token: greedy, the pick of the eval
  * (made on the device where the backend can); else sampled from the last logits. */
 static sp_status target_next(spec_run *r, const int32_t *tokens, size_t n, int32_t *next,
@@ -122,10 +151,13 @@ static sp_status plain_step(spec_run *r, sp_error *err)
     int32_t pending = r->seq[r->n_seq - 1], next;
     double t0 = sp_now_ms();
     sp_status st = target_next(r, &pending, 1, &next, err);
-    r->ss->verify_ms += sp_now_ms() - t0;
+    double ms = sp_now_ms() - t0;
+    r->ss->verify_ms += ms;
     if (st != SP_OK)
         return st;
     r->ss->plain_steps++;
+    if (r->cost_gate)
+        r->plain_ms = r->plain_ms > 0 ? 0.8 * r->plain_ms + 0.2 * ms : ms;
     if (r->drafter)
         sp_drafter_rollback(r->drafter, sp_session_n_past(r->t));
     r->done = !emit(r, next);
@@ -165,7 +197,7 @@ static sp_status spec_round(spec_run *r, sp_error *err)
     int32_t drafts[SP_SPEC_MAX_K + 1], m = 0;
     const double *q[SP_SPEC_MAX_K];
     int64_t n_q = 0;
-    double t0 = sp_now_ms();
+    double t0 = sp_now_ms(), t_round = t0;
     int64_t base = r->n_prompt_total - (int64_t)r->n_prompt;
     sp_status st = k > 0 ? sp_drafter_propose(r->drafter, r->seq, r->n_seq, base, k, drafts + 1, q,
                                               &n_q, &m, err)
@@ -198,6 +230,7 @@ static sp_status spec_round(spec_run *r, sp_error *err)
     for (int32_t i = 0; i < acc; i++)
         ss->accepted_per_pos[i]++;
     gate_update(r, m, acc);
+    cost_update(r, sp_now_ms() - t_round, acc + 1);
     for (int32_t i = 0; i < acc && !r->done; i++)
         r->done = !emit(r, drafts[1 + i]);
     if (!r->done)
@@ -255,9 +288,10 @@ static sp_status run_init(spec_run *r, const sp_spec_params *sp, size_t n_prompt
     int64_t V = sp_model_n_vocab(sp_session_model(r->t));
     r->k_max = sp->k ? sp->k : 4;
     r->adaptive = sp->adaptive;
+    r->cost_gate = sp->adaptive && sp->cost_gate && gp->sampling.temperature == 0.0f;
     r->k_cur = r->k_max;
     r->ema = 1.0;
-    r->pause_len = GATE_PAUSE_MIN;
+    r->pause_len = r->cost_pause = GATE_PAUSE_MIN;
     r->ss->k_max = r->k_max;
     sp_rng_seed(&r->accept_rng, gp->sampling.seed ^ SP_SPEC_STREAM_ACCEPT);
     sp_rng_seed(&r->resample_rng, gp->sampling.seed ^ SP_SPEC_STREAM_RESAMPLE);

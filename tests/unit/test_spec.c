@@ -488,7 +488,7 @@ static void test_compat(void **state)
 }
 
 /* --draft-p-min ends drafts the draft model is unsure of; the gate pauses drafting that
- * never pays. Neither changes the output. */
+ * never pays, the cost gate drafting slower than plain steps. None changes the output. */
 static void test_p_min_and_gate(void **state)
 {
     (void)state;
@@ -535,6 +535,25 @@ static void test_p_min_and_gate(void **state)
                   (long long)gated.ss.drafted, (long long)gated.ss.plain_steps, (long long)fixed.ss.drafted);
     assert_true(gated.ss.plain_steps > 0 && gated.ss.drafted < fixed.ss.drafted);
     assert_true(fixed.ss.plain_steps <= 1); /* only where the token budget leaves no room */
+    /* the cost gate, with a draft that is always right (self): the output is plain
+     * decoding's whatever it decides; its first plain steps (timing plain decoding after
+     * the first rounds) come whatever the timing, later pauses where rounds were slower */
+    {
+        sp_session *s, *d;
+        sp_session_params sp = {.n_ctx = 128};
+        assert_int_equal(sp_session_new(m, &sp, &s, &err), SP_OK);
+        assert_int_equal(sp_session_new(m, &sp, &d, &err), SP_OK);
+        sp_spec_params spp = {.kind = SP_DRAFT_SELF, .draft = d, .k = 4, .adaptive = true, .cost_gate = true};
+        run_out cg;
+        memset(&cg, 0, sizeof cg);
+        assert_int_equal(sp_generate_spec(s, prompt, 6, &gp, &spp, NULL, NULL, cg.tokens, &cg.st, &cg.ss, &err), SP_OK);
+        expect_same("cost gate", &plain, &cg);
+        print_message("  cost gate, self draft: %lld drafted / %lld plain steps\n", (long long)cg.ss.drafted,
+                      (long long)cg.ss.plain_steps);
+        assert_true(cg.ss.plain_steps >= 1 && cg.ss.drafted > 0);
+        sp_session_free(d);
+        sp_session_free(s);
+    }
     sp_model_close(unrelated);
     sp_model_close(m);
 }
