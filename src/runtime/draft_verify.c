@@ -117,16 +117,30 @@ void sp_draft_sampler_free(sp_draft_sampler *s)
     free(s);
 }
 
-bool sp_draft_sampler_next(sp_draft_sampler *s, const float *draft_logits, int32_t i,
-                           int32_t *token, const double **q, bool *last)
+/* Draft token i: picked from draft_logits, or (draft_logits NULL, a greedy drafter) the
+ * given *token taken as its pick; false when the draft ends before it. */
+static bool sampler_step(sp_draft_sampler *s, const float *draft_logits, int32_t i,
+                         int32_t *token, const double **q, bool *last)
 {
     *q = NULL;
     *last = false;
-    if (i < 0 || i >= s->k_max)
+    if (i < 0 || i >= s->k_max || (!draft_logits && !sp_drafter_greedy(s->drafter)))
         return false;
-    sp_pick r = sp_drafter_pick(s->drafter, draft_logits, i, token, q);
+    sp_pick r = draft_logits ? sp_drafter_pick(s->drafter, draft_logits, i, token, q)
+                             : sp_drafter_take(s->drafter, *token);
     *last = r == SP_PICK_LAST;
     return r != SP_PICK_END;
+}
+
+bool sp_draft_sampler_next(sp_draft_sampler *s, const float *draft_logits, int32_t i,
+                           int32_t *token, const double **q, bool *last)
+{
+    if (!draft_logits) { /* nothing to pick from */
+        *q = NULL;
+        *last = false;
+        return false;
+    }
+    return sampler_step(s, draft_logits, i, token, q, last);
 }
 
 bool sp_draft_sampler_greedy(const sp_draft_sampler *s) { return sp_drafter_greedy(s->drafter); }
@@ -134,11 +148,5 @@ bool sp_draft_sampler_greedy(const sp_draft_sampler *s) { return sp_drafter_gree
 bool sp_draft_sampler_take(sp_draft_sampler *s, int32_t token, int32_t i, const double **q,
                            bool *last)
 {
-    *q = NULL;
-    *last = false;
-    if (i < 0 || i >= s->k_max || !sp_drafter_greedy(s->drafter))
-        return false;
-    sp_pick r = sp_drafter_take(s->drafter, token);
-    *last = r == SP_PICK_LAST;
-    return r != SP_PICK_END;
+    return sampler_step(s, NULL, i, &token, q, last);
 }

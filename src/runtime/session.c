@@ -138,6 +138,9 @@ sp_status sp_session_eval(sp_session *s, const int32_t *tokens, size_t n_tokens,
     return eval_seq(s, tokens, n_tokens, logits, NULL, NULL, err);
 }
 
+/* The greedy pick of the last logits a pass read back (the backend did not pick). */
+static int32_t host_pick(const sp_session *s) { return sp_argmax(s->logits, s->m->n_vocab); }
+
 sp_status sp_session_eval_greedy(sp_session *s, const int32_t *tokens, size_t n_tokens,
                                  int32_t *next, sp_error *err)
 {
@@ -148,7 +151,7 @@ sp_status sp_session_eval_greedy(sp_session *s, const int32_t *tokens, size_t n_
     if (st != SP_OK)
         return st;
     if (id < 0) /* the logits came back: pick here */
-        id = sp_argmax(s->logits, s->m->n_vocab);
+        id = host_pick(s);
     else
         s->has_logits = false; /* only the pick came back */
     *next = id;
@@ -216,7 +219,7 @@ sp_status sp_batch_eval(sp_model *m, const sp_batch_item *items, size_t n_items,
         if (it->logits) /* picked here from the rows asked for */
             *it->pick = sp_argmax(it->logits + (it->n_tokens - 1) * (size_t)V, V);
         else if (*it->pick < 0) /* the last logits came back: pick here */
-            *it->pick = sp_argmax(it->session->logits, V);
+            *it->pick = host_pick(it->session);
         else
             it->session->has_logits = false; /* only the pick came back */
     }

@@ -108,6 +108,9 @@ static void gate_update(spec_run *r, int32_t drafted, int32_t accepted)
     }
 }
 
+/* A rolling mean (0: nothing yet) with one more value. */
+static double rolling(double mean, double v) { return mean > 0 ? 0.8 * mean + 0.2 * v : v; }
+
 #define COST_PROBE_ROUNDS 4 /* speculative rounds before the first plain steps are timed */
 
 /* The cost gate, after a speculative round that took ms for n tokens: a first short pause
@@ -118,8 +121,7 @@ static void cost_update(spec_run *r, double ms, int32_t n)
 {
     if (!r->cost_gate || n <= 0)
         return;
-    double per = ms / n;
-    r->spec_ms = r->spec_ms > 0 ? 0.8 * r->spec_ms + 0.2 * per : per;
+    r->spec_ms = rolling(r->spec_ms, ms / n);
     if (r->pause_left > 0 || (r->plain_ms == 0 && ++r->rounds < COST_PROBE_ROUNDS))
         return;
     if (r->plain_ms == 0) {
@@ -157,7 +159,7 @@ static sp_status plain_step(spec_run *r, sp_error *err)
         return st;
     r->ss->plain_steps++;
     if (r->cost_gate)
-        r->plain_ms = r->plain_ms > 0 ? 0.8 * r->plain_ms + 0.2 * ms : ms;
+        r->plain_ms = rolling(r->plain_ms, ms);
     if (r->drafter)
         sp_drafter_rollback(r->drafter, sp_session_n_past(r->t));
     r->done = !emit(r, next);
