@@ -22,8 +22,12 @@
  * in the stream is still running: it issues its first weight loads (weights never depend
  * on earlier kernels), then waits (spc_pdl_wait: the previous grid complete and its
  * writes visible) before it reads an activation or writes anything. Every kernel lets its
- * dependents launch as soon as it has started (spc_pdl_trigger). The arithmetic is
- * unchanged: only when loads are issued. Off below sm_90 or with SPECULA_CUDA_PDL=0. */
+ * dependents launch as soon as it has started (spc_pdl_trigger), so small launches chain:
+ * a kernel may start while not only its primary but kernels before that one still run,
+ * and nothing any earlier kernel writes (a residual, a cache row) may be read before the
+ * wait, however long ago it seems written (test_batch_invariance's small fixtures caught
+ * a residual read early). The arithmetic is unchanged: only when loads are issued. Off
+ * below sm_90 or with SPECULA_CUDA_PDL=0. */
 static __device__ __forceinline__ void spc_pdl_trigger(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
