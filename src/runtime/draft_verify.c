@@ -117,17 +117,18 @@ void sp_draft_sampler_free(sp_draft_sampler *s)
     free(s);
 }
 
-/* Draft token i: picked from draft_logits, or (draft_logits NULL, a greedy drafter) the
- * given *token taken as its pick; false when the draft ends before it. */
-static bool sampler_step(sp_draft_sampler *s, const float *draft_logits, int32_t i,
+/* Draft token i: picked from draft_logits, or (take, a greedy drafter only) the given
+ * *token taken as its pick; false when the draft ends before it or there is nothing to
+ * pick from. */
+static bool sampler_step(sp_draft_sampler *s, const float *draft_logits, bool take, int32_t i,
                          int32_t *token, const double **q, bool *last)
 {
     *q = NULL;
     *last = false;
-    if (i < 0 || i >= s->k_max || (!draft_logits && !sp_drafter_greedy(s->drafter)))
+    if (i < 0 || i >= s->k_max || (take ? !sp_drafter_greedy(s->drafter) : !draft_logits))
         return false;
-    sp_pick r = draft_logits ? sp_drafter_pick(s->drafter, draft_logits, i, token, q)
-                             : sp_drafter_take(s->drafter, *token);
+    sp_pick r = take ? sp_drafter_take(s->drafter, *token)
+                     : sp_drafter_pick(s->drafter, draft_logits, i, token, q);
     *last = r == SP_PICK_LAST;
     return r != SP_PICK_END;
 }
@@ -135,12 +136,7 @@ static bool sampler_step(sp_draft_sampler *s, const float *draft_logits, int32_t
 bool sp_draft_sampler_next(sp_draft_sampler *s, const float *draft_logits, int32_t i,
                            int32_t *token, const double **q, bool *last)
 {
-    if (!draft_logits) { /* nothing to pick from */
-        *q = NULL;
-        *last = false;
-        return false;
-    }
-    return sampler_step(s, draft_logits, i, token, q, last);
+    return sampler_step(s, draft_logits, false, i, token, q, last);
 }
 
 bool sp_draft_sampler_greedy(const sp_draft_sampler *s) { return sp_drafter_greedy(s->drafter); }
@@ -148,5 +144,5 @@ bool sp_draft_sampler_greedy(const sp_draft_sampler *s) { return sp_drafter_gree
 bool sp_draft_sampler_take(sp_draft_sampler *s, int32_t token, int32_t i, const double **q,
                            bool *last)
 {
-    return sampler_step(s, NULL, i, &token, q, last);
+    return sampler_step(s, NULL, true, i, &token, q, last);
 }
