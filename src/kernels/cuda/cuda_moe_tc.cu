@@ -12,7 +12,7 @@
  * expert (one (token, slot) pair in decode and verify; a group of pairs sorted by expert
  * in prefill: either way each token is a column of the same mma), walking 16-row groups
  * x, x + gridDim.x, ...; warp w computes slices w, w + 4, ... of a group into shared
- * memory, its next slice's loads in flight meanwhile, and the block adds the slice sums
+ * memory, its next two slices' loads in flight meanwhile, and the block adds the slice sums
  * to 0.0f in ascending order, then the bias. gpt-oss's gate_up stage can end in its
  * activation: a row pair (gate 2i, up 2i + 1) sits in lanes 4 apart, one shuffle away. */
 #include "kernels/cuda/cuda_moe_tc.cuh"
@@ -38,6 +38,15 @@ static __device__ __forceinline__ void mt_block(float c[4], const uint4 &lo, con
     mt_word<BIG>(c, lo.w, hi.w, cl, ch, b[3]);
 }
 
+/* Where word w of MXFP4 block b of a token sits, in 16-byte units: a slice's 32 words
+ * ordered (k, w, q) for the thread (g, q) that reads word w of block 2q + k (mt_chain), so
+ * the four q of a read are 64 contiguous bytes (no bank conflicts). */
+static __device__ __forceinline__ int64_t mt_x_unit(int64_t b, int w)
+{
+    const int bl = (int)(b % (MT_BK / 32));
+    return (b - bl) * 4 + ((bl & 1) * 4 + w) * 4 + (bl >> 1);
+}
+
 /* The slice's chain of sixteen mma from zero (block 2q, then 2q + 1); xt: the x pairs of
  * the thread's token (tokens past the block's read the last one's: their mma columns are
  * never stored, and a column's sums use its own x only). */
@@ -46,16 +55,17 @@ static __device__ __forceinline__ void mt_chain(const mt_slice &f, const unsigne
 {
     const int q = threadIdx.x & 3;
     c[0] = c[1] = c[2] = c[3] = 0.0f;
-    const uint4 *xb = reinterpret_cast<const uint4 *>(xt + ((size_t)s * (MT_BK / 32) + 2 * q) * 64);
+    const uint4 *xb = reinterpret_cast<const uint4 *>(xt) + mt_x_unit((int64_t)s * (MT_BK / 32) + 2 * q, 0);
     /* a scale of 2 or more (rare): the second product */
-    const bool big = __any_sync(SPC_FULL_MASK, (f.sc & 0x80808080u) != 0u);
+    const uint32_t sc = mt_sc(f);
+    const bool big = __any_sync(SPC_FULL_MASK, (sc & 0x80808080u) != 0u);
 #pragma unroll
     for (int k = 0; k < 2; k++) {
         uint4 b[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++)
-            b[i] = xb[4 * k + i];
-        const uint32_t slo = (f.sc >> (8 * k)) & 0xffu, shi = (f.sc >> (16 + 8 * k)) & 0xffu;
+        for (int i = 0; i < 4; i++) /* block 2q + k's word i */
+            b[i] = xb[(k * 4 + i) * 4];
+        const uint32_t slo = (sc >> (8 * k)) & 0xffu, shi = (sc >> (16 + 8 * k)) & 0xffu;
         if (big)
             mt_block<true>(c, f.lo[k], f.hi[k], slo, shi, b);
         else
@@ -65,9 +75,9 @@ static __device__ __forceinline__ void mt_chain(const mt_slice &f, const unsigne
 
 /* ---- the kernel ------------------------------------------------------------------------ */
 
-/* Stages tokens 0 .. nt - 1 (rows of x, x_stride floats apart, cols floats) as BF16 pairs
- * in the slice order: block b of token t at xs + t * pitch + 64 b, its word w's pair i
- * (x[32b + 8w + i], x[32b + 8w + i + 4]) at + 16 w + 4 i; zeros past cols. */
+/* Stages tokens 0 .. nt - 1 (rows of x, x_stride floats apart, cols floats) as BF16 pairs,
+ * word w of block b (its pairs i: x[32b + 8w + i], x[32b + 8w + i + 4]) in 16 bytes at
+ * xs + t * pitch + 16 mt_x_unit(b, w); zeros past cols. */
 static __device__ __forceinline__ void mt_stage_x(const float *const *xrow, int nt, int64_t cols,
                                                   int64_t nb_pad, int pitch, unsigned char *xs)
 {
@@ -87,7 +97,7 @@ static __device__ __forceinline__ void mt_stage_x(const float *const *xrow, int 
             for (int j = 0; j < 8; j++)
                 v[j] = k + j < cols ? p[j] : 0.0f;
         }
-        *reinterpret_cast<uint4 *>(xs + (size_t)t * pitch + w * 16) =
+        *reinterpret_cast<uint4 *>(xs + (size_t)t * pitch + mt_x_unit(w / 4, (int)(w % 4)) * 16) =
             make_uint4(tc_pack(v[0], v[4]), tc_pack(v[1], v[5]), tc_pack(v[2], v[6]),
                        tc_pack(v[3], v[7]));
     }
@@ -115,7 +125,18 @@ static __device__ __forceinline__ mt_pos mt_next(mt_pos p, int ipw, int S, int64
     return p;
 }
 
-/* The kernel's work once the block knows its (valid, row-major) expert matrix and tokens. */
+/* Issues the loads of slice sn at position p, if that is a slice of the matrix. */
+template <bool VEC>
+static __device__ __forceinline__ void mt_fetch(const sp_weight &w, int64_t nb, int64_t n_rg, int S,
+                                                const mt_pos &p, int sn, mt_slice &f)
+{
+    if (p.rg < n_rg && sn < S)
+        mt_load<VEC>(w, nb, p.rg * 16, sn, f);
+}
+
+/* The kernel's work once the block knows its (valid, row-major) expert matrix and tokens.
+ * A warp's items are one stream: while one is computed, the next two items' weights are
+ * on their way (their scale bytes kept apart until used, so issuing never waits). */
 template <bool VEC>
 static __device__ __forceinline__ void mt_body(const spc_moe_tc_job &j, const sp_weight &w,
                                                const float *bias, int64_t y, int64_t first, int nt,
@@ -131,11 +152,12 @@ static __device__ __forceinline__ void mt_body(const spc_moe_tc_job &j, const sp
     /* items a warp takes of a round (the same for every warp: they meet at the fold) */
     const int ipw = S >= MT_ROUND ? MT_PER : (S + MT_WARPS - 1) / MT_WARPS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, fr = threadIdx.x >> 5;
-    /* the first item's weights are on their way while x is staged */
+    /* the first two items' weights are on their way while x is staged */
     mt_pos p = {blockIdx.x, 0, 0};
-    mt_slice f, fn;
-    if (warp < S)
-        mt_load<VEC>(w, nb, p.rg * 16, warp, f);
+    mt_pos pn = mt_next(p, ipw, S, step);
+    mt_slice f, fn, fnn;
+    mt_fetch<VEC>(w, nb, n_rg, S, p, warp, f);
+    mt_fetch<VEC>(w, nb, n_rg, S, pn, pn.round + warp + MT_WARPS * pn.i, fn);
     if (threadIdx.x < nt)
         xrow[threadIdx.x] = j.gi ? j.x + (first + threadIdx.x) * j.x_stride
                                  : j.x + (y / j.x_div) * j.x_stride;
@@ -144,12 +166,14 @@ static __device__ __forceinline__ void mt_body(const spc_moe_tc_job &j, const sp
     __syncthreads();
     const int g = lane >> 2;
     const unsigned char *xt = mt_xs + (size_t)(g < nt ? g : nt - 1) * pitch;
-    float total = 0.0f;
+    float total = 0.0f, bv = 0.0f;
     for (;;) {
-        const mt_pos pn = mt_next(p, ipw, S, step);
-        const int s = p.round + warp + MT_WARPS * p.i, sn = pn.round + warp + MT_WARPS * pn.i;
-        if (pn.rg < n_rg && sn < S)
-            mt_load<VEC>(w, nb, pn.rg * 16, sn, fn);
+        const int s = p.round + warp + MT_WARPS * p.i;
+        const mt_pos pnn = mt_next(pn, ipw, S, step);
+        mt_fetch<VEC>(w, nb, n_rg, S, pnn, pnn.round + warp + MT_WARPS * pnn.i, fnn);
+        const int64_t row = p.rg * 16 + (lane >> 2) + (fr >= 2 ? 8 : 0); /* thread's output */
+        if (p.round == 0 && p.i == 0 && bias && row < rows) /* a new group's bias */
+            bv = __ldg(bias + row);
         if (s < S) {
             float c[4];
             mt_chain(f, xt, s, c);
@@ -164,10 +188,9 @@ static __device__ __forceinline__ void mt_body(const spc_moe_tc_job &j, const sp
                 total = __fadd_rn(total, part[k][fr][lane]);
             __syncthreads(); /* part is refilled by the next round */
             if (p.round + MT_ROUND >= S) { /* the group's last round: store */
-                const int64_t row = p.rg * 16 + (lane >> 2) + (fr >= 2 ? 8 : 0);
                 const int t = 2 * (lane & 3) + (fr & 1);
                 const int64_t tok = order ? order[first + (t < nt ? t : 0)] : first + t;
-                const float v = bias && row < rows ? __fadd_rn(total, bias[row]) : total;
+                const float v = bias && row < rows ? __fadd_rn(total, bv) : total;
                 if (j.glu) { /* row 2i + 1 (up) is lane ^ 4's: same register, token */
                     const float up = __shfl_xor_sync(SPC_FULL_MASK, v, 4);
                     if (!(row & 1) && row + 1 < rows && t < nt)
@@ -180,19 +203,19 @@ static __device__ __forceinline__ void mt_body(const spc_moe_tc_job &j, const sp
         }
         if (pn.rg >= n_rg)
             break;
-        p = pn;
-        f = fn;
+        p = pn, pn = pnn;
+        f = fn, fn = fnn;
     }
 }
 
 /* Block (x, y): y is pair y (ids, x row y / x_div, output row y) or, with gi, group y
  * (expert, first sorted slot, count: x rows first.., output rows first.. or order[first..]
  * with scatter); x walks the 16-row groups x, x + gridDim.x, ... A warp's items (group,
- * slice) form one stream, each item's weight loads issued while the one before is
+ * slice) form one stream, each item's weight loads issued two items before it is
  * computed, across rounds and groups. Dynamic shared memory: the tokens' x, `pitch`
  * bytes each. */
 template <int ROUTE> /* 0: ids given; else the logits a lane of the routing warp */
-__global__ void __launch_bounds__(MT_WARPS * 32, 5)
+__global__ void __launch_bounds__(MT_WARPS * 32, 4)
 k_moe_tc(const spc_moe_tc_job j, int pitch)
 {
     extern __shared__ __align__(16) unsigned char mt_xs[];
@@ -210,6 +233,11 @@ k_moe_tc(const spc_moe_tc_job j, int pitch)
         const int32_t *gr = j.gi + j.P + 3 * y;
         e = gr[0], first = gr[1], nt = gr[2];
     } else {
+        /* the pair's x row into L1 while its expert is found (routing or the id and the
+         * expert's record: dependent round trips); mt_stage_x then reads it from there */
+        const char *xr = reinterpret_cast<const char *>(j.x + (y / j.x_div) * j.x_stride);
+        for (int64_t o = (int64_t)threadIdx.x * 128; o < j.cols * 4; o += (int64_t)blockDim.x * 128)
+            asm volatile("prefetch.global.L1 [%0];" ::"l"(xr + o));
         __shared__ int32_t routed;
         e = ROUTE ? spc_route_pair<ROUTE ? ROUTE : 1>(j.route, y, blockIdx.x == 0, &routed) : j.ids[y];
         first = y, nt = 1;
@@ -265,14 +293,15 @@ int spc_moe_tc_rows(cudaStream_t s, const spc_moe_tc_job &j, int64_t blocks_y)
         return (int)cudaErrorInvalidValue;
     const int64_t pitch = mt_pitch(j.cols);
     const size_t smem = (size_t)(j.gi ? per : 1) * (size_t)pitch;
-    /* about one wave of blocks (five an SM), each walking an equal share of the row
-     * groups; grouped, blocks_y counts pairs and about P / per + experts hold a group */
+    /* about one wave of blocks (four an SM: the launch bounds), each walking an equal share
+     * of the row groups; grouped, blocks_y counts pairs and about P / per + experts hold a
+     * group */
     const int64_t n_rg = (j.n_out + 15) / 16;
     int64_t ys = j.gi ? j.P / per + j.n_experts : blocks_y;
     ys = ys < blocks_y ? ys : blocks_y;
-    const int64_t wave = 5 * (int64_t)mt_sms(), per_block = (n_rg * ys + wave - 1) / wave;
+    const int64_t wave = 4 * (int64_t)mt_sms(), per_block = (n_rg * ys + wave - 1) / wave;
     dim3 grid((unsigned)((n_rg + per_block - 1) / per_block), (unsigned)blocks_y);
-    if (j.route.logits && !j.gi) /* routing in the kernel: its own instances (91 registers; 93 without) */
+    if (j.route.logits && !j.gi) /* routing in the kernel: its own instances */
         spc_route_per(j.route.E) == 1
             ? spc_launch_smem(k_moe_tc<1>, grid, dim3(MT_WARPS * 32), smem, s, true, j, (int)pitch)
             : spc_launch_smem(k_moe_tc<4>, grid, dim3(MT_WARPS * 32), smem, s, true, j, (int)pitch);

@@ -101,9 +101,10 @@ static __device__ __forceinline__ void mge_chain(const mt_slice &f, const unsign
 #pragma unroll
     for (int j = 0; j < MGE_NT; j++)
         c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
-    const bool big = __any_sync(SPC_FULL_MASK, (f.sc & 0x80808080u) != 0u);
-    const uint32_t s0l = f.sc & 0xffu, s1l = (f.sc >> 8) & 0xffu;
-    const uint32_t s0h = (f.sc >> 16) & 0xffu, s1h = f.sc >> 24;
+    const uint32_t sc = mt_sc(f);
+    const bool big = __any_sync(SPC_FULL_MASK, (sc & 0x80808080u) != 0u);
+    const uint32_t s0l = sc & 0xffu, s1l = (sc >> 8) & 0xffu;
+    const uint32_t s0h = (sc >> 16) & 0xffu, s1h = sc >> 24;
     if (big) {
         mge_block<true, 0>(c, f.lo[0], f.hi[0], s0l, s0h, xrow);
         mge_block<true, 1>(c, f.lo[1], f.hi[1], s1l, s1h, xrow);

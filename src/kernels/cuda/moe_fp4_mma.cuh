@@ -96,11 +96,18 @@ static __device__ __forceinline__ void mt_word(float c[4], uint32_t lo, uint32_t
 /* ---- one slice ------------------------------------------------------------------------ */
 
 /* A thread's operands of one slice: blocks 2q and 2q + 1 of rows g (lo) and g + 8 (hi),
- * and their four scales (bytes: lo 2q, lo 2q + 1, hi 2q, hi 2q + 1). */
+ * and their four scales as loaded, each in its own register: nothing combines them until
+ * the slice is computed (mt_sc), so issuing the loads never waits for them. */
 struct mt_slice {
     uint4 lo[2], hi[2];
-    uint32_t sc;
+    uint32_t sb[4];
 };
+
+/* The slice's four scale bytes in one word: lo 2q, lo 2q + 1, hi 2q, hi 2q + 1. */
+static __device__ __forceinline__ uint32_t mt_sc(const mt_slice &f)
+{
+    return f.sb[0] | f.sb[1] << 8 | f.sb[2] << 16 | f.sb[3] << 24;
+}
 
 /* 16 bytes of an MXFP4 row (one block); byte loads when the row is not 16-byte aligned */
 template <bool VEC> static __device__ __forceinline__ uint4 mt_ld16(const unsigned char *p)
@@ -117,10 +124,10 @@ template <bool VEC> static __device__ __forceinline__ uint4 mt_ld16(const unsign
     }
 }
 
-/* One row's two blocks b, b + 1 and their scales (zeros past the row or its blocks). */
+/* One row's two blocks b, b + 1 and their scale bytes (zeros past the row or its blocks). */
 template <bool VEC>
 static __device__ __forceinline__ void mt_load_row(const sp_weight &w, int64_t nb, int64_t r,
-                                                   int64_t b, uint4 v[2], uint32_t *sc)
+                                                   int64_t b, uint4 v[2], uint32_t sb[2])
 {
     const uint4 z = make_uint4(0, 0, 0, 0);
     const unsigned char *d = w.data + (size_t)r * w.row_bytes + (size_t)b * 16;
@@ -128,7 +135,8 @@ static __device__ __forceinline__ void mt_load_row(const sp_weight &w, int64_t n
     const bool ok0 = r < w.rows && b < nb, ok1 = r < w.rows && b + 1 < nb;
     v[0] = ok0 ? mt_ld16<VEC>(d) : z;
     v[1] = ok1 ? mt_ld16<VEC>(d + 16) : z;
-    *sc = (ok0 ? (uint32_t)__ldg(s) : 0u) | (ok1 ? (uint32_t)__ldg(s + 1) << 8 : 0u);
+    sb[0] = ok0 ? (uint32_t)__ldg(s) : 0u;
+    sb[1] = ok1 ? (uint32_t)__ldg(s + 1) : 0u;
 }
 
 /* Issues the loads of slice s of rows r0 .. r0 + 15 of w. */
@@ -138,10 +146,8 @@ static __device__ __forceinline__ void mt_load(const sp_weight &w, int64_t nb, i
 {
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int64_t b = (int64_t)s * (MT_BK / 32) + 2 * q;
-    uint32_t slo, shi;
-    mt_load_row<VEC>(w, nb, r0 + g, b, f.lo, &slo);
-    mt_load_row<VEC>(w, nb, r0 + g + 8, b, f.hi, &shi);
-    f.sc = slo | shi << 16;
+    mt_load_row<VEC>(w, nb, r0 + g, b, f.lo, &f.sb[0]);
+    mt_load_row<VEC>(w, nb, r0 + g + 8, b, f.hi, &f.sb[2]);
 }
 
 /* The eight BF16 operands of word w of rows g (lo) and g + 8 (hi): a[0..3] mma 2w's
