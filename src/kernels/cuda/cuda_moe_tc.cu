@@ -55,7 +55,8 @@ static __device__ __forceinline__ void mt_chain(const mt_slice &f, const unsigne
 {
     const int q = threadIdx.x & 3;
     c[0] = c[1] = c[2] = c[3] = 0.0f;
-    const uint4 *xb = reinterpret_cast<const uint4 *>(xt) + mt_x_unit((int64_t)s * (MT_BK / 32) + 2 * q, 0);
+    const uint4 *xb =
+        reinterpret_cast<const uint4 *>(xt) + mt_x_unit((int64_t)s * (MT_BK / 32) + 2 * q, 0);
     /* a scale of 2 or more (rare): the second product */
     const uint32_t sc = mt_sc(f);
     const bool big = __any_sync(SPC_FULL_MASK, (sc & 0x80808080u) != 0u);
