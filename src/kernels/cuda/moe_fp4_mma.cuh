@@ -69,13 +69,17 @@ static __device__ __forceinline__ uint32_t mt_mul(uint32_t a, uint32_t b)
 
 /* Pair i of word w: codes i (bits 4i..) and i + 4 (bits 4i + 16..), magnitude to bits
  * 6-8 / 22-24, sign to 15 / 31; times the scale. Exact: e2m1 * 2^-126 is a BF16 (a
- * subnormal for 0.5) and the products by powers of two round nothing away but overflow. */
+ * subnormal for 0.5) and the products by powers of two round nothing away but overflow.
+ * The two codes (pairs 2 and 3 from w >> 8) are masked out and moved to both places by
+ * one multiply, m * (2^a + 2^(a + 6)): the two shifted copies share no bit, so the sum
+ * has no carry, and a mask keeps magnitude and sign. */
 template <int I, bool BIG>
 static __device__ __forceinline__ uint32_t mt_pair(uint32_t w, uint32_t c1, uint32_t c2)
 {
-    constexpr int MS = 6 - 4 * I, SS = 12 - 4 * I; /* left shifts (negative: right) */
-    const uint32_t mag = (MS >= 0 ? w << (MS & 31) : w >> ((-MS) & 31)) & 0x01c001c0u;
-    const uint32_t v = mag | ((w << SS) & 0x80008000u);
+    constexpr int J = I & 1;                  /* nibble of the (shifted) word's halves */
+    const uint32_t src = I >= 2 ? w >> 8 : w; /* codes i, i + 4 at bits 4j.., 4j + 16.. */
+    const uint32_t m = src & (0x000f000fu << (4 * J));
+    const uint32_t v = (m * (0x1040u >> (4 * J))) & 0x81c081c0u;
     const uint32_t r = mt_mul(v, c1);
     return BIG && c2 ? mt_mul(r, c2) : r;
 }
