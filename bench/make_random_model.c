@@ -216,10 +216,10 @@ static int write_gptoss(const char *dir, gptoss_shape g)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
+    if (argc < 2 || argv[1][0] == '-' || argc % 2) { /* OUT_DIR first, then option pairs */
         fprintf(stderr, "usage: %s OUT_DIR [--preset llama-100m|llama-1b|llama-tiny|gptoss-mxfp4|gptoss-20b|gptoss-120b] [--gguf FILE]\n",
                 argv[0]);
-        return 2;
+        return argc >= 2 && !strcmp(argv[1], "--help") ? 0 : 2;
     }
     const char *dir = argv[1], *preset = "llama-100m";
     for (int i = 2; i + 1 < argc; i += 2) {
