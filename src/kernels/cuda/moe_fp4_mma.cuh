@@ -14,8 +14,10 @@
  * token's x. Word w (codes 8w .. 8w + 7) of a block gives four BF16 pairs, pair i = codes
  * (8w + i, 8w + i + 4); a block is eight mma, mma 2w taking pairs 0 and 1 of word w, mma
  * 2w + 1 pairs 2 and 3; the slice is one chain of sixteen from zero (block 2q, then 2q + 1).
- * x is staged already in that pair order: block b of a token at byte 64 b, its word w's
- * pair i (x[32b + 8w + i], x[32b + 8w + i + 4]) at + 16 w + 4 i. */
+ * x comes in that pair order: word w of block b of a token is 16 bytes, its pair i
+ * (x[32b + 8w + i], x[32b + 8w + i + 4]) at + 4 i. Where the words sit is each kernel's:
+ * packed in global memory block b at byte 64 b, word w at + 16 w (spc_moe_tc_pack_x);
+ * in shared memory cuda_moe_tc.cu's mt_x_unit and cuda_moe_tc_gemm.cu's swizzle. */
 #ifndef SP_KERNELS_CUDA_MOE_FP4_MMA_CUH
 #define SP_KERNELS_CUDA_MOE_FP4_MMA_CUH
 
