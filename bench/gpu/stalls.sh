@@ -13,7 +13,7 @@
 # instructions with the most. How it found the MXFP4 expert kernel's waiting prefetch:
 # docs/BENCHMARKS_GPU.md, "The expert rows' stalls".
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
 OUT=${OUT:-$ROOT/gpu-out}; mkdir -p "$OUT"
 K=${1:?usage: stalls.sh KERNEL_REGEX [PRESET] [PRECISION] [SKIP] [N]}
