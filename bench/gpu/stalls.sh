@@ -32,6 +32,10 @@ timeout 300 ncu --clock-control none --section SourceCounters -k "regex:$K" --la
     --launch-count 2 -o "$REP" env SPECULA_CUDA_GRAPHS=0 "$B/specula" generate -m "$M" --device cuda \
     --precision "$PREC" --tokens 1,5,7 -n 4 --temp 0 > "$OUT/stalls_ncu.log" 2>&1 ||
     { echo "ncu failed: $OUT/stalls_ncu.log"; tail -5 "$OUT/stalls_ncu.log"; exit 1; }
-ncu --import "$REP.ncu-rep" --page source --csv --print-source sass > "$REP.csv" 2>> "$OUT/stalls_ncu.log"
+ncu --import "$REP.ncu-rep" --page source --csv --print-source sass > "$REP.csv" 2>> "$OUT/stalls_ncu.log" ||
+    { echo "ncu --import failed: $OUT/stalls_ncu.log"; exit 1; }
 xz -9 -c "$REP.csv" > "$OUT/stalls.csv.xz"
 python3 bench/gpu/ncu_stalls.py "$REP.csv" "$N"
+rc=$?
+rm -f "$REP.ncu-rep" "$REP.csv"
+exit $rc
