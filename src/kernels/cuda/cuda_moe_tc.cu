@@ -126,11 +126,18 @@ static __device__ __forceinline__ mt_pos mt_next(mt_pos p, int ipw, int S, int64
     return p;
 }
 
-/* Issues the loads of slice sn at position p, if that is a slice of the matrix. */
+/* The slice warp `warp` computes at position p. */
+static __device__ __forceinline__ int mt_slice_at(const mt_pos &p, int warp)
+{
+    return p.round + warp + MT_WARPS * p.i;
+}
+
+/* Issues the loads of the warp's slice at position p, if that is a slice of the matrix. */
 template <bool VEC>
 static __device__ __forceinline__ void mt_fetch(const sp_weight &w, int64_t nb, int64_t n_rg, int S,
-                                                const mt_pos &p, int sn, mt_slice &f)
+                                                const mt_pos &p, int warp, mt_slice &f)
 {
+    const int sn = mt_slice_at(p, warp);
     if (p.rg < n_rg && sn < S)
         mt_load<VEC>(w, nb, p.rg * 16, sn, f);
 }
@@ -158,7 +165,7 @@ static __device__ __forceinline__ void mt_body(const spc_moe_tc_job &j, const sp
     mt_pos pn = mt_next(p, ipw, S, step);
     mt_slice f, fn, fnn;
     mt_fetch<VEC>(w, nb, n_rg, S, p, warp, f);
-    mt_fetch<VEC>(w, nb, n_rg, S, pn, pn.round + warp + MT_WARPS * pn.i, fn);
+    mt_fetch<VEC>(w, nb, n_rg, S, pn, warp, fn);
     if (threadIdx.x < nt)
         xrow[threadIdx.x] = j.gi ? j.x + (first + threadIdx.x) * j.x_stride
                                  : j.x + (y / j.x_div) * j.x_stride;
@@ -169,9 +176,9 @@ static __device__ __forceinline__ void mt_body(const spc_moe_tc_job &j, const sp
     const unsigned char *xt = mt_xs + (size_t)(g < nt ? g : nt - 1) * pitch;
     float total = 0.0f, bv = 0.0f;
     for (;;) {
-        const int s = p.round + warp + MT_WARPS * p.i;
+        const int s = mt_slice_at(p, warp);
         const mt_pos pnn = mt_next(pn, ipw, S, step);
-        mt_fetch<VEC>(w, nb, n_rg, S, pnn, pnn.round + warp + MT_WARPS * pnn.i, fnn);
+        mt_fetch<VEC>(w, nb, n_rg, S, pnn, warp, fnn);
         const int64_t row = p.rg * 16 + (lane >> 2) + (fr >= 2 ? 8 : 0); /* thread's output */
         if (p.round == 0 && p.i == 0 && bias && row < rows) /* a new group's bias */
             bv = __ldg(bias + row);
