@@ -10,12 +10,15 @@
  *   takes which slice is a schedule, not arithmetic), the block folds the slice sums in
  *   ascending order, then walks on to its next row group (at most a wave of blocks: the
  *   LM head's 12,568 groups no longer stage x 12,568 times; gpt-oss-20b shape, H200, ncu
- *   of a decode step: Q/K/V + LM head 754 -> 689 us, decode within noise, +0-2%).
+ *   of a decode step: Q/K/V + LM head 754 -> 689 us, decode within noise, +0-2%). The
+ *   weights reach the warps through a ring of shared-memory slots filled by cp.async in
+ *   whole lines (below).
  * - k_tc_gemm (more tokens, cuda_tc_gemm.cu): x rounded to bf16 once into the caller's
  *   scratch, then a tiled GEMM; without scratch the rows kernel runs in 16-token pieces.
  * This file holds the rows kernel, the choice between the two and the entry points. */
 #include "kernels/cuda/cuda_moe_tc.cuh"
 #include "kernels/cuda/cuda_tc.cuh"
+#include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/decode.cuh"
 
 #define TC_WARPS_ROWS 8              /* warps of k_tc_rows */
@@ -34,34 +37,11 @@ static __device__ __forceinline__ void tc_load_x(const float *x, int64_t cols, b
     tc_pack8(u, v, b);
 }
 
-static __device__ __forceinline__ uint4 tc_load_w(const unsigned char *row, bool ok, int64_t k)
-{
-    if (!ok)
-        return make_uint4(0, 0, 0, 0);
-    return __ldg(reinterpret_cast<const uint4 *>(row + k * 2));
-}
-
-/* A warp's weights for one slice: rows g and g + 8 of a 16-row group, every step. */
+/* A warp's weights for one slice: rows g and g + 8 of a 16-row group, every step, in the
+ * registers of cuda_tc.cuh's fragment mapping. */
 struct tc_slice_w {
     uint4 lo[TC_SLICE], hi[TC_SLICE];
 };
-
-/* Issues the loads of slice s of rows r0 .. r0 + 15 (zeros past rows or cols). */
-static __device__ __forceinline__ void tc_load_slice(const unsigned char *w, size_t ld,
-                                                     int64_t rows, int64_t r0, int64_t cols,
-                                                     int s, tc_slice_w &f)
-{
-    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    const bool ok_lo = r0 + g < rows, ok_hi = r0 + g + 8 < rows;
-    const unsigned char *p_lo = w + (size_t)(ok_lo ? r0 + g : 0) * ld;
-    const unsigned char *p_hi = w + (size_t)(ok_hi ? r0 + g + 8 : 0) * ld;
-#pragma unroll
-    for (int u = 0; u < TC_SLICE; u++) {
-        const int64_t k = ((int64_t)s * TC_SLICE + u) * TC_BK + 8 * q;
-        f.lo[u] = tc_load_w(p_lo, k < cols && ok_lo, k);
-        f.hi[u] = tc_load_w(p_hi, k < cols && ok_hi, k);
-    }
-}
 
 /* Where a warp's x fragments come from: XS, the block's bf16 copy in shared memory
  * (rows of pitch bytes, `rows` tokens from t0); else x itself, converted per load. Both
@@ -128,17 +108,6 @@ static __device__ __forceinline__ void tc_stage_x(const tc_x_src &src, unsigned 
     }
 }
 
-/* Loads item `it` (job it / S: the matrix, or SwiGLU's gate / up; slice it % S) of row
- * group r0 into f when it < end. */
-static __device__ __forceinline__ void tc_load_item(const tc_set &set, int m, int64_t r0, int S,
-                                                    int it, int end, tc_slice_w &f)
-{
-    if (it >= end)
-        return;
-    const int mm = set.swiglu ? it / S : m;
-    tc_load_slice(set.w[mm], set.ld[mm], set.rows[mm], r0, set.cols, it % S, f);
-}
-
 /* The chain of slice s into the item's shared-memory slot (register r of lane l at
  * slot[j][r][l]). */
 template <int NT, bool XS>
@@ -165,17 +134,96 @@ static __device__ __forceinline__ int tc_group(const tc_set &set, int64_t g, int
     return m;
 }
 
+/* ---- the weights through shared memory -----------------------------------------------
+ * Each warp copies its next TC_RING items (16 rows x 128 columns) into a ring of
+ * shared-memory slots by cp.async, half a warp to a 256-byte row segment (two whole lines a
+ * request), and reads an item's fragments from its slot (granule c of row r stored at
+ * c ^ (r % 8): conflict-free reads). Loading the fragments straight from global memory, a
+ * load instruction takes 64 bytes of each of eight rows: 1.5-1.9x the L2 requests for the
+ * same bytes (llama-1b, H200: fast decode 843-849 -> 879-888 tok/s, gpt-oss-20b 380-383 ->
+ * 384-387; ncu, down 2048 x 8192: 18.0 -> 15.4 us). Only where the bytes travel changes:
+ * the same registers reach the same mma. */
+#define TC_RING 2                        /* items a warp has in flight */
+#define TC_ITEM_BYTES (16 * TC_KS * 2)   /* an item: 16 rows x 128 BF16 columns */
+#define TC_RING_BYTES ((size_t)TC_WARPS_ROWS * TC_RING * TC_ITEM_BYTES) /* a block's rings */
+
+/* The rows kernel's dynamic shared memory, at most: the smallest of the devices' limits
+ * (spc_tc_supported sets it before any launch). */
+static int g_tc_dyn_smem;
+
+/* A warp's next item to copy: group g (of the block's g = blockIdx.x + i gridDim.x), round
+ * (first item of TC_ROUND_FLOATS / (128 NT)), item k of the round. */
+struct tc_cur {
+    int64_t g;
+    int round, k;
+};
+
+/* Moves c to the warp's first item at or after it (past empty rounds; g >= groups: none). */
+static __device__ __forceinline__ void tc_cur_settle(tc_cur &c, int items, int R, int warp,
+                                                     int64_t groups)
+{
+    while (c.g < groups) {
+        const int n_in = items - c.round < R ? items - c.round : R;
+        if (c.k < n_in)
+            return;
+        c.k = warp;
+        c.round += R;
+        if (c.round >= items) {
+            c.round = 0;
+            c.g += gridDim.x;
+        }
+    }
+}
+
+/* Issues the copies of item c into slot (zeros past rows or columns) and commits them as
+ * one group (an empty group when c is past the block's groups). */
+static __device__ __forceinline__ void tc_ring_issue(const tc_set &set, int S, const tc_cur &c,
+                                                     int64_t groups, unsigned char *slot)
+{
+    if (c.g < groups) {
+        int64_t r0;
+        const int m = tc_group(set, c.g, &r0);
+        const int it = c.round + c.k, mm = set.swiglu ? it / S : m, s = it % S;
+        const unsigned char *w = set.w[mm];
+        const int lane = threadIdx.x & 31;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int idx = lane + 32 * i, rho = idx >> 4, c16 = idx & 15;
+            const int64_t row = r0 + rho, col = (int64_t)s * TC_KS + 8 * c16;
+            const bool ok = row < set.rows[mm] && col < set.cols;
+            spc_cp16_or_zero(slot + rho * 256 + ((c16 ^ (rho & 7)) << 4),
+                             ok ? w + (size_t)row * set.ld[mm] + (size_t)col * 2 : w, ok);
+        }
+    }
+    spc_cp_commit();
+}
+
+/* An item's fragments from its slot, in cuda_tc.cuh's mapping (rows g and g + 8, columns
+ * 32 u + 8 q of step u). */
+static __device__ __forceinline__ void tc_ring_read(const unsigned char *slot, tc_slice_w &f)
+{
+    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+#pragma unroll
+    for (int u = 0; u < TC_SLICE; u++) {
+        const int c = ((4 * u + q) ^ g) << 4;
+        f.lo[u] = *reinterpret_cast<const uint4 *>(slot + g * 256 + c);
+        f.hi[u] = *reinterpret_cast<const uint4 *>(slot + (g + 8) * 256 + c);
+    }
+}
+
 /* grid (blocks walking the 16-row groups of all matrices: x, x + gridDim.x, ..; token tiles
  * of 8 NT), TC_WARPS_ROWS warps; dynamic shared memory: XS, the tile's tokens of x as bf16
- * (rows of xs_pitch bytes), staged once for all the block's groups. Items are (job, slice)
- * pairs, job 0 the matrix (SwiGLU: 0 gate, 1 up), in rounds of up to TC_ROUND_FLOATS /
- * (128 NT) items (one round for K up to 16384 at NT 1); warp w computes items w, w + W, ...
- * of a round into shared memory, then the block folds the round's items in ascending order
- * (the fold's element mapping is below). The next group's first item loads while a group
- * is folded and stored. */
+ * (rows of xs_pitch bytes, xs_bytes with padding), staged once for all the block's groups,
+ * then the warps' rings. Items are (job, slice) pairs, job 0 the matrix (SwiGLU: 0 gate, 1
+ * up), in rounds of up to TC_ROUND_FLOATS / (128 NT) items (one round for K up to 16384 at
+ * NT 1); warp w computes items w, w + W, ... of a round into shared memory, then the block
+ * folds the round's items in ascending order (the fold's element mapping is below). A
+ * warp's copies run TC_RING items ahead of it, across rounds and groups, the first ones
+ * issued before the wait for x. */
 template <int NT, bool XS>
 __global__ void __launch_bounds__(TC_WARPS_ROWS * 32, 2)
-k_tc_rows(const tc_set set, const float *__restrict__ x, int64_t n_tok, bool xvec, int xs_pitch)
+k_tc_rows(const tc_set set, const float *__restrict__ x, int64_t n_tok, bool xvec, int xs_pitch,
+          int xs_bytes)
 {
     extern __shared__ __align__(16) unsigned char tc_xs[];
     spc_pdl_trigger();
@@ -183,41 +231,51 @@ k_tc_rows(const tc_set set, const float *__restrict__ x, int64_t n_tok, bool xve
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, e = threadIdx.x;
     const int64_t groups = set.grp0[set.swiglu ? 1 : set.n];
     const int64_t t0 = (int64_t)blockIdx.y * 8 * NT;
-    const int64_t cols = set.cols;
-    const int S = (int)((cols + TC_KS - 1) / TC_KS);
+    const int S = (int)((set.cols + TC_KS - 1) / TC_KS);
     const int items = (set.swiglu ? 2 : 1) * S;
     const int64_t left = n_tok - t0;
-    const tc_x_src src = {x, cols, n_tok, t0, xvec, tc_xs, xs_pitch,
+    const tc_x_src src = {x, set.cols, n_tok, t0, xvec, tc_xs, xs_pitch,
                           (int)(left < 8 * NT ? left : 8 * NT)};
     __shared__ float part[ROUND][NT][4][32];
     /* the fold: thread e owns elements e, e + 32 W, ... < 128 NT (element el: token tile
      * el / 128, fragment register (el / 32) % 4 of lane el % 32) */
     constexpr int PER = (128 * NT + 32 * W - 1) / (32 * W);
-    /* the first item's weights are on their way before x is read (x may still be being
-     * written by the previous kernel until spc_pdl_wait) */
-    int64_t g = blockIdx.x, r0;
-    int m = tc_group(set, g, &r0);
-    tc_slice_w f, fn;
-    tc_load_item(set, m, r0, S, warp, items, f);
+    unsigned char *ring = tc_xs + xs_bytes + warp * TC_RING * TC_ITEM_BYTES;
+    /* the first TC_RING items' copies fly before x is read */
+    tc_cur cur = {blockIdx.x, 0, warp};
+    tc_cur_settle(cur, items, ROUND, warp, groups);
+#pragma unroll
+    for (int d = 0; d < TC_RING; d++) {
+        tc_ring_issue(set, S, cur, groups, ring + d * TC_ITEM_BYTES);
+        cur.k += W;
+        tc_cur_settle(cur, items, ROUND, warp, groups);
+    }
+    int slot = 0;
     spc_pdl_wait();
     if (XS) {
         tc_stage_x(src, tc_xs);
         __syncthreads();
     }
-    for (;;) {
+    for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+        int64_t r0;
+        const int m = tc_group(set, g, &r0);
         float total[PER][2];
 #pragma unroll
         for (int i = 0; i < PER; i++)
             total[i][0] = total[i][1] = 0.0f;
         for (int round = 0; round < items; round += ROUND) {
             const int n_in = items - round < ROUND ? items - round : ROUND;
-            if (round)
-                tc_load_item(set, m, r0, S, round + warp, items, f);
-            for (int k = warp; k < n_in; k += W) { /* the next item's loads fly during this one */
-                if (k + W < n_in)
-                    tc_load_item(set, m, r0, S, round + k + W, items, fn);
+            for (int k = warp; k < n_in; k += W) {
+                spc_cp_wait<TC_RING - 1>(); /* this item's copies (this lane's) ... */
+                __syncwarp();               /* ... and the warp's */
+                tc_slice_w f;
+                tc_ring_read(ring + slot * TC_ITEM_BYTES, f);
+                __syncwarp(); /* the slot is read: refill it */
+                tc_ring_issue(set, S, cur, groups, ring + slot * TC_ITEM_BYTES);
+                cur.k += W;
+                tc_cur_settle(cur, items, ROUND, warp, groups);
+                slot = slot + 1 == TC_RING ? 0 : slot + 1;
                 tc_item_slice<NT, XS>(f, src, (round + k) % S, part[k]);
-                f = fn;
             }
             __syncthreads();
 #pragma unroll
@@ -234,30 +292,22 @@ k_tc_rows(const tc_set set, const float *__restrict__ x, int64_t n_tok, bool xve
             }
             __syncthreads(); /* part is refilled by the next round */
         }
-        const int64_t gn = g + gridDim.x, r0_done = r0;
-        const int m_done = m;
-        if (gn < groups) { /* the next group's first item, while this one is stored */
-            m = tc_group(set, gn, &r0);
-            tc_load_item(set, m, r0, S, warp, items, f);
-        }
 #pragma unroll
         for (int i = 0; i < PER; i++) {
             const int el = e + 32 * W * i, fr = (el >> 5) & 3;
-            const int64_t row = r0_done + (lane >> 2) + (fr >= 2 ? 8 : 0);
+            const int64_t row = r0 + (lane >> 2) + (fr >= 2 ? 8 : 0);
             const int64_t tok = t0 + (el >> 7) * 8 + 2 * (lane & 3) + (fr & 1);
-            if (el >= 128 * NT || row >= set.rows[m_done] || tok >= n_tok)
+            if (el >= 128 * NT || row >= set.rows[m] || tok >= n_tok)
                 continue;
             float v = total[i][0];
             if (set.swiglu)
                 v = __fmul_rn(spc_silu(v), total[i][1]);
-            else if (set.b[m_done])
-                v = __fadd_rn(v, set.b[m_done][row]);
-            set.y[m_done][tok * set.rows[m_done] + row] = v;
+            else if (set.b[m])
+                v = __fadd_rn(v, set.b[m][row]);
+            set.y[m][tok * set.rows[m] + row] = v;
         }
-        if (gn >= groups)
-            break;
-        g = gn;
     }
+    spc_cp_wait<0>();
 }
 
 /* ---- launches ------------------------------------------------------------------------ */
@@ -285,14 +335,18 @@ static int tc_rows_run(cudaStream_t s, tc_set &set, const float *x, int64_t n_to
     const int64_t xs_rows = n_tok < 8 * nt ? n_tok : 8 * nt;
     const int64_t xs = xs_pitch <= TC_XS_MAX ? xs_rows * xs_pitch : TC_XS_MAX + 1;
     const bool use_xs = xs <= TC_XS_MAX;
-    const int pitch = use_xs ? (int)xs_pitch : 0;
+    /* the ring after x, rounded to 16 bytes; x from global memory when both do not fit */
+    const int xb = use_xs ? (int)((xs + 15) / 16 * 16) : 0;
+    const bool fit = (size_t)xb + TC_RING_BYTES <= (size_t)g_tc_dyn_smem;
+    const size_t smem = (fit ? (size_t)xb : 0) + TC_RING_BYTES;
+    const int pitch = use_xs && fit ? (int)xs_pitch : 0;
 #define TC_ROWS(NT, XS)                                                                      \
-    spc_launch_smem(k_tc_rows<NT, XS>, grid, dim3(TC_WARPS_ROWS * 32), XS ? (size_t)xs : 0, s, \
-                    true, set, x, n_tok, xvec, pitch)
+    spc_launch_smem(k_tc_rows<NT, XS>, grid, dim3(TC_WARPS_ROWS * 32), smem, s, true, set, x,   \
+                    n_tok, xvec, pitch, fit ? xb : 0)
     if (nt == 1)
-        use_xs ? TC_ROWS(1, true) : TC_ROWS(1, false);
+        use_xs && fit ? TC_ROWS(1, true) : TC_ROWS(1, false);
     else
-        use_xs ? TC_ROWS(2, true) : TC_ROWS(2, false);
+        use_xs && fit ? TC_ROWS(2, true) : TC_ROWS(2, false);
 #undef TC_ROWS
     return spc_launch_status();
 }
@@ -350,10 +404,21 @@ extern "C" bool spc_tc_supported(void)
                       cudaSuccess &&
                   major >= 8 &&
                   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess;
-        ok = ok && tc_smem_limit(k_tc_rows<1, true>, TC_XS_MAX) &&
-             tc_smem_limit(k_tc_rows<2, true>, TC_XS_MAX) &&
+        /* the rows kernel's dynamic shared memory: the ring and up to TC_XS_MAX of x, less
+         * where the device has less (then x comes from global memory for long rows) */
+        int optin = 0;
+        ok = ok && cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) ==
+                       cudaSuccess;
+        const int stat = (int)(TC_ROUND_FLOATS * sizeof(float)) + 1024; /* part, and slack */
+        int dyn = TC_XS_MAX + 16 + (int)TC_RING_BYTES;
+        dyn = optin - stat < dyn ? optin - stat : dyn;
+        ok = ok && dyn >= (int)TC_RING_BYTES && tc_smem_limit(k_tc_rows<1, true>, dyn) &&
+             tc_smem_limit(k_tc_rows<2, true>, dyn) && tc_smem_limit(k_tc_rows<1, false>, dyn) &&
+             tc_smem_limit(k_tc_rows<2, false>, dyn) &&
              tc_gemm_setup(dev, sms) && spc_moe_tc_setup();
         g_tc_state[dev] = ok ? 1 : -1;
+        if (ok)
+            g_tc_dyn_smem = g_tc_dyn_smem && g_tc_dyn_smem < dyn ? g_tc_dyn_smem : dyn;
         (void)cudaGetLastError(); /* a refused attribute is not a launch error */
     }
     return g_tc_state[dev] == 1;
