@@ -146,9 +146,11 @@ static void test_tc_reference(void **state)
     }
     double worst = 0, w;
     /* few tokens (the rows kernel): partial row groups, column tails inside a step and a
-     * slice, several slices, a row pitch wider than the row */
-    const int64_t shapes[][2] = {{1, 8}, {15, 40}, {17, 512}, {33, 520}, {130, 1056}, {64, 2880}};
-    for (int i = 0; i < 6; i++)
+     * slice, several slices, a row pitch wider than the row, and rows long enough that 16
+     * tokens of x do not fit shared memory (x then read from global memory) */
+    const int64_t shapes[][2] = {{1, 8},     {15, 40},   {17, 512},
+                                 {33, 520},  {130, 1056}, {64, 2880}, {40, 4096}};
+    for (int i = 0; i < 7; i++)
         for (int64_t nt = 1; nt <= 17; nt += (nt < 9 ? 1 : 7)) {
             w = check_tc(shapes[i][0], shapes[i][1], i & 1 ? 8 : 0, nt, (int)(nt & 1), 0);
             worst = w > worst ? w : worst;
