@@ -144,7 +144,9 @@ static __device__ __forceinline__ int tc_group(const tc_set &set, int64_t g, int
  * 384-387; ncu, down 2048 x 8192: 18.0 -> 15.4 us). Only where the bytes travel changes:
  * the same registers reach the same mma. */
 #define TC_RING 2                        /* items a warp has in flight */
-#define TC_ITEM_BYTES (16 * TC_KS * 2)   /* an item: 16 rows x 128 BF16 columns */
+#define TC_SEG_BYTES (TC_KS * 2)         /* an item's row: 128 BF16 columns */
+#define TC_ITEM_BYTES (16 * TC_SEG_BYTES) /* an item: 16 rows */
+#define TC_LANE_COPIES (TC_ITEM_BYTES / (16 * 32)) /* 16-byte copies a lane makes of an item */
 #define TC_RING_BYTES ((size_t)TC_WARPS_ROWS * TC_RING * TC_ITEM_BYTES) /* a block's rings */
 
 /* The rows kernel's dynamic shared memory, at most: the smallest of the devices' limits
@@ -187,11 +189,12 @@ static __device__ __forceinline__ void tc_ring_issue(const tc_set &set, int S, c
         const unsigned char *w = set.w[mm];
         const int lane = threadIdx.x & 31;
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const int idx = lane + 32 * i, rho = idx >> 4, c16 = idx & 15;
+        for (int i = 0; i < TC_LANE_COPIES; i++) { /* half a warp a row segment */
+            const int idx = lane + 32 * i, rho = idx / (TC_SEG_BYTES / 16);
+            const int c16 = idx % (TC_SEG_BYTES / 16);
             const int64_t row = r0 + rho, col = (int64_t)s * TC_KS + 8 * c16;
             const bool ok = row < set.rows[mm] && col < set.cols;
-            spc_cp16_or_zero(slot + rho * 256 + ((c16 ^ (rho & 7)) << 4),
+            spc_cp16_or_zero(slot + rho * TC_SEG_BYTES + ((c16 ^ (rho & 7)) << 4),
                              ok ? w + (size_t)row * set.ld[mm] + (size_t)col * 2 : w, ok);
         }
     }
@@ -206,8 +209,8 @@ static __device__ __forceinline__ void tc_ring_read(const unsigned char *slot, t
 #pragma unroll
     for (int u = 0; u < TC_SLICE; u++) {
         const int c = ((4 * u + q) ^ g) << 4;
-        f.lo[u] = *reinterpret_cast<const uint4 *>(slot + g * 256 + c);
-        f.hi[u] = *reinterpret_cast<const uint4 *>(slot + (g + 8) * 256 + c);
+        f.lo[u] = *reinterpret_cast<const uint4 *>(slot + g * TC_SEG_BYTES + c);
+        f.hi[u] = *reinterpret_cast<const uint4 *>(slot + (g + 8) * TC_SEG_BYTES + c);
     }
 }
 
