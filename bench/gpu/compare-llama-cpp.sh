@@ -25,14 +25,12 @@ while [ $# -gt 0 ]; do
     esac
     shift 2
 done
-if [ ! -d .devbuild ] && [ -f .devbuild.tar.xz ]; then
-    mkdir -p .devbuild && tar -xJf .devbuild.tar.xz -C .devbuild
-fi
-B=$(ls -d .devbuild/build-cuda .devbuild/build 2>/dev/null | head -1)
-[ -n "$B" ] || { echo "no packed build (.devbuild)"; exit 1; }
+. bench/gpu/devbuild.sh
+devbuild_find || { echo "no packed build (.devbuild)"; exit 1; }
+B=$DEVBUILD_BIN
 LB=$LB_DIR/llama-bench
 [ -x "$LB" ] || { echo "no $LB"; exit 1; }
-SPL=$ROOT/.devbuild/lib
+SPL=$DEVBUILD_LIB
 OUT=${OUT:-$ROOT/gpu-out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1
 R=$OUT/compare.tsv

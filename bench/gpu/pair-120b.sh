@@ -15,11 +15,10 @@
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
-if [ ! -d .devbuild ] && [ -f .devbuild.tar.xz ]; then   # pack-perf-build.sh's tarball
-    mkdir -p .devbuild && tar -xJf .devbuild.tar.xz -C .devbuild
-fi
-B=$(ls -d .devbuild/build-cuda .devbuild/build 2>/dev/null | head -1)
-export LD_LIBRARY_PATH=$PWD/.devbuild/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. bench/gpu/devbuild.sh
+devbuild_find || { echo "no packed build (.devbuild)"; exit 1; }
+B=$DEVBUILD_BIN
+export LD_LIBRARY_PATH=$DEVBUILD_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 S=$B/specula
 M=/dev/shm/specula-pair
 step() { local name=$1 lim=$2; shift 2; echo "== $name: $*"; local t0; t0=$(date +%s);

@@ -25,13 +25,10 @@ T_START=$(date +%s)
 mkdir -p /work/wt 2>/dev/null
 for p in /work/main /work/wt/gpuperf; do [ -e "$p" ] || ln -sfn "$ROOT" "$p" 2>/dev/null; done
 B=build-cuda
-if [ ! -d .devbuild ] && [ -f .devbuild.tar.xz ]; then   # the packed build, as carried
-    mkdir -p .devbuild && tar -xJf .devbuild.tar.xz -C .devbuild
-fi
-PB=$(ls -d .devbuild/build-cuda .devbuild/build 2>/dev/null | head -1)
-if [ -n "$PB" ]; then   # the packed build (never a stale build-cuda left there)
-    B=$PB
-    export LD_LIBRARY_PATH=$ROOT/.devbuild/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. bench/gpu/devbuild.sh
+if devbuild_find; then   # the packed build (never a stale build-cuda left there)
+    B=$DEVBUILD_BIN
+    export LD_LIBRARY_PATH=$DEVBUILD_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 S=$B/specula
 MD=$OUT/perf.md

@@ -18,12 +18,10 @@ ROOT=$PWD
 OUT=${OUT:-$ROOT/gpu-out}; mkdir -p "$OUT"
 K=${1:?usage: stalls.sh KERNEL_REGEX [PRESET] [PRECISION] [SKIP] [N]}
 PRESET=${2:-gptoss-20b}; PREC=${3:-fast}; SKIP=${4:-48}; N=${5:-20}
-if [ ! -d .devbuild ] && [ -f .devbuild.tar.xz ]; then
-    mkdir -p .devbuild && tar -xJf .devbuild.tar.xz -C .devbuild
-fi
-B=$(ls -d .devbuild/build-cuda .devbuild/build 2>/dev/null | head -1)
-[ -n "$B" ] || { echo "no packed build (.devbuild)"; exit 1; }
-export LD_LIBRARY_PATH=$ROOT/.devbuild/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. bench/gpu/devbuild.sh
+devbuild_find || { echo "no packed build (.devbuild)"; exit 1; }
+B=$DEVBUILD_BIN
+export LD_LIBRARY_PATH=$DEVBUILD_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 M=/dev/shm/stalls-$PRESET
 [ -d "$M" ] || "$B/make_random_model" "$M" --preset "$PRESET" > "$OUT/make_model.log" 2>&1 ||
     { echo "make_random_model failed: $OUT/make_model.log"; exit 1; }
