@@ -35,6 +35,8 @@
 #include "kernels/cuda/decode.cuh"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 #include <type_traits>
 
 #define AT_THREADS 128
@@ -548,6 +550,190 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_
     }
 }
 
+/* ---- two queries a warp ------------------------------------------------------------
+ * k_attention_warp<DPL, true>'s operations for two queries t0 = 2 blockIdx.y and t0 + 1 of
+ * the same head at once (launches without a window, so both queries' chunks start at key 0
+ * and coincide): each staged key and value element is read once from shared memory into a
+ * register and used in both queries' fmaf chains. Per query every score, max, sum, chain
+ * and fold is the single-query kernel's, in its order (a query's chain stops at its own
+ * last key, the other's goes on alone); a query with no key in a chunk skips it as the
+ * single-query kernel's loop would end before it. So the bits are the same; only the
+ * shared-memory reads halve (test_cuda_attention compares every case's bits with the block
+ * kernel's). */
+template <int DPL>
+__global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp2(const sp_attn_args a)
+{
+    spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
+    __shared__ float qs_all[AW_WARPS][2][AT_MAXD];
+    __shared__ __align__(16) float sc_all[AW_WARPS][2][AT_CHUNK];
+    extern __shared__ float4 aw_stage[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t h = (int64_t)blockIdx.x * AW_WARPS + warp, t0 = 2 * (int64_t)blockIdx.y;
+    const bool two = t0 + 1 < a.n_tok;
+    int64_t pos[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int64_t t = two ? t0 + i : t0;
+        pos[i] = a.q_pos ? (int64_t)a.q_pos[t] : a.pos0 + t;
+    }
+    if (!two)
+        pos[1] = -1; /* no second query: no chunk of it */
+    const int64_t kvh = h / (a.n_heads / a.n_kv_heads);
+    const int64_t ks = a.k_stride ? a.k_stride : a.n_kv_heads * a.qk_dim;
+    const int64_t vs = a.v_stride ? a.v_stride : a.n_kv_heads * a.v_dim;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const float *q = a.q + (two ? t0 + i : t0) * a.q_stride + h * a.qk_dim;
+        for (int64_t d = lane; d < a.qk_dim; d += 32)
+            qs_all[warp][i][d] = q[d];
+    }
+    __syncwarp();
+    const float *qs0 = qs_all[warp][0], *qs1 = qs_all[warp][1];
+    float m[2] = {-INFINITY, -INFINITY}, denom[2] = {0.0f, 0.0f}, acc[2][DPL];
+#pragma unroll
+    for (int i = 0; i < DPL; i++)
+        acc[0][i] = acc[1][i] = 0.0f;
+    const float *kbase = a.k_cache + kvh * a.qk_dim;
+    const float *vbase = a.v_cache + kvh * a.v_dim;
+    float *kst = (float *)aw_stage, *vst = kst + AT_CHUNK * a.qk_dim;
+    const int64_t last = pos[0] > pos[1] ? pos[0] : pos[1];
+    for (int64_t cb = 0; cb <= last; cb += AT_CHUNK) {
+        int n[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+            n[i] = (int)(pos[i] - cb + 1 < AT_CHUNK ? (pos[i] - cb + 1 > 0 ? pos[i] - cb + 1 : 0)
+                                                    : AT_CHUNK);
+        const int nmax = n[0] > n[1] ? n[0] : n[1];
+        __syncthreads(); /* every warp is done with the previous chunk */
+        at_stage_rows(kst, kbase + cb * ks, ks, nmax, (int)a.qk_dim);
+        at_stage_rows(vst, vbase + cb * vs, vs, nmax, (int)a.v_dim);
+        spc_cp_wait<0>();
+        __syncthreads();
+        for (int jb = 0; jb < nmax; jb += AW_KEYS) { /* both queries' scores of 16 keys */
+            float s0[AW_KEYS], s1[AW_KEYS];
+            const float *kp[AW_KEYS];
+#pragma unroll
+            for (int k = 0; k < AW_KEYS; k++) {
+                s0[k] = s1[k] = 0.0f;
+                kp[k] = kst + (jb + k < nmax ? jb + k : jb) * (int)a.qk_dim;
+            }
+            for (int d = lane; d < (int)a.qk_dim; d += 32) {
+                const float q0 = qs0[d], q1 = qs1[d];
+#pragma unroll
+                for (int k = 0; k < AW_KEYS; k++) {
+                    const float kv = kp[k][d];
+                    s0[k] = fmaf(q0, kv, s0[k]);
+                    s1[k] = fmaf(q1, kv, s1[k]);
+                }
+            }
+            aw_level<16, 8>(s0, lane), aw_level<16, 8>(s1, lane);
+            aw_level<8, 4>(s0, lane), aw_level<8, 4>(s1, lane);
+            aw_level<4, 2>(s0, lane), aw_level<4, 2>(s1, lane);
+            aw_level<2, 1>(s0, lane), aw_level<2, 1>(s1, lane);
+            const float v0 = __fadd_rn(s0[0], __shfl_xor_sync(SPC_FULL_MASK, s0[0], 1));
+            const float v1 = __fadd_rn(s1[0], __shfl_xor_sync(SPC_FULL_MASK, s1[0], 1));
+            const int j = jb + (lane >> 1);
+            if (!(lane & 1) && j < n[0])
+                sc_all[warp][0][j] = __fmul_rn(v0, a.scale);
+            if (!(lane & 1) && j < n[1])
+                sc_all[warp][1][j] = __fmul_rn(v1, a.scale);
+        }
+        __syncwarp();
+        float corr[2], cc[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            if (n[i] == 0)
+                continue;
+            float *sc = sc_all[warp][i];
+            float mine[AT_WARPS], cm = -INFINITY;
+#pragma unroll
+            for (int w = 0; w < AT_WARPS; w++) {
+                mine[w] = 32 * w + lane < n[i] ? sc[32 * w + lane] : -INFINITY;
+                cm = fmaxf(cm, mine[w]);
+            }
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1)
+                cm = fmaxf(cm, __shfl_xor_sync(SPC_FULL_MASK, cm, off));
+            float ps = 0.0f;
+#pragma unroll
+            for (int w = 0; w < AT_WARPS; w++) {
+                const float p = 32 * w + lane < n[i] ? expf(__fsub_rn(mine[w], cm)) : 0.0f;
+                sc[32 * w + lane] = p;
+                float v = p;
+#pragma unroll
+                for (int off = 16; off > 0; off >>= 1)
+                    v = __fadd_rn(v, __shfl_xor_sync(SPC_FULL_MASK, v, off));
+                ps = w == 0 ? v : __fadd_rn(ps, v);
+            }
+            float mn;
+            at_fold_scales(m[i], cm, &mn, &corr[i], &cc[i]);
+            denom[i] = at_fold(denom[i], corr[i], ps, cc[i]);
+            m[i] = mn;
+        }
+        __syncwarp();
+        const float *p0 = sc_all[warp][0], *p1 = sc_all[warp][1];
+        const int nmin = n[0] < n[1] ? n[0] : n[1];
+#pragma unroll
+        for (int i = 0; i < DPL; i++) {
+            const int d = lane + i * 32;
+            if (d < a.v_dim) {
+                float o0 = 0.0f, o1 = 0.0f;
+                const float *v = vst + d;
+                const int vcs = (int)a.v_dim;
+                int jj = 0;
+                for (; jj + AW_VB <= nmin; jj += AW_VB) { /* both chains */
+                    float vv[AW_VB];
+#pragma unroll
+                    for (int k = 0; k < AW_VB; k++)
+                        vv[k] = v[(jj + k) * vcs];
+#pragma unroll
+                    for (int k = 0; k < AW_VB; k += 4) {
+                        const float4 a0 = *reinterpret_cast<const float4 *>(p0 + jj + k);
+                        const float4 a1 = *reinterpret_cast<const float4 *>(p1 + jj + k);
+                        o0 = fmaf(a0.x, vv[k], o0), o1 = fmaf(a1.x, vv[k], o1);
+                        o0 = fmaf(a0.y, vv[k + 1], o0), o1 = fmaf(a1.y, vv[k + 1], o1);
+                        o0 = fmaf(a0.z, vv[k + 2], o0), o1 = fmaf(a1.z, vv[k + 2], o1);
+                        o0 = fmaf(a0.w, vv[k + 3], o0), o1 = fmaf(a1.w, vv[k + 3], o1);
+                    }
+                }
+                for (int j = jj; j < n[0]; j++) /* each chain's own last keys */
+                    o0 = fmaf(p0[j], v[j * vcs], o0);
+                for (int j = jj; j < n[1]; j++)
+                    o1 = fmaf(p1[j], v[j * vcs], o1);
+                if (n[0])
+                    acc[0][i] = at_fold(acc[0][i], corr[0], o0, cc[0]);
+                if (n[1])
+                    acc[1][i] = at_fold(acc[1][i], corr[1], o1, cc[1]);
+            }
+        }
+        __syncwarp(); /* sc is rewritten by the next chunk */
+    }
+#pragma unroll
+    for (int q = 0; q < 2; q++) {
+        if (q == 1 && !two)
+            break;
+        float mq = m[q], dq = denom[q];
+        if (a.sinks) {
+            const float sink = a.sinks[h];
+            const float mn = fmaxf(mq, sink);
+            const float corr = mq == -INFINITY ? 0.0f : expf(__fsub_rn(mq, mn));
+            dq = __fadd_rn(__fmul_rn(dq, corr), expf(__fsub_rn(sink, mn)));
+#pragma unroll
+            for (int i = 0; i < DPL; i++)
+                acc[q][i] = __fmul_rn(acc[q][i], corr);
+        }
+        const float inv = __fdiv_rn(1.0f, dq);
+        float *o = a.out + ((t0 + q) * a.n_heads + h) * a.v_dim;
+#pragma unroll
+        for (int i = 0; i < DPL; i++) {
+            const int64_t d = lane + (int64_t)i * 32;
+            if (d < a.v_dim)
+                o[d] = __fmul_rn(acc[q][i], inv);
+        }
+    }
+}
+
 /* Queries from which a launch takes the warp kernel (the same bits; this is speed). */
 #define AT_WARP_MIN_TOK 16
 
@@ -556,6 +742,7 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_
 #define AT_MAX_DEVICES 64
 static int g_at_stage[AT_MAX_DEVICES];
 static int g_aw_stage[AT_MAX_DEVICES]; /* the same for k_attention_warp's staged instances */
+static bool g_aw_pair = true; /* staged launches without a window take two queries a warp */
 
 extern "C" void spc_attention_setup(void)
 {
@@ -574,9 +761,17 @@ extern "C" void spc_attention_setup(void)
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(k_attention_warp<4, true>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, AW_STAGE_BYTES);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(k_attention_warp2<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 AW_STAGE_BYTES);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(k_attention_warp2<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 AW_STAGE_BYTES);
     g_aw_stage[dev] = e == cudaSuccess ? 1 : -1;
     if (e != cudaSuccess)
         (void)cudaGetLastError();
+    const char *pe = getenv("SPECULA_CUDA_ATTN_PAIR"); /* 0: one query a warp, to compare */
+    g_aw_pair = !(pe && !strcmp(pe, "0"));
 }
 
 /* The launch may stage its chunks: the device was set up for it, both head dims and row
@@ -647,6 +842,16 @@ extern "C" int spc_attention_split(void *stream, const sp_attn_args *a, int whic
     spc_launch_smem(k_attention_warp<DPL, STAGE>, grid, dim3(AW_WARPS * 32),                   \
                     STAGE ? aw_stage_bytes(a) : 0, (cudaStream_t)stream, true, *a)
         const bool stage = aw_can_stage(a);
+        if (stage && a->window <= 0 && a->n_tok >= 2 && g_aw_pair) { /* two queries a warp */
+            dim3 g2(grid.x, (unsigned)((a->n_tok + 1) / 2));
+            if (a->v_dim <= 64)
+                spc_launch_smem(k_attention_warp2<2>, g2, dim3(AW_WARPS * 32), aw_stage_bytes(a),
+                                (cudaStream_t)stream, true, *a);
+            else
+                spc_launch_smem(k_attention_warp2<4>, g2, dim3(AW_WARPS * 32), aw_stage_bytes(a),
+                                (cudaStream_t)stream, true, *a);
+            return spc_launch_status();
+        }
         if (a->v_dim <= 64)
             stage ? AW_LAUNCH(2, true) : AW_LAUNCH(2, false);
         else if (a->v_dim <= 128)
