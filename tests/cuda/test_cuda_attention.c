@@ -125,10 +125,12 @@ static void run_attn_case(const attn_case *c)
             free(ok);
         }
     }
-    /* the counts are back to zero */
-    unsigned *cnt = (unsigned *)host_copy(scr, (size_t)(c->n_tok * c->n_heads) * sizeof(unsigned));
+    /* the counts are back to zero (a count per (query, head), at most 4096 of them: the
+     * scratch's first 16 KiB; past them come the partials) */
+    const int64_t n_cnt = c->n_tok * c->n_heads < 4096 ? c->n_tok * c->n_heads : 4096;
+    unsigned *cnt = (unsigned *)host_copy(scr, (size_t)n_cnt * sizeof(unsigned));
     int64_t left = 0;
-    for (int64_t i = 0; i < c->n_tok * c->n_heads; i++)
+    for (int64_t i = 0; i < n_cnt; i++)
         left += cnt[i] != 0;
     free(cnt);
     spc_free(scr);

@@ -30,7 +30,9 @@
  * keys and values are first copied to shared memory by cp.async, the next chunk's while
  * this one is computed: again only the loads move (llama-1b decode, ctx ~190, H100: 24.9
  * -> 10.9 us a layer). k_attention_warp computes the same operations with one warp per
- * (query, head), for launches with many queries (below). */
+ * (query, head), for launches with many queries (below), and k_attention_pairs with one
+ * warp per two queries of a head (prefill without a window: each staged key and value read
+ * once for both). */
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/decode.cuh"
 
@@ -113,14 +115,15 @@ static __device__ __forceinline__ float block_max(float v, float *red)
 #define AT_STAGE_BYTES (AT_CHUNK * AT_STAGE_DIMS * 4)
 
 /* Copies n rows of one head (dim floats each, from src, `stride` floats apart, 16-byte
- * aligned) to dst [n][dim] by cp.async, the whole block issuing, and commits them as one
- * group (an empty group when n is 0). */
+ * aligned) to dst [n][dim] by cp.async, the whole block (THREADS threads) issuing, and commits
+ * them as one group (an empty group when n is 0). */
+template <int THREADS = AT_THREADS>
 static __device__ __forceinline__ void at_stage_rows(float *dst, const float *src, int64_t stride,
                                                      int n, int dim)
 {
     const int per_row = dim / 4;
-    if (AT_THREADS % per_row == 0) { /* a thread keeps one 16-byte column: pointer steps only */
-        const int step = AT_THREADS / per_row, j0 = threadIdx.x / per_row;
+    if (THREADS % per_row == 0) { /* a thread keeps one 16-byte column: pointer steps only */
+        const int step = THREADS / per_row, j0 = threadIdx.x / per_row;
         const int c = (threadIdx.x - j0 * per_row) * 4;
         const float *sp = src + (int64_t)j0 * stride + c;
         float *dp = dst + j0 * dim + c;
@@ -130,7 +133,7 @@ static __device__ __forceinline__ void at_stage_rows(float *dst, const float *sr
             spc_cp16(dp, sp);
     } else {
         const int total = n * per_row;
-        for (int i = threadIdx.x; i < total; i += AT_THREADS) {
+        for (int i = threadIdx.x; i < total; i += THREADS) {
             const int j = i / per_row, c = (i - j * per_row) * 4;
             spc_cp16(dst + j * dim + c, src + (int64_t)j * stride + c);
         }
@@ -550,64 +553,67 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_
     }
 }
 
-/* ---- two queries a warp ------------------------------------------------------------
- * k_attention_warp<DPL, true>'s operations for two queries t0 = 2 blockIdx.y and t0 + 1 of
- * the same head at once (launches without a window, so both queries' chunks start at key 0
- * and coincide): each staged key and value element is read once from shared memory into a
- * register and used in both queries' fmaf chains. Per query every score, max, sum, chain
- * and fold is the single-query kernel's, in its order (a query's chain stops at its own
- * last key, the other's goes on alone); a query with no key in a chunk skips it as the
- * single-query kernel's loop would end before it. So the bits are the same; only the
- * shared-memory reads halve (test_cuda_attention compares every case's bits with the block
- * kernel's). */
-template <int DPL>
-__global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp2(const sp_attn_args a)
+/* ---- two queries a warp, PAIRS pairs a block ------------------------------------------
+ * k_attention_warp<DPL, true>'s operations for two consecutive queries t0, t0 + 1 of one
+ * head at once (launches without a window, so every query's chunks start at key 0 and
+ * coincide): each staged key and value element is read once from shared memory into a
+ * register and used in both queries' fmaf chains. A block holds AW_WARPS heads of one GQA
+ * group times PAIRS query pairs, all of them sharing each staged chunk (the rows up to the
+ * block's last position). Per query every score, max, sum, chain and fold is the
+ * single-query kernel's, in its order: the query's qk_dim values live in registers (D a
+ * lane, D * 32 >= qk_dim, v_dim), its dot products run over d = lane, lane + 32, ...
+ * ascending as there, its value chain stops at its own last key while the other's goes on
+ * alone, and a query with no key in a chunk skips it as the single-query kernel's loop would
+ * end before it. So the bits are the same; only the shared-memory and L2 reads drop
+ * (test_cuda_attention compares every case's bits with the block kernel's). */
+template <int D, int PAIRS>
+__global__ void __launch_bounds__(AW_WARPS * PAIRS * 32) k_attention_pairs(const sp_attn_args a)
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
-    __shared__ float qs_all[AW_WARPS][2][AT_MAXD];
-    __shared__ __align__(16) float sc_all[AW_WARPS][2][AT_CHUNK];
+    constexpr int WARPS = AW_WARPS * PAIRS;
+    __shared__ __align__(16) float sc_all[WARPS][2][AT_CHUNK];
     extern __shared__ float4 aw_stage[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int64_t h = (int64_t)blockIdx.x * AW_WARPS + warp, t0 = 2 * (int64_t)blockIdx.y;
-    const bool two = t0 + 1 < a.n_tok;
+    const int64_t h = (int64_t)blockIdx.x * AW_WARPS + warp % AW_WARPS;
+    const int64_t tb = 2 * (int64_t)PAIRS * blockIdx.y, t0 = tb + 2 * (warp / AW_WARPS);
+    int64_t blast = -1; /* the block's last position: the rows it stages */
+    for (int64_t t = tb; t < tb + 2 * PAIRS && t < a.n_tok; t++) {
+        const int64_t p = a.q_pos ? (int64_t)a.q_pos[t] : a.pos0 + t;
+        blast = p > blast ? p : blast;
+    }
     int64_t pos[2];
+    float q[2][D];
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        const int64_t t = two ? t0 + i : t0;
-        pos[i] = a.q_pos ? (int64_t)a.q_pos[t] : a.pos0 + t;
+        const int64_t t = t0 + i;
+        pos[i] = t >= a.n_tok ? -1 : a.q_pos ? (int64_t)a.q_pos[t] : a.pos0 + t;
+        const float *qp = a.q + (t < a.n_tok ? t : 0) * a.q_stride + h * a.qk_dim;
+#pragma unroll
+        for (int k = 0; k < D; k++)
+            q[i][k] = pos[i] >= 0 && lane + 32 * k < a.qk_dim ? qp[lane + 32 * k] : 0.0f;
     }
-    if (!two)
-        pos[1] = -1; /* no second query: no chunk of it */
     const int64_t kvh = h / (a.n_heads / a.n_kv_heads);
     const int64_t ks = a.k_stride ? a.k_stride : a.n_kv_heads * a.qk_dim;
     const int64_t vs = a.v_stride ? a.v_stride : a.n_kv_heads * a.v_dim;
+    float m[2] = {-INFINITY, -INFINITY}, denom[2] = {0.0f, 0.0f}, acc[2][D];
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const float *q = a.q + (two ? t0 + i : t0) * a.q_stride + h * a.qk_dim;
-        for (int64_t d = lane; d < a.qk_dim; d += 32)
-            qs_all[warp][i][d] = q[d];
-    }
-    __syncwarp();
-    const float *qs0 = qs_all[warp][0], *qs1 = qs_all[warp][1];
-    float m[2] = {-INFINITY, -INFINITY}, denom[2] = {0.0f, 0.0f}, acc[2][DPL];
-#pragma unroll
-    for (int i = 0; i < DPL; i++)
+    for (int i = 0; i < D; i++)
         acc[0][i] = acc[1][i] = 0.0f;
     const float *kbase = a.k_cache + kvh * a.qk_dim;
     const float *vbase = a.v_cache + kvh * a.v_dim;
     float *kst = (float *)aw_stage, *vst = kst + AT_CHUNK * a.qk_dim;
-    const int64_t last = pos[0] > pos[1] ? pos[0] : pos[1];
-    for (int64_t cb = 0; cb <= last; cb += AT_CHUNK) {
+    for (int64_t cb = 0; cb <= blast; cb += AT_CHUNK) {
         int n[2];
 #pragma unroll
         for (int i = 0; i < 2; i++)
             n[i] = (int)(pos[i] - cb + 1 < AT_CHUNK ? (pos[i] - cb + 1 > 0 ? pos[i] - cb + 1 : 0)
                                                     : AT_CHUNK);
         const int nmax = n[0] > n[1] ? n[0] : n[1];
+        const int nb = (int)(blast - cb + 1 < AT_CHUNK ? blast - cb + 1 : AT_CHUNK);
         __syncthreads(); /* every warp is done with the previous chunk */
-        at_stage_rows(kst, kbase + cb * ks, ks, nmax, (int)a.qk_dim);
-        at_stage_rows(vst, vbase + cb * vs, vs, nmax, (int)a.v_dim);
+        at_stage_rows<WARPS * 32>(kst, kbase + cb * ks, ks, nb, (int)a.qk_dim);
+        at_stage_rows<WARPS * 32>(vst, vbase + cb * vs, vs, nb, (int)a.v_dim);
         spc_cp_wait<0>();
         __syncthreads();
         for (int jb = 0; jb < nmax; jb += AW_KEYS) { /* both queries' scores of 16 keys */
@@ -616,15 +622,17 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp2(const sp_attn
 #pragma unroll
             for (int k = 0; k < AW_KEYS; k++) {
                 s0[k] = s1[k] = 0.0f;
-                kp[k] = kst + (jb + k < nmax ? jb + k : jb) * (int)a.qk_dim;
+                kp[k] = kst + (jb + k < nmax ? jb + k : jb) * (int)a.qk_dim + lane;
             }
-            for (int d = lane; d < (int)a.qk_dim; d += 32) {
-                const float q0 = qs0[d], q1 = qs1[d];
 #pragma unroll
-                for (int k = 0; k < AW_KEYS; k++) {
-                    const float kv = kp[k][d];
-                    s0[k] = fmaf(q0, kv, s0[k]);
-                    s1[k] = fmaf(q1, kv, s1[k]);
+            for (int c = 0; c < D; c++) { /* d = lane + 32 c ascending, as the d loop there */
+                if (lane + 32 * c < a.qk_dim) {
+#pragma unroll
+                    for (int k = 0; k < AW_KEYS; k++) {
+                        const float kv = kp[k][32 * c];
+                        s0[k] = fmaf(q[0][c], kv, s0[k]);
+                        s1[k] = fmaf(q[1][c], kv, s1[k]);
+                    }
                 }
             }
             aw_level<16, 8>(s0, lane), aw_level<16, 8>(s1, lane);
@@ -675,7 +683,7 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp2(const sp_attn
         const float *p0 = sc_all[warp][0], *p1 = sc_all[warp][1];
         const int nmin = n[0] < n[1] ? n[0] : n[1];
 #pragma unroll
-        for (int i = 0; i < DPL; i++) {
+        for (int i = 0; i < D; i++) {
             const int d = lane + i * 32;
             if (d < a.v_dim) {
                 float o0 = 0.0f, o1 = 0.0f;
@@ -710,26 +718,26 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp2(const sp_attn
         __syncwarp(); /* sc is rewritten by the next chunk */
     }
 #pragma unroll
-    for (int q = 0; q < 2; q++) {
-        if (q == 1 && !two)
+    for (int i = 0; i < 2; i++) {
+        if (pos[i] < 0)
             break;
-        float mq = m[q], dq = denom[q];
+        float mq = m[i], dq = denom[i];
         if (a.sinks) {
             const float sink = a.sinks[h];
             const float mn = fmaxf(mq, sink);
             const float corr = mq == -INFINITY ? 0.0f : expf(__fsub_rn(mq, mn));
             dq = __fadd_rn(__fmul_rn(dq, corr), expf(__fsub_rn(sink, mn)));
 #pragma unroll
-            for (int i = 0; i < DPL; i++)
-                acc[q][i] = __fmul_rn(acc[q][i], corr);
+            for (int k = 0; k < D; k++)
+                acc[i][k] = __fmul_rn(acc[i][k], corr);
         }
         const float inv = __fdiv_rn(1.0f, dq);
-        float *o = a.out + ((t0 + q) * a.n_heads + h) * a.v_dim;
+        float *o = a.out + ((t0 + i) * a.n_heads + h) * a.v_dim;
 #pragma unroll
-        for (int i = 0; i < DPL; i++) {
-            const int64_t d = lane + (int64_t)i * 32;
+        for (int k = 0; k < D; k++) {
+            const int64_t d = lane + (int64_t)k * 32;
             if (d < a.v_dim)
-                o[d] = __fmul_rn(acc[q][i], inv);
+                o[d] = __fmul_rn(acc[i][k], inv);
         }
     }
 }
@@ -742,7 +750,11 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp2(const sp_attn
 #define AT_MAX_DEVICES 64
 static int g_at_stage[AT_MAX_DEVICES];
 static int g_aw_stage[AT_MAX_DEVICES]; /* the same for k_attention_warp's staged instances */
-static bool g_aw_pair = true; /* staged launches without a window take two queries a warp */
+/* Query pairs a block of k_attention_pairs. H200, llama-1b prefill (fast), pp512 / pp2048
+ * tok/s: one query a warp 53.5k / 26.9k; 1 pair a block 60.8k; 2 pairs 61.5k / 37.0k; 4
+ * pairs 58.8k / 33.8k (16 warps a block: its registers allow one block an SM). */
+#define AP_PAIRS 2
+static bool g_aw_pairs = true; /* staged launches without a window take k_attention_pairs */
 
 extern "C" void spc_attention_setup(void)
 {
@@ -761,17 +773,17 @@ extern "C" void spc_attention_setup(void)
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(k_attention_warp<4, true>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, AW_STAGE_BYTES);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(k_attention_warp2<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 AW_STAGE_BYTES);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(k_attention_warp2<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 AW_STAGE_BYTES);
+#define AP_ATTR(D, P)                                                                     \
+    if (e == cudaSuccess)                                                                    \
+        e = cudaFuncSetAttribute(k_attention_pairs<D, P>,                                    \
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, AW_STAGE_BYTES);
+    AP_ATTR(2, AP_PAIRS) AP_ATTR(4, AP_PAIRS)
+#undef AP_ATTR
     g_aw_stage[dev] = e == cudaSuccess ? 1 : -1;
     if (e != cudaSuccess)
         (void)cudaGetLastError();
-    const char *pe = getenv("SPECULA_CUDA_ATTN_PAIR"); /* 0: one query a warp, to compare */
-    g_aw_pair = !(pe && !strcmp(pe, "0"));
+    const char *pe = getenv("SPECULA_CUDA_ATTN_PAIRS"); /* 0: one query a warp, to compare */
+    g_aw_pairs = !(pe && !strcmp(pe, "0"));
 }
 
 /* The launch may stage its chunks: the device was set up for it, both head dims and row
@@ -842,13 +854,14 @@ extern "C" int spc_attention_split(void *stream, const sp_attn_args *a, int whic
     spc_launch_smem(k_attention_warp<DPL, STAGE>, grid, dim3(AW_WARPS * 32),                   \
                     STAGE ? aw_stage_bytes(a) : 0, (cudaStream_t)stream, true, *a)
         const bool stage = aw_can_stage(a);
-        if (stage && a->window <= 0 && a->n_tok >= 2 && g_aw_pair) { /* two queries a warp */
-            dim3 g2(grid.x, (unsigned)((a->n_tok + 1) / 2));
-            if (a->v_dim <= 64)
-                spc_launch_smem(k_attention_warp2<2>, g2, dim3(AW_WARPS * 32), aw_stage_bytes(a),
+        if (stage && a->window <= 0 && a->n_tok >= 2 && g_aw_pairs) { /* two queries a warp */
+            const dim3 g2(grid.x, (unsigned)((a->n_tok + 2 * AP_PAIRS - 1) / (2 * AP_PAIRS)));
+            const dim3 blk(AW_WARPS * 32 * AP_PAIRS);
+            if (a->qk_dim <= 64 && a->v_dim <= 64)
+                spc_launch_smem(k_attention_pairs<2, AP_PAIRS>, g2, blk, aw_stage_bytes(a),
                                 (cudaStream_t)stream, true, *a);
             else
-                spc_launch_smem(k_attention_warp2<4>, g2, dim3(AW_WARPS * 32), aw_stage_bytes(a),
+                spc_launch_smem(k_attention_pairs<4, AP_PAIRS>, g2, blk, aw_stage_bytes(a),
                                 (cudaStream_t)stream, true, *a);
             return spc_launch_status();
         }
