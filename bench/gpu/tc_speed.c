@@ -72,7 +72,7 @@ int main(int argc, char **argv)
         printf("tc_speed: %s is below compute capability 8.0\n", info.name);
         return 77;
     }
-    printf("%s, %d reps a shape\n", info.name, reps);
+    printf("%s, %d reps a shape, many tokens on %s\n", info.name, reps, spc_tc_gemm_name());
     /* llama-1B: o_proj, Q/K/V as one matrix, gate/up + SwiGLU (two 8192-row matrices),
      * down, LM head */
     const int64_t shapes[][3] = {{2048, 2048, 0}, {3072, 2048, 0}, {8192, 2048, 1},

@@ -126,10 +126,14 @@ int spc_matmul_swiglu(void *stream, const sp_weight *wg, const sp_weight *wu, co
  * qualify, or cudaErrorInvalidValue); the fused forms are bit-identical to separate
  * spc_matmul_tc calls (and spc_swiglu). scratch: device memory of scratch_bytes (16-byte
  * aligned) that products of more than 16 tokens use for x rounded to BF16 (n_tok * cols * 2
- * bytes; a smaller scratch runs the tokens in pieces, none runs them 16 at a time, much
- * slower; same bits). The caller owns it; products on one stream may share one scratch,
- * products that may run at the same time may not. */
+ * bytes, rows padded to whole 32-column steps; a smaller scratch runs the tokens in
+ * pieces, none runs them 16 at a time, much slower; same bits). The caller owns it;
+ * products on one stream may share one scratch, products that may run at the same time
+ * may not. */
 bool spc_tc_supported(void);
+/* The many-token GEMM the current device runs: "wgmma" (Hopper, sm_90a code) or
+ * "mma.sync" (after spc_tc_supported). */
+const char *spc_tc_gemm_name(void);
 bool spc_tc_weight_ok(const sp_weight *w);
 int spc_matmul_tc(void *stream, const sp_weight *w, const float *x, int64_t n_tok, float *y,
                   const float *bias, void *scratch, size_t scratch_bytes);

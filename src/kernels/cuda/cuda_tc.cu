@@ -427,6 +427,11 @@ extern "C" bool spc_tc_supported(void)
     return g_tc_state[dev] == 1;
 }
 
+extern "C" const char *spc_tc_gemm_name(void)
+{
+    return tc_wgmma_ready() ? "wgmma" : "mma.sync";
+}
+
 static void tc_add(tc_set &set, const sp_weight *w, float *y, const float *b)
 {
     const int i = set.n++;

@@ -68,15 +68,24 @@ struct tc_set {
 
 /* ---- the GEMM (cuda_tc_gemm.cu) ----------------------------------------------------- */
 
-/* Tokens of `cols` columns whose BF16 copy fits `bytes` of scratch at s (0: none fit or
- * s is not 16-byte aligned). */
+/* Tokens of `cols` columns whose BF16 copy (rows padded to whole 32-column steps) fits
+ * `bytes` of scratch at s (0: none fit or s is not 16-byte aligned). */
 int64_t tc_gemm_tokens(int64_t cols, const void *s, size_t bytes);
 
 /* The product of n_tok (> TC_ROWS_MAX_TOK, <= tc_gemm_tokens) tokens: x rounded to BF16
  * into the scratch, then the GEMM with the tile chosen for the device (or forced). */
 int tc_gemm_run(cudaStream_t s, tc_set &set, const float *x, int64_t n_tok, void *scratch);
 
-/* Once per device, outside any graph capture: the shared-memory limits and the SM count. */
+/* Once per device, outside any graph capture: the shared-memory limits and the SM count
+ * (and tc_wgmma_setup). */
 bool tc_gemm_setup(int dev, int sms);
+
+/* ---- the GEMM on wgmma (cuda_tc_wgmma.cu; Hopper, code built for sm_90a) --------------
+ * The same products and bits; x goes to the scratch in slot order (rows padded to whole
+ * 32-column steps: tc_gemm_tokens counts them so). */
+bool tc_wgmma_setup(int dev); /* false only for a bad device index; else readies if it can */
+bool tc_wgmma_ready(void);    /* the current device runs it (SPECULA_CUDA_WGMMA=0: never) */
+int tc_wgmma_run(cudaStream_t s, tc_set &set, const float *x, int64_t n_tok, void *scratch,
+                 int sms);
 
 #endif

@@ -370,7 +370,7 @@ int64_t tc_gemm_tokens(int64_t cols, const void *s, size_t bytes)
 {
     if (!s || (uintptr_t)s % 16 || cols <= 0)
         return 0;
-    return (int64_t)(bytes / ((size_t)cols * 2));
+    return (int64_t)(bytes / ((size_t)((cols + TC_BK - 1) / TC_BK) * TC_BK * 2));
 }
 
 int tc_gemm_run(cudaStream_t s, tc_set &set, const float *x, int64_t n_tok, void *scratch)
@@ -378,6 +378,8 @@ int tc_gemm_run(cudaStream_t s, tc_set &set, const float *x, int64_t n_tok, void
     int dev = 0;
     (void)cudaGetDevice(&dev);
     const int sms = dev >= 0 && dev < 64 && g_tg_sms[dev] > 0 ? g_tg_sms[dev] : 132;
+    if (tc_wgmma_ready())
+        return tc_wgmma_run(s, set, x, n_tok, scratch, sms);
     const int64_t n8 = n_tok * set.cols / 8;
     const int64_t want = (n8 + 255) / 256;
     /* at most one block per SM: the GEMM after it may then launch early (PDL) */
@@ -407,7 +409,7 @@ bool tc_gemm_setup(int dev, int sms)
 {
     if (dev >= 0 && dev < 64)
         g_tg_sms[dev] = sms > 0 ? sms : 132;
-    return cudaFuncSetAttribute(k_tc_gemm<TG_MI, TG_WR, TG_WT>,
+    return tc_wgmma_setup(dev) && cudaFuncSetAttribute(k_tc_gemm<TG_MI, TG_WR, TG_WT>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 tg_tile::SMEM) == cudaSuccess;
 }
