@@ -5,7 +5,7 @@
  * Why the bits are the same. The order's unit is one k16 mma of the fragment mapping in
  * cuda_tc.cuh: a 32-column step's first mma takes columns {0-3, 8-11, 16-19, 24-27}, its
  * second the other 16, and a slice chains its 8 k16 products in ascending order from zero.
- * Measured on an H200 (exp/wgmma_eq.cu, 2026-11-28; 13.6M outputs, unit and 2^+-20-wide
+ * Measured on an H200 (bench/gpu/wgmma_bits.cu, 2026-11-28; 13.6M outputs, unit and 2^+-20-wide
  * operands, chains of 8): one k16 product gives the same bits whatever k slot each of its
  * 16 (a, b) pairs occupies (the tensor core's k16 sum does not depend on the slot order),
  * and wgmma m64nNk16 with A from registers gives mma.sync m16n8k16's bits for the same
@@ -280,7 +280,8 @@ static __device__ __forceinline__ void tw_stage(const unsigned char *a, const un
  * output r0 + 8 w + g. */
 template <int BT>
 static __device__ __forceinline__ void tw_store(const tc_set &set, int m, int64_t r0, int w,
-                                                int64_t t0, int64_t n_tok, const float (&tot)[BT / 2])
+                                                int64_t t0, int64_t n_tok,
+                                                const float (&tot)[BT / 2])
 {
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
 #pragma unroll
