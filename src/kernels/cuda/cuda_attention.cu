@@ -30,9 +30,9 @@
  * keys and values are first copied to shared memory by cp.async, the next chunk's while
  * this one is computed: again only the loads move (llama-1b decode, ctx ~190, H100: 24.9
  * -> 10.9 us a layer). k_attention_warp computes the same operations with one warp per
- * (query, head), for launches with many queries (below), and k_attention_pairs with one
- * warp per two queries of a head (prefill without a window: each staged key and value read
- * once for both). */
+ * (query, head), for launches with many queries (below), and k_attention_rows with one
+ * warp per four (or two) queries of a head (prefill without a window: each staged key and
+ * value read once for all of them). */
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/decode.cuh"
 
@@ -553,39 +553,40 @@ __global__ void __launch_bounds__(AW_WARPS * 32) k_attention_warp(const sp_attn_
     }
 }
 
-/* ---- two queries a warp, PAIRS pairs a block ------------------------------------------
- * k_attention_warp<DPL, true>'s operations for two consecutive queries t0, t0 + 1 of one
+/* ---- Q queries a warp, G query groups a block -----------------------------------------
+ * k_attention_warp<DPL, true>'s operations for Q consecutive queries t0 .. t0 + Q - 1 of one
  * head at once (launches without a window, so every query's chunks start at key 0 and
  * coincide): each staged key and value element is read once from shared memory into a
- * register and used in both queries' fmaf chains. A block holds AW_WARPS heads of one GQA
- * group times PAIRS query pairs, all of them sharing each staged chunk (the rows up to the
+ * register and used in all Q queries' fmaf chains. A block holds AW_WARPS heads of one GQA
+ * group times G query groups, all of them sharing each staged chunk (the rows up to the
  * block's last position). Per query every score, max, sum, chain and fold is the
  * single-query kernel's, in its order: the query's qk_dim values live in registers (D a
  * lane, D * 32 >= qk_dim, v_dim), its dot products run over d = lane, lane + 32, ...
- * ascending as there, its value chain stops at its own last key while the other's goes on
- * alone, and a query with no key in a chunk skips it as the single-query kernel's loop would
- * end before it. So the bits are the same; only the shared-memory and L2 reads drop
+ * ascending as there, its value chain stops at its own last key while the others go on,
+ * and a query with no key in a chunk skips it as the single-query kernel's loop would end
+ * before it. So the bits are the same; only the shared-memory and L2 reads drop
  * (test_cuda_attention compares every case's bits with the block kernel's). */
-template <int D, int PAIRS>
-__global__ void __launch_bounds__(AW_WARPS * PAIRS * 32) k_attention_pairs(const sp_attn_args a)
+template <int D, int Q, int G>
+__global__ void __launch_bounds__(AW_WARPS * G * 32, 3)
+    k_attention_rows(const sp_attn_args a)
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
-    constexpr int WARPS = AW_WARPS * PAIRS;
-    __shared__ __align__(16) float sc_all[WARPS][2][AT_CHUNK];
+    constexpr int WARPS = AW_WARPS * G;
+    __shared__ __align__(16) float sc_all[WARPS][Q][AT_CHUNK];
     extern __shared__ float4 aw_stage[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t h = (int64_t)blockIdx.x * AW_WARPS + warp % AW_WARPS;
-    const int64_t tb = 2 * (int64_t)PAIRS * blockIdx.y, t0 = tb + 2 * (warp / AW_WARPS);
+    const int64_t tb = (int64_t)Q * G * blockIdx.y, t0 = tb + Q * (warp / AW_WARPS);
     int64_t blast = -1; /* the block's last position: the rows it stages */
-    for (int64_t t = tb; t < tb + 2 * PAIRS && t < a.n_tok; t++) {
+    for (int64_t t = tb; t < tb + Q * G && t < a.n_tok; t++) {
         const int64_t p = a.q_pos ? (int64_t)a.q_pos[t] : a.pos0 + t;
         blast = p > blast ? p : blast;
     }
-    int64_t pos[2];
-    float q[2][D];
+    int64_t pos[Q];
+    float q[Q][D];
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < Q; i++) {
         const int64_t t = t0 + i;
         pos[i] = t >= a.n_tok ? -1 : a.q_pos ? (int64_t)a.q_pos[t] : a.pos0 + t;
         const float *qp = a.q + (t < a.n_tok ? t : 0) * a.q_stride + h * a.qk_dim;
@@ -596,32 +597,40 @@ __global__ void __launch_bounds__(AW_WARPS * PAIRS * 32) k_attention_pairs(const
     const int64_t kvh = h / (a.n_heads / a.n_kv_heads);
     const int64_t ks = a.k_stride ? a.k_stride : a.n_kv_heads * a.qk_dim;
     const int64_t vs = a.v_stride ? a.v_stride : a.n_kv_heads * a.v_dim;
-    float m[2] = {-INFINITY, -INFINITY}, denom[2] = {0.0f, 0.0f}, acc[2][D];
+    float m[Q], denom[Q], acc[Q][D];
 #pragma unroll
-    for (int i = 0; i < D; i++)
-        acc[0][i] = acc[1][i] = 0.0f;
+    for (int i = 0; i < Q; i++) {
+        m[i] = -INFINITY, denom[i] = 0.0f;
+#pragma unroll
+        for (int k = 0; k < D; k++)
+            acc[i][k] = 0.0f;
+    }
     const float *kbase = a.k_cache + kvh * a.qk_dim;
     const float *vbase = a.v_cache + kvh * a.v_dim;
     float *kst = (float *)aw_stage, *vst = kst + AT_CHUNK * a.qk_dim;
     for (int64_t cb = 0; cb <= blast; cb += AT_CHUNK) {
-        int n[2];
+        int n[Q], nmax = 0, nmin = AT_CHUNK;
 #pragma unroll
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < Q; i++) {
             n[i] = (int)(pos[i] - cb + 1 < AT_CHUNK ? (pos[i] - cb + 1 > 0 ? pos[i] - cb + 1 : 0)
                                                     : AT_CHUNK);
-        const int nmax = n[0] > n[1] ? n[0] : n[1];
+            nmax = n[i] > nmax ? n[i] : nmax;
+            nmin = n[i] < nmin ? n[i] : nmin;
+        }
         const int nb = (int)(blast - cb + 1 < AT_CHUNK ? blast - cb + 1 : AT_CHUNK);
         __syncthreads(); /* every warp is done with the previous chunk */
         at_stage_rows<WARPS * 32>(kst, kbase + cb * ks, ks, nb, (int)a.qk_dim);
         at_stage_rows<WARPS * 32>(vst, vbase + cb * vs, vs, nb, (int)a.v_dim);
         spc_cp_wait<0>();
         __syncthreads();
-        for (int jb = 0; jb < nmax; jb += AW_KEYS) { /* both queries' scores of 16 keys */
-            float s0[AW_KEYS], s1[AW_KEYS];
+        for (int jb = 0; jb < nmax; jb += AW_KEYS) { /* every query's scores of 16 keys */
+            float s[Q][AW_KEYS];
             const float *kp[AW_KEYS];
 #pragma unroll
             for (int k = 0; k < AW_KEYS; k++) {
-                s0[k] = s1[k] = 0.0f;
+#pragma unroll
+                for (int i = 0; i < Q; i++)
+                    s[i][k] = 0.0f;
                 kp[k] = kst + (jb + k < nmax ? jb + k : jb) * (int)a.qk_dim + lane;
             }
 #pragma unroll
@@ -630,27 +639,29 @@ __global__ void __launch_bounds__(AW_WARPS * PAIRS * 32) k_attention_pairs(const
 #pragma unroll
                     for (int k = 0; k < AW_KEYS; k++) {
                         const float kv = kp[k][32 * c];
-                        s0[k] = fmaf(q[0][c], kv, s0[k]);
-                        s1[k] = fmaf(q[1][c], kv, s1[k]);
+#pragma unroll
+                        for (int i = 0; i < Q; i++)
+                            s[i][k] = fmaf(q[i][c], kv, s[i][k]);
                     }
                 }
             }
-            aw_level<16, 8>(s0, lane), aw_level<16, 8>(s1, lane);
-            aw_level<8, 4>(s0, lane), aw_level<8, 4>(s1, lane);
-            aw_level<4, 2>(s0, lane), aw_level<4, 2>(s1, lane);
-            aw_level<2, 1>(s0, lane), aw_level<2, 1>(s1, lane);
-            const float v0 = __fadd_rn(s0[0], __shfl_xor_sync(SPC_FULL_MASK, s0[0], 1));
-            const float v1 = __fadd_rn(s1[0], __shfl_xor_sync(SPC_FULL_MASK, s1[0], 1));
             const int j = jb + (lane >> 1);
-            if (!(lane & 1) && j < n[0])
-                sc_all[warp][0][j] = __fmul_rn(v0, a.scale);
-            if (!(lane & 1) && j < n[1])
-                sc_all[warp][1][j] = __fmul_rn(v1, a.scale);
+#pragma unroll
+            for (int i = 0; i < Q; i++) {
+                aw_level<16, 8>(s[i], lane);
+                aw_level<8, 4>(s[i], lane);
+                aw_level<4, 2>(s[i], lane);
+                aw_level<2, 1>(s[i], lane);
+                const float v = __fadd_rn(s[i][0], __shfl_xor_sync(SPC_FULL_MASK, s[i][0], 1));
+                if (!(lane & 1) && j < n[i])
+                    sc_all[warp][i][j] = __fmul_rn(v, a.scale);
+            }
         }
         __syncwarp();
-        float corr[2], cc[2];
+        float corr[Q], cc[Q];
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < Q; i++) {
+            corr[i] = cc[i] = 0.0f;
             if (n[i] == 0)
                 continue;
             float *sc = sc_all[warp][i];
@@ -680,45 +691,48 @@ __global__ void __launch_bounds__(AW_WARPS * PAIRS * 32) k_attention_pairs(const
             m[i] = mn;
         }
         __syncwarp();
-        const float *p0 = sc_all[warp][0], *p1 = sc_all[warp][1];
-        const int nmin = n[0] < n[1] ? n[0] : n[1];
 #pragma unroll
-        for (int i = 0; i < D; i++) {
-            const int d = lane + i * 32;
+        for (int k = 0; k < D; k++) {
+            const int d = lane + k * 32;
             if (d < a.v_dim) {
-                float o0 = 0.0f, o1 = 0.0f;
+                float o[Q];
+#pragma unroll
+                for (int i = 0; i < Q; i++)
+                    o[i] = 0.0f;
                 const float *v = vst + d;
                 const int vcs = (int)a.v_dim;
                 int jj = 0;
-                for (; jj + AW_VB <= nmin; jj += AW_VB) { /* both chains */
+                for (; jj + AW_VB <= nmin; jj += AW_VB) { /* every chain */
                     float vv[AW_VB];
 #pragma unroll
-                    for (int k = 0; k < AW_VB; k++)
-                        vv[k] = v[(jj + k) * vcs];
+                    for (int e = 0; e < AW_VB; e++)
+                        vv[e] = v[(jj + e) * vcs];
 #pragma unroll
-                    for (int k = 0; k < AW_VB; k += 4) {
-                        const float4 a0 = *reinterpret_cast<const float4 *>(p0 + jj + k);
-                        const float4 a1 = *reinterpret_cast<const float4 *>(p1 + jj + k);
-                        o0 = fmaf(a0.x, vv[k], o0), o1 = fmaf(a1.x, vv[k], o1);
-                        o0 = fmaf(a0.y, vv[k + 1], o0), o1 = fmaf(a1.y, vv[k + 1], o1);
-                        o0 = fmaf(a0.z, vv[k + 2], o0), o1 = fmaf(a1.z, vv[k + 2], o1);
-                        o0 = fmaf(a0.w, vv[k + 3], o0), o1 = fmaf(a1.w, vv[k + 3], o1);
+                    for (int e = 0; e < AW_VB; e += 4) {
+#pragma unroll
+                        for (int i = 0; i < Q; i++) {
+                            const float4 p = *reinterpret_cast<const float4 *>(sc_all[warp][i] + jj + e);
+                            o[i] = fmaf(p.x, vv[e], o[i]);
+                            o[i] = fmaf(p.y, vv[e + 1], o[i]);
+                            o[i] = fmaf(p.z, vv[e + 2], o[i]);
+                            o[i] = fmaf(p.w, vv[e + 3], o[i]);
+                        }
                     }
                 }
-                for (int j = jj; j < n[0]; j++) /* each chain's own last keys */
-                    o0 = fmaf(p0[j], v[j * vcs], o0);
-                for (int j = jj; j < n[1]; j++)
-                    o1 = fmaf(p1[j], v[j * vcs], o1);
-                if (n[0])
-                    acc[0][i] = at_fold(acc[0][i], corr[0], o0, cc[0]);
-                if (n[1])
-                    acc[1][i] = at_fold(acc[1][i], corr[1], o1, cc[1]);
+#pragma unroll
+                for (int i = 0; i < Q; i++) { /* each chain's own last keys */
+                    const float *p = sc_all[warp][i];
+                    for (int j = jj; j < n[i]; j++)
+                        o[i] = fmaf(p[j], v[j * vcs], o[i]);
+                    if (n[i])
+                        acc[i][k] = at_fold(acc[i][k], corr[i], o[i], cc[i]);
+                }
             }
         }
         __syncwarp(); /* sc is rewritten by the next chunk */
     }
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < Q; i++) {
         if (pos[i] < 0)
             break;
         float mq = m[i], dq = denom[i];
@@ -750,11 +764,12 @@ __global__ void __launch_bounds__(AW_WARPS * PAIRS * 32) k_attention_pairs(const
 #define AT_MAX_DEVICES 64
 static int g_at_stage[AT_MAX_DEVICES];
 static int g_aw_stage[AT_MAX_DEVICES]; /* the same for k_attention_warp's staged instances */
-/* Query pairs a block of k_attention_pairs. H200, llama-1b prefill (fast), pp512 / pp2048
- * tok/s: one query a warp 53.5k / 26.9k; 1 pair a block 60.8k; 2 pairs 61.5k / 37.0k; 4
- * pairs 58.8k / 33.8k (16 warps a block: its registers allow one block an SM). */
-#define AP_PAIRS 2
-static bool g_aw_pairs = true; /* staged launches without a window take k_attention_pairs */
+/* k_attention_rows' queries a warp x 10 + query groups a block (4 heads of a GQA group a
+ * group). H200, llama-1b prefill (fast), pp512 / pp2048 tok/s and the attention's ncu time
+ * at 512 tokens (16 launches): one query a warp 53.5k / 26.9k, 3.71 ms; 2 x 2 (the wgmma
+ * GEMM in both) 71.4k / 41.4k, 2.18 ms; 4 x 1 73.6k / 43.8k, 1.97 ms; 4 x 2 73.4k, 2.00 ms
+ * (128 registers with spills: two blocks an SM). */
+static int g_aw_rows = 41;
 
 extern "C" void spc_attention_setup(void)
 {
@@ -773,17 +788,19 @@ extern "C" void spc_attention_setup(void)
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(k_attention_warp<4, true>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, AW_STAGE_BYTES);
-#define AP_ATTR(D, P)                                                                     \
+#define AP_ATTR(D, Q, G)                                                                  \
     if (e == cudaSuccess)                                                                    \
-        e = cudaFuncSetAttribute(k_attention_pairs<D, P>,                                    \
+        e = cudaFuncSetAttribute(k_attention_rows<D, Q, G>,                                  \
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, AW_STAGE_BYTES);
-    AP_ATTR(2, AP_PAIRS) AP_ATTR(4, AP_PAIRS)
+    AP_ATTR(2, 2, 2) AP_ATTR(4, 2, 2) AP_ATTR(2, 4, 1) AP_ATTR(4, 4, 1)
 #undef AP_ATTR
     g_aw_stage[dev] = e == cudaSuccess ? 1 : -1;
     if (e != cudaSuccess)
         (void)cudaGetLastError();
-    const char *pe = getenv("SPECULA_CUDA_ATTN_PAIRS"); /* 0: one query a warp, to compare */
-    g_aw_pairs = !(pe && !strcmp(pe, "0"));
+    /* queries a warp x 10 + groups a block: 41, 22, or 0: one query a warp (to compare) */
+    const char *pe = getenv("SPECULA_CUDA_ATTN_ROWS");
+    if (pe && (!strcmp(pe, "0") || !strcmp(pe, "22") || !strcmp(pe, "41")))
+        g_aw_rows = atoi(pe);
 }
 
 /* The launch may stage its chunks: the device was set up for it, both head dims and row
@@ -854,15 +871,18 @@ extern "C" int spc_attention_split(void *stream, const sp_attn_args *a, int whic
     spc_launch_smem(k_attention_warp<DPL, STAGE>, grid, dim3(AW_WARPS * 32),                   \
                     STAGE ? aw_stage_bytes(a) : 0, (cudaStream_t)stream, true, *a)
         const bool stage = aw_can_stage(a);
-        if (stage && a->window <= 0 && a->n_tok >= 2 && g_aw_pairs) { /* two queries a warp */
-            const dim3 g2(grid.x, (unsigned)((a->n_tok + 2 * AP_PAIRS - 1) / (2 * AP_PAIRS)));
-            const dim3 blk(AW_WARPS * 32 * AP_PAIRS);
-            if (a->qk_dim <= 64 && a->v_dim <= 64)
-                spc_launch_smem(k_attention_pairs<2, AP_PAIRS>, g2, blk, aw_stage_bytes(a),
-                                (cudaStream_t)stream, true, *a);
-            else
-                spc_launch_smem(k_attention_pairs<4, AP_PAIRS>, g2, blk, aw_stage_bytes(a),
-                                (cudaStream_t)stream, true, *a);
+        if (stage && a->window <= 0 && a->n_tok >= 2 && g_aw_rows) { /* queries share keys */
+            const int Q = g_aw_rows / 10, G = g_aw_rows % 10;
+            const bool d2 = a->qk_dim <= 64 && a->v_dim <= 64;
+            const dim3 g2(grid.x, (unsigned)((a->n_tok + Q * G - 1) / (Q * G)));
+            const dim3 blk(AW_WARPS * 32 * G);
+            const size_t sm = aw_stage_bytes(a);
+            cudaStream_t st = (cudaStream_t)stream;
+#define AR_LAUNCH(DD, QQ, GG)                                                                \
+    if (d2 == (DD == 2) && Q == QQ && G == GG)                                               \
+        spc_launch_smem(k_attention_rows<DD, QQ, GG>, g2, blk, sm, st, true, *a);
+            AR_LAUNCH(2, 2, 2) AR_LAUNCH(4, 2, 2) AR_LAUNCH(2, 4, 1) AR_LAUNCH(4, 4, 1)
+#undef AR_LAUNCH
             return spc_launch_status();
         }
         if (a->v_dim <= 64)
