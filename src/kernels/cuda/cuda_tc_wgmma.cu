@@ -461,8 +461,8 @@ int tc_wgmma_run(cudaStream_t s, tc_set &set, const float *x, int64_t n_tok, voi
     if (rc)
         return rc;
     /* 128 tokens a block where that still gives every SM two blocks, else 64 (H200,
-     * llama-1b shapes at 512 tokens: gate/up and the LM head 1.2x faster at 128, the
-     * 2048-row matrices 1.1-1.2x at 64; docs/BENCHMARKS_GPU.md) */
+     * llama-1b shapes at 512 tokens: gate/up and the LM head 1.2-1.3x faster at 128; o
+     * 1.17x, Q/K/V and down 1.02-1.04x at 64; docs/BENCHMARKS_GPU.md) */
     const unsigned blocks = tw_row_blocks(set);
     const int bt = g_tw_force ? g_tw_force
                    : (int64_t)blocks * ((n_tok + 127) / 128) >= 2 * (int64_t)sms ? 128 : 64;
