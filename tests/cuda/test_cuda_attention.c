@@ -173,7 +173,9 @@ static void test_attention(void **state)
         {"decode d128 ctx 600", 2, 1, 128, 128, 0, 599, 1, 0, 0, 0},
         {"decode MLA ctx 400", 4, 1, 576, 512, 0, 399, 1, 0, 0, 1},
         {"verify GQA 32/8 ctx 250", 32, 8, 64, 64, 0, 241, 9, 0, 0, 0},
-        /* two queries a warp (staged, no window): a pair across a chunk boundary */
+        /* several queries a warp (staged, no window): a warp's queries across a chunk
+         * boundary and a 300-token prefill (the block's queries past n_tok: "verify GQA
+         * 32/8" above, 9 tokens, run through the warp kernels as which = 2) */
         {"GQA 16/4 sinks pos0 121", 16, 4, 64, 64, 0, 121, 20, 0, 1, 0},
         {"prefill GQA 32/8 from 0", 32, 8, 64, 64, 0, 0, 300, 0, 0, 0},
     };

@@ -222,7 +222,7 @@ size_t spc_attention_split_bytes(const sp_attn_args *a);
 /* The same with the kernel named: 1 a block per (query, head) (its keys and values staged
  * through shared memory where the dims allow), 3 the block kernel without staging, 2 a
  * warp per (query, head) (the same arithmetic operation for operation: equal bits; a warp
- * per two queries of a head where the keys stage and there is no window), 0 by the query
+ * per four queries of a head where the keys stage and there is no window), 0 by the query
  * count (the warp kernels from 16 queries: prefill). */
 int spc_attention_kernel(void *stream, const sp_attn_args *a, int which);
 /* Once per device (spc_device_open calls it; outside any graph capture): lets the staged
