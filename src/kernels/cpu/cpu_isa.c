@@ -29,7 +29,7 @@ sp_isa sp_isa_detected(void)
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
 #ifdef SP_HAVE_AVX512BF16_KERNELS
-        if (__builtin_cpu_supports("avx512bf16"))
+        if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni"))
             return SP_ISA_AVX512_BF16;
 #endif
         return SP_ISA_AVX512;

@@ -2,7 +2,7 @@
  *
  * The library is compiled for baseline x86-64; the kernels that need AVX2 or AVX-512
  * live in their own files compiled with those flags (matmul_avx2.c, matmul_avx512.c,
- * matmul_avx512bf16.c) and are only called after cpuid says the CPU has them. So one
+ * matmul_avx512bf16.c, matmul_avx512vnni.c) and are only called after cpuid says the CPU has them. So one
  * binary runs on any x86-64 CPU and uses the best path it finds.
  *
  * The level in use is the best one detected, lowered by SPECULA_ISA=generic|avx2|avx512|
@@ -15,7 +15,7 @@ typedef enum sp_isa {
     SP_ISA_GENERIC = 0, /* portable C (SSE2 on x86-64) */
     SP_ISA_AVX2,        /* AVX2 + FMA + F16C, 8 lanes */
     SP_ISA_AVX512,      /* AVX-512 F/BW/VL/DQ, 16 lanes */
-    SP_ISA_AVX512_BF16, /* AVX-512 + AVX512_BF16 (vdpbf16ps) for the fast precision */
+    SP_ISA_AVX512_BF16, /* AVX-512 + AVX512_BF16 (vdpbf16ps) + AVX512_VNNI (vpdpbusd): the fast precision */
 } sp_isa;
 
 /* The best level this CPU (and this build) supports. */

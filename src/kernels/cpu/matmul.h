@@ -8,7 +8,9 @@
  * Two precisions (sp_precision in specula.h): EXACT multiplies fp32 activations by the
  * exactly decoded weights with fp32 fused multiply-adds; FAST first rounds the
  * activations to bf16 and, on CPUs with AVX512_BF16, uses vdpbf16ps (two bf16 products
- * per fp32 lane); elsewhere FAST computes as EXACT. sp_matmul takes the precision set on
+ * per fp32 lane), except for MXFP4 weights, whose inputs it quantizes to 8 bits per
+ * 32-column block at the avx2 and avx512bf16 levels (integer sums); elsewhere FAST
+ * computes as EXACT. sp_matmul takes the precision set on
  * the pool (sp_pool_set_precision; EXACT for a NULL pool). sp_matmul_ref and
  * sp_matmul_ref_prec are the scalar references (double accumulation) the kernels are
  * tested against. The kernels are chosen at run time by cpuid (cpu_isa.h). */

@@ -13,12 +13,8 @@
  * columns is what lets prefill stream each weight panel from DRAM once per block of up
  * to 132 tokens while the inputs of a block stay in L2 and the tile's weights in L1.
  *
- * BF16 weights are used as stored; MXFP4 codes become bf16 through the block's scaled
- * 16-entry table (code value times 2^e is exact in bf16; one table per scale byte, built
- * once) and a vpermw: in registers when
- * decoding one token, into a small per-call buffer of KC columns per row (reused by every
- * token of the block) when there are several. Both give the same bf16 values, so the
- * two paths agree bit for bit. Other formats use the exact kernels.
+ * BF16 weights are used as stored. MXFP4 weights take 8-bit inputs instead
+ * (matmul_avx512vnni.c); other formats use the exact kernels.
  *
  * Every tile shape is its own non-inlined function: inlined into one loop nest, GCC
  * re-loaded the inputs for every row of a tile (28 loads per 24 vdpbf16ps instead of 10). */
@@ -26,7 +22,6 @@
 #include "util/dtype.h"
 
 #include <immintrin.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -111,7 +106,7 @@ INLINE void store_tile(const int R, const int T, __m512 acc[DR][TT], const sp_mm
         }
 }
 
-/* ---- BF16 rows (as stored, or MXFP4 decoded into a buffer) ------------------------- */
+/* ---- BF16 rows --------------------------------------------------------------------- */
 
 /* acc[r][t] over columns [0, len) of the R rows at w (ws bytes apart) and the T bf16
  * inputs at x (x_at's layout: tokens 32 apart, xstep elements per 32-column step). With
@@ -282,181 +277,6 @@ static void rows_bf16_dp(const sp_mm_job *j, int64_t rb, int64_t re)
     walk_blocks(j, rb, re, bf16_block);
 }
 
-/* ---- MXFP4 ----------------------------------------------------------------------------- */
-
-static const float e2m1_signed[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
-                                      -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
-
-/* The E2M1 codes as bf16 bits (0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives). */
-static const uint16_t e2m1_bf16[16] = {0x0000, 0x3f00, 0x3f80, 0x3fc0, 0x4000, 0x4040, 0x4080, 0x40c0,
-                                       0x8000, 0xbf00, 0xbf80, 0xbfc0, 0xc000, 0xc040, 0xc080, 0xc0c0};
-
-/* The 16 codes of a block with scale byte s as bf16: code value times 2^(s - 127). For
- * 2 <= s <= 252 every nonzero product is a normal bf16 and is formed exactly by adding
- * s - 127 to the exponent field; other scales (denormal, infinite or NaN products) go
- * through fp32 as the reference decoder does, then round to bf16. Same bits either way. */
-static __m512i mxfp4_block_table(uint8_t s)
-{
-    const __m512i base = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)e2m1_bf16));
-    if (s >= 2 && s <= 252)
-        return _mm512_mask_add_epi16(base, (__mmask32)0xfefe, base,
-                                     _mm512_set1_epi16((short)((s - 127) * 128)));
-    __m512 lut_s = _mm512_mul_ps(_mm512_loadu_ps(e2m1_signed), _mm512_set1_ps(sp_e8m0_to_f32(s)));
-    return _mm512_castsi256_si512((__m256i)_mm512_cvtneps_pbh(lut_s));
-}
-
-/* mxfp4_block_table for every scale byte, its 16 entries twice (words 16-31 repeat 0-15:
- * vpermw reads the low 5 bits of an index, so a code's fifth bit need not be cleared).
- * 16 KiB, built once (pthread_once) when the kernel is first picked. */
-static uint16_t mxfp4_tables[256][32] __attribute__((aligned(64)));
-static pthread_once_t mxfp4_tables_once = PTHREAD_ONCE_INIT;
-
-static void mxfp4_tables_build(void)
-{
-    for (int s = 0; s < 256; s++) {
-        uint16_t t[32];
-        _mm512_storeu_si512((void *)t, mxfp4_block_table((uint8_t)s));
-        memcpy(mxfp4_tables[s], t, 16 * sizeof *t);
-        memcpy(mxfp4_tables[s] + 16, t, 16 * sizeof *t);
-    }
-}
-
-/* Columns [k, k + 32) of an MXFP4 row as 32 bf16: codes through the block's table. */
-INLINE __m512i mxfp4_decode32(const unsigned char *row, const unsigned char *sc, int64_t k)
-{
-    __m512i lut_h = _mm512_load_si512((const void *)mxfp4_tables[sc[k / 32]]);
-    /* dword i = byte i | byte i << 12: word 2i's low 5 bits are the low nibble plus bit 4
-     * (the table repeats, so it does not matter), word 2i+1's are the high nibble */
-    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(row + k / 2)));
-    __m512i idx = _mm512_or_si512(b, _mm512_slli_epi32(b, 12));
-    return _mm512_permutexvar_epi16(idx, lut_h);
-}
-
-/* R rows x T tokens over columns [k0, k1), decoding in registers (one token, or too few
- * to repay a decoded buffer). */
-INLINE void mxfp4_tile(const int R, const int T, const sp_mm_job *j, int64_t r0, int64_t t0,
-                       int64_t k0, int64_t k1)
-{
-    const sp_weight *w = j->w;
-    const int64_t n = w->cols;
-    int64_t step;
-    const uint16_t *x = x_at(j, t0, k0, &step);
-    __m512 acc[DR][TT];
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < T; t++)
-            acc[r][t] = _mm512_setzero_ps();
-    for (int64_t k = k0; k < k1; k += 32, x += step) {
-        if (T == TT) {
-            /* the R decoded rows first, then one input at a time: R + 1 live vectors beside
-             * the R T accumulators (the inputs first spilled the 4 x 6 tile: 24 loads a
-             * step, half the speed of 4 x 5); the same products into each accumulator */
-            __m512bh wv[DR];
-            for (int r = 0; r < R; r++)
-                wv[r] = (__m512bh)mxfp4_decode32(sp_weight_row(w, r0 + r),
-                                                 w->scales + (size_t)(r0 + r) * w->scale_row_bytes, k);
-            for (int t = 0; t < T; t++) {
-                __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(x + 32 * t));
-                for (int r = 0; r < R; r++)
-                    acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv[r], xv);
-            }
-            continue;
-        }
-        __m512bh xv[TT];
-        for (int t = 0; t < T; t++)
-            xv[t] = (__m512bh)_mm512_loadu_si512((const void *)(x + 32 * t));
-        for (int r = 0; r < R; r++) {
-            __m512bh wv = (__m512bh)mxfp4_decode32(sp_weight_row(w, r0 + r),
-                                                   w->scales + (size_t)(r0 + r) * w->scale_row_bytes, k);
-            for (int t = 0; t < T; t++)
-                acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, xv[t]);
-        }
-    }
-    store_tile(R, T, acc, j, r0, t0, k0 == 0, k1 == n);
-}
-
-#define MXFP4_FN(R, T)                                                                           \
-    NOINLINE void mxfp4_##R##x##T(const sp_mm_job *j, int64_t r0, int64_t t0, int64_t k0,        \
-                                  int64_t k1)                                                  \
-    {                                                                                          \
-        mxfp4_tile(R, T, j, r0, t0, k0, k1);                                                   \
-    }
-MXFP4_FN(4, 1)
-MXFP4_FN(4, 2)
-MXFP4_FN(4, 3)
-MXFP4_FN(4, 4)
-MXFP4_FN(4, 5)
-MXFP4_FN(4, 6)
-MXFP4_FN(1, 1)
-
-typedef void (*mxfp4_fn)(const sp_mm_job *, int64_t, int64_t, int64_t, int64_t);
-static const mxfp4_fn mxfp4_4xT[TT + 1] = {NULL,      mxfp4_4x1, mxfp4_4x2, mxfp4_4x3,
-                                           mxfp4_4x4, mxfp4_4x5, mxfp4_4x6};
-
-/* Fewer tokens than this decode in registers; more share a decoded buffer. */
-#define MXFP4_BUFFER_TOKENS 12
-
-/* Rows [rb, re) x tokens [0, n_tok) decoding in registers, column block by block. */
-static void mxfp4_rows_direct(const sp_mm_job *j, int64_t rb, int64_t re)
-{
-    const int64_t n = j->w->cols, n_tok = j->n_tok;
-    for (int64_t k = 0; k < n; k += KC) {
-        int64_t ke = k + KC < n ? k + KC : n;
-        int64_t r = rb;
-        for (; r + 4 <= re; r += 4) {
-            int64_t t = 0;
-            for (; t + TT <= n_tok; t += TT)
-                mxfp4_4x6(j, r, t, k, ke);
-            if (t < n_tok)
-                mxfp4_4xT[n_tok - t](j, r, t, k, ke);
-        }
-        for (; r < re; r++)
-            for (int64_t t = 0; t < n_tok; t++)
-                mxfp4_1x1(j, r, t, k, ke);
-    }
-}
-
-/* Decodes columns [k0, k1) of rows [r0, r0 + R) into buf (rows 2 * KC bytes apart). */
-static void mxfp4_decode_rows(const sp_weight *w, int64_t r0, int R, int64_t k0, int64_t k1,
-                              unsigned char *buf)
-{
-    for (int r = 0; r < R; r++) {
-        const unsigned char *row = sp_weight_row(w, r0 + r);
-        const unsigned char *sc = w->scales + (size_t)(r0 + r) * w->scale_row_bytes;
-        for (int64_t k = k0; k < k1; k += 32)
-            _mm512_storeu_si512((void *)(buf + (size_t)r * 2 * KC + 2 * (k - k0)),
-                                mxfp4_decode32(row, sc, k));
-    }
-}
-
-/* As bf16_block, decoding the block's rows to bf16 first (once for all its tokens). */
-static void mxfp4_block(const sp_mm_job *j, int64_t r, int64_t re, int64_t tb, int64_t te, int64_t k,
-                        int64_t nr, int64_t nk)
-{
-    (void)nr, (void)nk;
-    _Alignas(64) unsigned char buf[TR * 2 * KC]; /* TR rows x KC bf16: 16 KiB */
-    const sp_weight *w = j->w;
-    const int64_t n = w->cols, ke = k + KC < n ? k + KC : n;
-    if (r + TR <= re) {
-        mxfp4_decode_rows(w, r, TR, k, ke, buf);
-        dot_rows4(j, buf, 2 * KC, r, tb, te, k, ke, NULL);
-        return;
-    }
-    for (; r < re; r++) {
-        mxfp4_decode_rows(w, r, 1, k, ke, buf);
-        for (int64_t t = tb; t < te; t++)
-            dot_1x1(j, buf, 2 * KC, r, t, k, ke, NULL);
-    }
-}
-
-static void rows_mxfp4_dp(const sp_mm_job *j, int64_t rb, int64_t re)
-{
-    if (j->n_tok < MXFP4_BUFFER_TOKENS) {
-        mxfp4_rows_direct(j, rb, re);
-        return;
-    }
-    walk_blocks(j, rb, re, mxfp4_block);
-}
-
 /* ---- input ------------------------------------------------------------------------------ */
 
 /* sp_mm_round_bf16 on 16 lanes: round to nearest even, NaN quieted (not vcvtneps2bf16,
@@ -484,10 +304,8 @@ sp_mm_kernel sp_mm_pick_avx512bf16(const sp_weight *w)
     if (w->cols % 32 == 0) {
         if (w->format == SP_WF_BF16)
             return (sp_mm_kernel){rows_bf16_dp, SP_MM_PREP_BF16_TILED, "avx512bf16 bf16 dot", prep_bf16};
-        if (w->format == SP_WF_MXFP4) {
-            pthread_once(&mxfp4_tables_once, mxfp4_tables_build);
-            return (sp_mm_kernel){rows_mxfp4_dp, SP_MM_PREP_BF16_TILED, "avx512bf16 mxfp4 dot", prep_bf16};
-        }
+        if (w->format == SP_WF_MXFP4)
+            return sp_mm_pick_avx512vnni_q8();
     }
     return sp_mm_pick_avx512(w);
 }

@@ -88,8 +88,11 @@ sp_mm_kernel sp_mm_pick_avx2_fast(const sp_weight *w);
 /* The AVX2 kernel for w that needs no prepared input (matmul_tiles.h's). */
 sp_mm_kernel sp_mm_pick_avx2_unprepared(const sp_weight *w);
 sp_mm_kernel sp_mm_pick_avx512(const sp_weight *w);
-/* Fast precision (bf16 inputs, vdpbf16ps); exact kernels for formats it lacks. */
+/* Fast precision: BF16 weights with bf16 inputs (vdpbf16ps), MXFP4 with 8-bit inputs
+ * (sp_mm_pick_avx512vnni_q8); exact kernels for other formats. */
 sp_mm_kernel sp_mm_pick_avx512bf16(const sp_weight *w);
+/* MXFP4 (cols a multiple of 32) x 8-bit inputs on vpdpbusd: the avx2 fast kernel's bits. */
+sp_mm_kernel sp_mm_pick_avx512vnni_q8(void);
 
 /* fp32 -> bf16 as vcvtneps2bf16 does: round to nearest even, NaN quieted; the input of
  * every fast-precision product (kernels and the reference). */

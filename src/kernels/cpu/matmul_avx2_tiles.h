@@ -1,0 +1,123 @@
+/* matmul_avx2_tiles.h: the plumbing of the 8-lane row kernels compiled with AVX2 (a
+ * tile's rows and accumulators, its store, the tile sets and the loop over rows and
+ * tokens), included by matmul_avx2.c and matmul_avx512vnni.c so that their kernels group
+ * work and store results in the same way. Each includer is compiled with at least
+ * -mavx2 -mfma and defines its tiles before its tile sets. */
+#ifndef SP_KERNELS_CPU_MATMUL_AVX2_TILES_H
+#define SP_KERNELS_CPU_MATMUL_AVX2_TILES_H
+
+#include "kernels/cpu/matmul_isa.h"
+#include "kernels/cpu/simd.h"
+
+#include <immintrin.h>
+
+#if !SP_SIMD_AVX2
+#error "matmul_avx2_tiles.h needs -mavx2 -mfma"
+#endif
+
+#ifndef INLINE
+#define INLINE static inline __attribute__((always_inline))
+#endif
+
+/* Tokens per cache block: the block's inputs (fp32) stay within ~256 KiB of L2. */
+static int64_t token_block(int64_t cols)
+{
+    int64_t tb = (65536 / cols) / 6 * 6;
+    return tb < 6 ? 6 : tb > 60 ? 60 : tb;
+}
+
+/* The tile's rows are r0, r0 + rs, .., r0 + (R - 1) rs (rs = 1 but for the one-token
+ * tiles whose rows are S apart, below). */
+INLINE void store_tile(const int R, const int T, const sp_mm_job *j, int64_t r0, int64_t rs,
+                       int64_t t0, __m256 acc[8][8])
+{
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++)
+            j->y[(t0 + t) * j->w->rows + r0 + r * rs] =
+                sp_v8_hsum(acc[r][t]) + (j->bias ? j->bias[r0 + r * rs] : 0.0f);
+}
+
+/* The rows of an R x T tile at r0 (and their scale rows, when sc is not NULL), and its
+ * accumulators zeroed. */
+INLINE void tile_start(const int R, const int T, const sp_weight *w, int64_t r0, int64_t rs,
+                       const unsigned char **rows, const unsigned char **sc, __m256 acc[8][8])
+{
+    for (int r = 0; r < R; r++) {
+        rows[r] = sp_weight_row(w, r0 + r * rs);
+        if (sc)
+            sc[r] = w->scales + (size_t)(r0 + r * rs) * w->scale_row_bytes;
+        for (int t = 0; t < T; t++)
+            acc[r][t] = _mm256_setzero_ps();
+    }
+}
+
+/* One token: the rows of a tile are taken S rows apart (S = the range's rows over R), so
+ * that each of the tile's R weight streams runs through S consecutive rows, a long
+ * sequential stretch the hardware prefetcher follows, instead of R neighbouring rows read
+ * side by side (R streams a row apart that end with the tile; short rows gave the
+ * prefetcher too little of each to follow). The rows' arithmetic is the R x 1 tile's: the
+ * order only changes which rows share a tile. Measured on the Zen 3 VM (2026-11-27,
+ * alternating builds), BF16 8 x 1: decode of llama 125M 73-89 -> 109-124 tok/s, of llama
+ * 1.1B 10.2-12.3 -> 11.8-14.9, of the gpt-oss-shaped MoE 76-92 -> 99-124; the 8-bit MXFP4
+ * 4 x 1 the same way (it replaced a software prefetch of the next tile's lines): MoE
+ * decode median 91 -> 100 tok/s over 8 alternating rounds (77-128 either way); the exact
+ * precision's MXFP4 4 x 1 too: MoE decode in exact precision 59-66 -> 64-75. */
+
+#define TILE_FN SP_MM_TILE_FN
+
+/* tile_Rx1_strided(j, r0, rs): the one-token R x 1 tile over rows r0, r0 + rs, .. (above). */
+#define STRIDED_FN(tile, R)                                                                    \
+    static __attribute__((noinline)) void tile##_##R##x1_strided(const sp_mm_job *j, int64_t r0, \
+                                                                  int64_t rs)                  \
+    {                                                                                          \
+        tile##_rs(R, 1, j, r0, rs, 0);                                                         \
+    }
+
+#define ROW_BLOCK 24
+
+typedef void (*tile_fn)(const sp_mm_job *j, int64_t r0, int64_t t0);
+typedef void (*strided_fn)(const sp_mm_job *j, int64_t r0, int64_t rs);
+
+/* The tiles of one format: for T = 1..max_t tokens, R[T] rows at a time (group[T]) and
+ * one row (single[T]); one token's R[1] rows S apart (strided). */
+typedef struct tile_set {
+    int max_t;
+    int R[9];
+    tile_fn group[9], single[9];
+    strided_fn strided;
+} tile_set;
+
+/* Rows [rb, re) of T tokens from t0: R-row tiles, then single rows. */
+static void rows_of_tiles(const sp_mm_job *j, const tile_set *ts, int T, int64_t rb, int64_t re,
+                          int64_t t0)
+{
+    int64_t r = rb;
+    if (ts->R[T] > 1)
+        for (; r + ts->R[T] <= re; r += ts->R[T])
+            ts->group[T](j, r, t0);
+    for (; r < re; r++)
+        ts->single[T](j, r, t0);
+}
+
+static void tiles_loop(const sp_mm_job *j, const tile_set *ts, int64_t rb, int64_t re)
+{
+    const int64_t n_tok = j->n_tok, tb_n = token_block(j->w->cols), R = ts->R[1];
+    if (n_tok == 1 && re - rb >= 2 * R) { /* rows S apart; fewer than R left after */
+        const int64_t S = (re - rb) / R;
+        for (int64_t r = rb; r < rb + S; r++)
+            ts->strided(j, r, S);
+        rb += R * S;
+    }
+    for (int64_t tb = 0; tb < n_tok; tb += tb_n) {
+        int64_t te = tb + tb_n < n_tok ? tb + tb_n : n_tok;
+        for (int64_t r = rb; r < re; r += ROW_BLOCK) {
+            int64_t r1 = r + ROW_BLOCK < re ? r + ROW_BLOCK : re;
+            for (int64_t t = tb; t < te; t += ts->max_t) {
+                int T = te - t < ts->max_t ? (int)(te - t) : ts->max_t;
+                rows_of_tiles(j, ts, T, r, r1, t);
+            }
+        }
+    }
+}
+
+#endif
