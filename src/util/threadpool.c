@@ -27,6 +27,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -278,12 +279,14 @@ void *sp_pool_scratch(sp_pool *p, size_t bytes)
 {
     if (!p)
         return NULL;
+    if (bytes > SIZE_MAX / 2)
+        return NULL;
     if (bytes > p->scratch_bytes) {
         /* grow geometrically so a prefill's sizes settle after a few calls */
-        size_t want = bytes + bytes / 2;
+        size_t want = (bytes + bytes / 2 + 63) & ~(size_t)63;
         free(p->scratch); /* contents need not survive */
         p->scratch_bytes = 0;
-        p->scratch = malloc(want);
+        p->scratch = aligned_alloc(64, want); /* whole lines: no vector load splits one */
         if (!p->scratch)
             return NULL;
         p->scratch_bytes = want;

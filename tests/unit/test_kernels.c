@@ -136,8 +136,10 @@ static void test_matmul_every_isa(void **state)
      * (tiles of 6), whose sub-batches below start at every tile offset */
     int64_t shapes[][3] = {{37, 64, 1}, {64, 96, 13}, {130, 256, 9}, {9, 2048, 7}, {40, 160, 66},
                            {21, 2080, 140}};
-    for (int isa = SP_ISA_GENERIC; isa <= (int)best; isa++) {
+    /* the avx512bf16 level once with vdpbf16ps and once with its emulation by FMAs */
+    for (int isa = SP_ISA_GENERIC, dot = 0; isa <= (int)best; isa += isa < SP_ISA_AVX512_BF16 || dot++) {
         assert_int_equal(sp_isa_set((sp_isa)isa), isa);
+        sp_matmul_set_bf16_dot(dot ? SP_BF16_DOT_FMA : SP_BF16_DOT_VDPBF16PS);
         for (int prec = 0; prec < 2; prec++)
             for (size_t fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++)
                 for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
@@ -191,6 +193,77 @@ static void test_matmul_every_isa(void **state)
                 }
     }
     sp_isa_set(best);
+    sp_matmul_set_bf16_dot(SP_BF16_DOT_AUTO);
+    sp_pool_free(pool);
+}
+
+/* The avx512bf16 level's BF16 products with vdpbf16ps and with two FMAs a lane (DAZ, FTZ)
+ * give the same bits: weights and inputs over every exponent, denormal and zero ones
+ * among them (the instruction reads them as zero), sums that would end denormal, two
+ * column blocks, every tile shape, with threads, and the auto choice (FMAs from six
+ * tokens where vdpbf16ps is slow) inside one batch. */
+static void test_bf16_fma_equals_vdpbf16ps(void **state)
+{
+    (void)state;
+    if (sp_isa_detected() < SP_ISA_AVX512_BF16)
+        skip(); /* no vdpbf16ps here */
+    sp_pool *pool;
+    assert_int_equal(sp_pool_new(2, &pool, NULL), SP_OK);
+    int64_t shapes[][2] = {{37, 64}, {24, 2080}, {130, 256}};
+    uint64_t st = 0x2545f4914f6cdd1dull;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t rows = shapes[si][0], cols = shapes[si][1];
+        enum { NT = 20 };
+        sp_weight w;
+        uint16_t *d = make_weight(SP_WF_BF16, rows, cols, &w);
+        float *x = malloc((size_t)(NT * cols) * sizeof(float));
+        float *ya = malloc((size_t)(NT * rows) * sizeof(float));
+        float *yb = malloc((size_t)(NT * rows) * sizeof(float));
+        for (int64_t i = 0; i < rows * cols; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            uint16_t h = (uint16_t)(st >> 48);
+            if ((h & 0x7f80) == 0x7f80) /* no infinities or NaNs */
+                h &= 0xbfff;
+            if (i % 3 && i / cols % 4 < 2) /* rows of any exponent, a third ordinary values */
+                d[i] = h;
+            /* rows of ordinary values (i / cols % 4 == 2), and of 2^60 x 1.x, where denormal
+             * inputs make normal products */
+            if (i / cols % 4 == 3)
+                d[i] = (uint16_t)(0x5d80 | (d[i] & 0x807f));
+        }
+        for (int64_t i = 0; i < NT * cols; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            uint32_t u = (uint32_t)(st >> 32);
+            if ((u & 0x7f800000u) == 0x7f800000u)
+                u &= 0xbfffffffu;
+            if (i / cols % 5 == 3) /* tokens of denormals (once rounded to bf16) */
+                x[i] = test_frand() * 1e-38f;
+            else if (i / cols % 5 == 4) /* tokens of tiny normals: sums may end denormal */
+                x[i] = test_frand() * 4e-38f;
+            else if (i % 4)
+                memcpy(&x[i], &u, 4);
+            else
+                x[i] = test_frand() * 1e-38f;
+        }
+        for (int nt = 1; nt <= NT; nt += nt < 8 ? 1 : 6) {
+            sp_matmul_set_bf16_dot(SP_BF16_DOT_VDPBF16PS);
+            sp_matmul_prec(pool, SP_PRECISION_FAST, &w, x, nt, ya, NULL);
+            for (int mode = SP_BF16_DOT_FMA; mode <= SP_BF16_DOT_FMA_BATCHES; mode++) {
+                sp_matmul_set_bf16_dot((sp_bf16_dot)mode);
+                sp_matmul_prec(nt % 2 ? pool : NULL, SP_PRECISION_FAST, &w, x, nt, yb, NULL);
+                for (int64_t i = 0; i < nt * rows; i++)
+                    if (memcmp(&ya[i], &yb[i], 4) && !(isnan(ya[i]) && isnan(yb[i])))
+                        fail_msg("%lldx%lld, %d tokens, mode %d: output %lld: vdpbf16ps %a, FMAs %a",
+                                 (long long)rows, (long long)cols, nt, mode, (long long)i,
+                                 (double)ya[i], (double)yb[i]);
+            }
+        }
+        free(d);
+        free(x);
+        free(ya);
+        free(yb);
+    }
+    sp_matmul_set_bf16_dot(SP_BF16_DOT_AUTO);
     sp_pool_free(pool);
 }
 
@@ -325,12 +398,26 @@ static void test_matmul_grouped(void **state)
 
 /* A kernel's vectorized input preparation gives sp_mm_round_bf16's bits: ties to even,
  * NaN quieted, infinities, signed zeros, denormals, random bit patterns. */
+static void check_bf16_input_rounding(void);
+
+/* The vectorized bf16 rounding of the inputs (each way the avx512bf16 kernels take them:
+ * bf16 for vdpbf16ps, widened and split for FMAs) equals the scalar one bit for bit. */
 static void test_bf16_input_rounding(void **state)
 {
     (void)state;
     sp_weight w = {.format = SP_WF_BF16, .rows = 1, .cols = 32};
     if (!strstr(sp_matmul_kernel_name(&w, SP_PRECISION_FAST), "dot"))
         skip(); /* no bf16 dot-product kernels here: the scalar rounding is the reference */
+    sp_matmul_set_bf16_dot(SP_BF16_DOT_VDPBF16PS);
+    check_bf16_input_rounding();
+    sp_matmul_set_bf16_dot(SP_BF16_DOT_FMA);
+    check_bf16_input_rounding();
+    sp_matmul_set_bf16_dot(SP_BF16_DOT_AUTO);
+}
+
+static void check_bf16_input_rounding(void)
+{
+    sp_weight w = {.format = SP_WF_BF16, .rows = 1, .cols = 32};
     enum { N = 4096 + 7 };
     static float x[N];
     static uint16_t got[N];
@@ -707,6 +794,7 @@ int main(void)
         cmocka_unit_test(test_q8_input_rounding), cmocka_unit_test(test_fast_mxfp4_avx2_equals_avx512),
         cmocka_unit_test(test_matmul_grouped),
         cmocka_unit_test(test_bf16_input_rounding), cmocka_unit_test(test_mxfp4_fast_scales),
+        cmocka_unit_test(test_bf16_fma_equals_vdpbf16ps),
         cmocka_unit_test(test_rmsnorm_vs_reference),
         cmocka_unit_test(test_attention_vs_reference), cmocka_unit_test(test_attention_many),
         cmocka_unit_test(test_dtype_decoders),

@@ -9,6 +9,7 @@
 #include "kernels/cpu/simd.h"
 #include "util/dtype.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,12 +91,51 @@ void sp_matmul_ref(const sp_weight *w, const float *x, int64_t n_tok, float *y,
 
 /* ---- the row kernels: choice, input preparation, threads ---------------------------- */
 
-static sp_mm_kernel pick_kernel(const sp_weight *w, sp_precision prec)
+/* The sp_bf16_dot in use; SP_BF16_DOT_AUTO until first asked. */
+static atomic_int bf16_dot = SP_BF16_DOT_AUTO;
+
+sp_bf16_dot sp_matmul_bf16_dot(void)
+{
+    int v = atomic_load_explicit(&bf16_dot, memory_order_relaxed);
+    if (v == SP_BF16_DOT_AUTO) {
+        const char *e = getenv("SPECULA_BF16_DOT");
+        if (e && !strcmp(e, "fma"))
+            v = SP_BF16_DOT_FMA;
+        else if (e && !strcmp(e, "vdpbf16ps"))
+            v = SP_BF16_DOT_VDPBF16PS;
+        else if (e && !strcmp(e, "batches"))
+            v = SP_BF16_DOT_FMA_BATCHES;
+        else {
+#ifdef SP_HAVE_AVX512BF16_KERNELS
+            v = sp_isa_detected() >= SP_ISA_AVX512_BF16 && sp_mm_vdpbf16ps_is_slow()
+                    ? SP_BF16_DOT_FMA_BATCHES
+                    : SP_BF16_DOT_VDPBF16PS;
+#else
+            v = SP_BF16_DOT_VDPBF16PS;
+#endif
+        }
+        atomic_store(&bf16_dot, v);
+    }
+    return (sp_bf16_dot)v;
+}
+
+void sp_matmul_set_bf16_dot(sp_bf16_dot d)
+{
+    atomic_store(&bf16_dot, (int)d);
+}
+
+/* The kernel for w in precision prec for a call of n_tok tokens. */
+static sp_mm_kernel pick_kernel(const sp_weight *w, sp_precision prec, int64_t n_tok)
 {
     switch (sp_isa_active()) {
 #ifdef SP_HAVE_AVX512BF16_KERNELS
-    case SP_ISA_AVX512_BF16:
-        return prec == SP_PRECISION_FAST ? sp_mm_pick_avx512bf16(w) : sp_mm_pick_avx512(w);
+    case SP_ISA_AVX512_BF16: {
+        if (prec != SP_PRECISION_FAST)
+            return sp_mm_pick_avx512(w);
+        sp_bf16_dot d = sp_matmul_bf16_dot();
+        bool fma = d == SP_BF16_DOT_FMA || (d == SP_BF16_DOT_FMA_BATCHES && n_tok >= SP_MM_TILE_TOKENS);
+        return fma ? sp_mm_pick_avx512bf16_fma(w) : sp_mm_pick_avx512bf16(w);
+    }
 #endif
 #ifdef SP_HAVE_AVX512_KERNELS
     case SP_ISA_AVX512: return sp_mm_pick_avx512(w);
@@ -109,19 +149,30 @@ static sp_mm_kernel pick_kernel(const sp_weight *w, sp_precision prec)
 
 void sp_matmul_round_input(const sp_weight *w, const float *x, int64_t n, uint16_t *out)
 {
-    sp_mm_kernel k = pick_kernel(w, SP_PRECISION_FAST);
+    sp_mm_kernel k = pick_kernel(w, SP_PRECISION_FAST, INT64_MAX); /* a prefill's */
     if (k.prep == SP_MM_PREP_BF16_TILED && k.prep_fn) {
         k.prep_fn(x, n, out);
         return;
     }
-    for (int64_t i = 0; i < n; i++)
+    int64_t i = 0;
+    if (k.prep == SP_MM_PREP_BF16_SPLIT && k.prep_fn) /* widened and split: undo both */
+        for (; i + 32 <= n; i += 32) {
+            float f[32];
+            k.prep_fn(x + i, 32, f);
+            for (int c = 0; c < 32; c++) {
+                uint32_t u;
+                memcpy(&u, &f[c % 2 ? 16 + c / 2 : c / 2], 4);
+                out[i + c] = (uint16_t)(u >> 16);
+            }
+        }
+    for (; i < n; i++)
         out[i] = sp_mm_round_bf16(x[i]);
 }
 
 bool sp_matmul_prep_q8(const float *x, int64_t cols, unsigned char *out)
 {
     sp_weight w = {.format = SP_WF_MXFP4, .rows = 1, .cols = cols};
-    sp_mm_kernel k = pick_kernel(&w, SP_PRECISION_FAST);
+    sp_mm_kernel k = pick_kernel(&w, SP_PRECISION_FAST, 1);
     if (k.prep != SP_MM_PREP_Q8 || cols % 32)
         return false;
     if (k.prep_fn)
@@ -133,14 +184,25 @@ bool sp_matmul_prep_q8(const float *x, int64_t cols, unsigned char *out)
 
 const char *sp_matmul_kernel_name(const sp_weight *w, sp_precision prec)
 {
-    return pick_kernel(w, prec).name;
+    return pick_kernel(w, prec, 1).name;
 }
 
-/* SP_MM_PREP_BF16_TILED: tokens [t0, t1), one tile (cols a multiple of 32). */
-static void prep_bf16_tile(const sp_mm_kernel *k, const float *x, int64_t t0, int64_t t1,
-                           int64_t cols, uint16_t *buf)
+/* One token's 32 values at xs as SP_MM_PREP_BF16_SPLIT holds them: rounded to bf16,
+ * widened, the even columns then the odd ones (the portable path of a kernel's prep_fn). */
+static void split32(const float *xs, float *os)
 {
-    uint16_t *o = buf + t0 * cols;
+    for (int i = 0; i < 32; i++)
+        os[i % 2 ? 16 + i / 2 : i / 2] = sp_bf16_to_f32(sp_mm_round_bf16(xs[i]));
+}
+
+/* SP_MM_PREP_BF16_TILED (2-byte values) and SP_MM_PREP_BF16_SPLIT (4-byte): tokens
+ * [t0, t1), one tile (cols a multiple of 32). */
+static void prep_bf16_tile(const sp_mm_kernel *k, const float *x, int64_t t0, int64_t t1,
+                           int64_t cols, void *buf)
+{
+    const bool split = k->prep == SP_MM_PREP_BF16_SPLIT;
+    const size_t esz = split ? 4 : 2;
+    unsigned char *o = (unsigned char *)buf + (size_t)(t0 * cols) * esz;
     const int64_t T = t1 - t0;
     if (T == 1 && k->prep_fn) { /* a lone token: the natural order, one call */
         k->prep_fn(x + t0 * cols, cols, o);
@@ -149,13 +211,14 @@ static void prep_bf16_tile(const sp_mm_kernel *k, const float *x, int64_t t0, in
     for (int64_t t = t0; t < t1; t++)
         for (int64_t c = 0; c < cols; c += 32) {
             const float *xs = x + t * cols + c;
-            uint16_t *os = o + c * T + (t - t0) * 32; /* matmul_isa.h's tile order */
-            if (k->prep_fn) {
+            void *os = o + (size_t)(c * T + (t - t0) * 32) * esz; /* matmul_isa.h's tile order */
+            if (k->prep_fn)
                 k->prep_fn(xs, 32, os);
-            } else {
+            else if (split)
+                split32(xs, os);
+            else
                 for (int i = 0; i < 32; i++)
-                    os[i] = sp_mm_round_bf16(xs[i]);
-            }
+                    ((uint16_t *)os)[i] = sp_mm_round_bf16(xs[i]);
         }
 }
 
@@ -181,7 +244,8 @@ static void prepare_input(const sp_mm_kernel *k, const float *x, int64_t t0, int
                           int64_t cols, void *buf)
 {
     switch (k->prep) {
-    case SP_MM_PREP_BF16_TILED: prep_bf16_tile(k, x, t0, t1, cols, buf); return;
+    case SP_MM_PREP_BF16_TILED:
+    case SP_MM_PREP_BF16_SPLIT: prep_bf16_tile(k, x, t0, t1, cols, buf); return;
     case SP_MM_PREP_PAIRS: prep_even_odd(x, t0, t1, cols, 32, buf); return;
     case SP_MM_PREP_QUADS: prep_even_odd(x, t0, t1, cols, 8, buf); return;
     case SP_MM_PREP_Q8:
@@ -208,7 +272,7 @@ static void prep_task(void *ctx, int64_t b, int64_t e, int thread)
 {
     (void)thread;
     const prep_job *p = ctx;
-    if (p->k->prep == SP_MM_PREP_BF16_TILED) { /* [b, e) count tiles */
+    if (p->k->prep == SP_MM_PREP_BF16_TILED || p->k->prep == SP_MM_PREP_BF16_SPLIT) { /* tiles */
         for (int64_t i = b; i < e; i++) {
             int64_t t0 = i * SP_MM_TILE_TOKENS, t1 = t0 + SP_MM_TILE_TOKENS;
             prepare_input(p->k, p->x, t0, t1 < p->n_tok ? t1 : p->n_tok, p->cols, p->buf);
@@ -243,8 +307,8 @@ static void prepare_into(sp_pool *pool, const sp_mm_kernel *k, const sp_weight *
                          int64_t n_tok, void *buf)
 {
     prep_job pj = {k, x, w->cols, n_tok, buf};
-    int64_t units = k->prep == SP_MM_PREP_BF16_TILED ? (n_tok + SP_MM_TILE_TOKENS - 1) / SP_MM_TILE_TOKENS
-                                                     : n_tok;
+    const bool tiles = k->prep == SP_MM_PREP_BF16_TILED || k->prep == SP_MM_PREP_BF16_SPLIT;
+    int64_t units = tiles ? (n_tok + SP_MM_TILE_TOKENS - 1) / SP_MM_TILE_TOKENS : n_tok;
     sp_pool_run(n_tok * w->cols < (1 << 15) ? NULL : pool, units, 1, prep_task, &pj);
 }
 
@@ -270,7 +334,7 @@ static const void *prepare(sp_pool *pool, sp_mm_kernel *k, const sp_weight *w, c
         return NULL;
     void *buf = pool ? sp_pool_scratch(pool, bytes) : NULL;
     if (!buf)
-        buf = *heap = malloc(bytes);
+        buf = *heap = aligned_alloc(64, bytes); /* bytes: a multiple of 64 */
     if (!buf) {
         *k = unprepared_kernel(w);
         return NULL;
@@ -284,7 +348,7 @@ void sp_matmul_prec(sp_pool *pool, sp_precision prec, const sp_weight *w, const 
 {
     if (n_tok <= 0 || w->rows <= 0)
         return;
-    sp_mm_kernel k = pick_kernel(w, prec);
+    sp_mm_kernel k = pick_kernel(w, prec, n_tok);
     sp_mm_job j = {w, x, NULL, n_tok, y, bias};
     void *heap;
     j.xp = prepare(pool, &k, w, x, n_tok, &heap);
@@ -380,7 +444,7 @@ void sp_matmul_multi(sp_pool *pool, int n, const sp_weight *const *ws, const flo
         mm_group g = {.n = n - b < GROUP_MAX ? n - b : GROUP_MAX};
         for (int i = 0; i < g.n; i++) {
             const sp_weight *w = ws[b + i];
-            g.k[i] = pick_kernel(w, prec);
+            g.k[i] = pick_kernel(w, prec, n_tok);
             g.j[i] = (sp_mm_job){w, x, NULL, n_tok, ys[b + i], biases ? biases[b + i] : NULL};
             g.first[i + 1] = g.first[i] + (w->rows + GRAIN - 1) / GRAIN;
         }
@@ -401,7 +465,7 @@ static void each_group(sp_pool *pool, sp_precision prec, int n, const sp_weight 
         if (n_toks[i] <= 0 || ws[i]->rows <= 0)
             continue;
         int q = g.n++;
-        g.k[q] = pick_kernel(ws[i], prec);
+        g.k[q] = pick_kernel(ws[i], prec, n_toks[i]);
         g.j[q] = (sp_mm_job){ws[i], xs[i], NULL, n_toks[i], ys[i], biases ? biases[i] : NULL};
         g.first[q + 1] = g.first[q] + (ws[i]->rows + GRAIN - 1) / GRAIN;
         off[q] = total;
@@ -412,7 +476,7 @@ static void each_group(sp_pool *pool, sp_precision prec, int n, const sp_weight 
     void *heap = NULL;
     unsigned char *buf = !total ? NULL : pool ? sp_pool_scratch(pool, total) : NULL;
     if (total && !buf)
-        buf = heap = malloc(total);
+        buf = heap = aligned_alloc(64, total); /* a sum of multiples of 64 */
     if (total && !buf) { /* out of memory: each product alone (sp_matmul_prec copes) */
         for (int q = 0; q < g.n; q++)
             sp_matmul_prec(pool, prec, g.j[q].w, g.j[q].x, g.j[q].n_tok, g.j[q].y, g.j[q].bias);
@@ -447,7 +511,7 @@ void sp_matmul_swiglu(sp_pool *pool, const sp_weight *wg, const sp_weight *wu, c
     const sp_weight *ws[2] = {wg, wu};
     float *ys[2] = {out, up};
     for (int i = 0; i < 2; i++) {
-        g.k[i] = pick_kernel(ws[i], prec);
+        g.k[i] = pick_kernel(ws[i], prec, n_tok);
         g.j[i] = (sp_mm_job){ws[i], x, NULL, n_tok, ys[i], NULL};
         g.first[i + 1] = g.first[i] + (ws[i]->rows + GRAIN - 1) / GRAIN;
     }

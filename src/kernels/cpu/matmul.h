@@ -65,11 +65,30 @@ void sp_mm_prep_q8_row(const float *x, int64_t cols, unsigned char *row);
  * it has a vector version); false when that kernel takes no 8-bit inputs. For tests: it
  * must equal sp_mm_prep_q8_row bit for bit. */
 bool sp_matmul_prep_q8(const float *x, int64_t cols, unsigned char *out);
-/* The fast precision's input rounding as the kernel sp_matmul_prec would use for w now
- * does it (vectorized where its level has a vector version): n values to bf16 bits. For
+/* The fast precision's input rounding as the kernel sp_matmul_prec would use for w in a
+ * prefill now does it (vectorized where its level has a vector version; split inputs
+ * joined again): n values to bf16 bits. For
  * tests: it must equal sp_mm_round_bf16 (matmul_isa.h) bit for bit. */
 void sp_matmul_round_input(const sp_weight *w, const float *x, int64_t n, uint16_t *out);
-/* Name of the row kernel sp_matmul_prec would use for w now (profiles, docs). */
+/* How the avx512bf16 level's BF16 kernels form vdpbf16ps's products: the instruction, or
+ * two fp32 FMAs a lane with MXCSR's DAZ and FTZ (the same bits, NaN payloads aside, so
+ * the choice may differ from call to call): always, or for calls of SP_MM_TILE_TOKENS (6)
+ * tokens or more (prefill; fewer tokens stream their weights no faster with FMAs). AUTO,
+ * the default, reads SPECULA_BF16_DOT=vdpbf16ps|fma|batches, else times both once on this
+ * core and takes FMA_BATCHES where FMAs are at least 4/3 as fast (Intel's Sapphire and
+ * Emerald Rapids retire one vdpbf16ps every two cycles, two FMAs a cycle). */
+typedef enum sp_bf16_dot {
+    SP_BF16_DOT_AUTO,
+    SP_BF16_DOT_VDPBF16PS,
+    SP_BF16_DOT_FMA,
+    SP_BF16_DOT_FMA_BATCHES
+} sp_bf16_dot;
+/* The way in use (AUTO resolved). */
+sp_bf16_dot sp_matmul_bf16_dot(void);
+/* Sets it (AUTO: decide again); not thread-safe against running kernels (tests). */
+void sp_matmul_set_bf16_dot(sp_bf16_dot d);
+/* Name of the row kernel sp_matmul_prec would use for w now for one token (profiles,
+ * docs). */
 const char *sp_matmul_kernel_name(const sp_weight *w, sp_precision prec);
 
 /* Transposed product with a row range of W: y[t, c] = bias[c] + sum over i < n_in of

@@ -16,14 +16,31 @@
  * BF16 weights are used as stored. MXFP4 weights take 8-bit inputs instead
  * (matmul_avx512vnni.c); other formats use the exact kernels.
  *
+ * The file is compiled twice: as itself (vdpbf16ps) and by matmul_avx512bf16_fma.c with
+ * SP_BF16_DOT_FMA set, where each vdpbf16ps becomes two fp32 FMAs per lane, the odd
+ * column's product then the even one's, with MXCSR's DAZ and FTZ set around the products:
+ * exactly the instruction's arithmetic (its products of two bf16 are exact in fp32; it
+ * adds them one at a time, rounding to nearest even, denormal inputs read as zero and
+ * denormal results flushed; the same bits as vdpbf16ps on 30M random cases over every
+ * exponent, NaN payloads aside). The inputs of that instance arrive widened to fp32 and
+ * split into even and odd columns (SP_MM_PREP_BF16_SPLIT), so a tile's only extra work
+ * is splitting each weight vector in two. It is the faster one where vdpbf16ps is slow
+ * (one every two cycles on Intel's Sapphire and Emerald Rapids cores, against two FMAs a
+ * cycle); matmul.c picks by sp_mm_vdpbf16ps_is_slow or SPECULA_BF16_DOT.
+ *
  * Every tile shape is its own non-inlined function: inlined into one loop nest, GCC
  * re-loaded the inputs for every row of a tile (28 loads per 24 vdpbf16ps instead of 10). */
 #include "kernels/cpu/matmul_isa.h"
+#include "util/clock.h"
 #include "util/dtype.h"
 
 #include <immintrin.h>
 #include <stdbool.h>
 #include <string.h>
+
+#ifndef SP_BF16_DOT_FMA
+#define SP_BF16_DOT_FMA 0 /* 1: matmul_avx512bf16_fma.c's instance */
+#endif
 
 #define INLINE static inline __attribute__((always_inline))
 #define NOINLINE static __attribute__((noinline))
@@ -38,15 +55,31 @@ enum {
 _Static_assert(TT == 6 && TB % TT == 0, "token blocks hold whole input tiles");
 #define PF_AHEAD 1024 /* columns a decode tile prefetches ahead (DR rows: 16 KiB) */
 
+#if SP_BF16_DOT_FMA
+typedef float x_elem; /* SP_MM_PREP_BF16_SPLIT: bf16 values widened, evens then odds */
+#define KERNEL_NAME(s) "avx512bf16 " s " fma-dot"
+#define PICK sp_mm_pick_avx512bf16_fma
+#define PREP SP_MM_PREP_BF16_SPLIT
+#else
+typedef uint16_t x_elem; /* SP_MM_PREP_BF16_TILED */
+#define KERNEL_NAME(s) "avx512bf16 " s " dot"
+#define PICK sp_mm_pick_avx512bf16
+#define PREP SP_MM_PREP_BF16_TILED
+#endif
+
+/* vdpbf16ps as two FMAs needs MXCSR's DAZ (bit 6: denormal inputs read as zero) and FTZ
+ * (bit 15: denormal results flushed), which the instruction applies on its own. */
+#define MXCSR_DAZ_FTZ 0x8040u
+
 /* The prepared input of token t at column k (a multiple of 32): tokens t and t + 1 of a
  * tile are 32 elements apart, and *step elements lead from one 32-column step of a token
  * to the next (32 times the tokens of t's tile; 32 for a lone token). */
-INLINE const uint16_t *x_at(const sp_mm_job *j, int64_t t, int64_t k, int64_t *step)
+INLINE const x_elem *x_at(const sp_mm_job *j, int64_t t, int64_t k, int64_t *step)
 {
     const int64_t t0 = t - t % TT, left = j->n_tok - t0;
     const int64_t T = left < TT ? left : TT;
     *step = 32 * T;
-    return (const uint16_t *)j->xp + t0 * j->w->cols + k * T + (t - t0) * 32;
+    return (const x_elem *)j->xp + t0 * j->w->cols + k * T + (t - t0) * 32;
 }
 
 INLINE float hsum16(__m512 v)
@@ -117,13 +150,35 @@ INLINE void store_tile(const int R, const int T, __m512 acc[DR][TT], const sp_mm
  * flight for short row streams). ahead = len prefetches the whole next block during this
  * tile (a prefill's first tile); a decode tile looks PF_AHEAD columns ahead, about
  * 16 KiB in flight, which stays within L1 beside the lines being used. */
-INLINE void dot_tile(const int R, const int T, const unsigned char *w, size_t ws, const uint16_t *x,
+INLINE void dot_tile(const int R, const int T, const unsigned char *w, size_t ws, const x_elem *x,
                      int64_t xstep, int64_t len, const unsigned char *pf, int64_t ahead,
                      __m512 acc[DR][TT])
 {
     for (int r = 0; r < R; r++)
         for (int t = 0; t < T; t++)
             acc[r][t] = _mm512_setzero_ps();
+#if SP_BF16_DOT_FMA
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | MXCSR_DAZ_FTZ);
+    for (int64_t k = 0; k < len; k += 32, x += xstep) {
+        const int64_t kk = k + ahead;
+        const unsigned char *pk = kk < len ? w + 2 * kk : pf + 2 * (kk - len);
+        for (int r = 0; r < R; r++) {
+            if (pf)
+                _mm_prefetch((const char *)(pk + r * ws), _MM_HINT_T0);
+            __m512i wv = _mm512_loadu_si512((const void *)(w + r * ws + 2 * k));
+            __asm__("" : "+v"(wv)); /* one load, not one per split (weights are rarely aligned) */
+            __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(wv, 16));
+            __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(wv, hi));
+            for (int t = 0; t < T; t++) { /* vdpbf16ps's order: the odd column, then the even */
+                acc[r][t] = _mm512_fmadd_ps(wo, _mm512_loadu_ps(x + 32 * t + 16), acc[r][t]);
+                acc[r][t] = _mm512_fmadd_ps(we, _mm512_loadu_ps(x + 32 * t), acc[r][t]);
+            }
+        }
+    }
+    _mm_setcsr(csr);
+#else
     for (int64_t k = 0; k < len; k += 32, x += xstep) {
         __m512bh xv[TT];
         for (int t = 0; t < T; t++)
@@ -138,6 +193,7 @@ INLINE void dot_tile(const int R, const int T, const unsigned char *w, size_t ws
                 acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv, xv[t]);
         }
     }
+#endif
 }
 
 /* One R x T tile over columns [k0, k1): w points at column k0 of row r0; pf as dot_tile
@@ -149,7 +205,7 @@ INLINE void dot_tile(const int R, const int T, const unsigned char *w, size_t ws
     {                                                                                          \
         __m512 acc[DR][TT];                                                                    \
         int64_t step;                                                                          \
-        const uint16_t *x = x_at(j, t0, k0, &step);                                            \
+        const x_elem *x = x_at(j, t0, k0, &step);                                              \
         const int64_t len = k1 - k0;                                                           \
         if (pf)                                                                                \
             dot_tile(R, T, w, ws, x, step, len, pf, R == DR && len > PF_AHEAD ? PF_AHEAD : len,  \
@@ -299,11 +355,66 @@ static void prep_bf16(const float *x, int64_t n, void *out)
         o[i] = sp_mm_round_bf16(x[i]);
 }
 
-sp_mm_kernel sp_mm_pick_avx512bf16(const sp_weight *w)
+#if SP_BF16_DOT_FMA
+/* SP_MM_PREP_BF16_SPLIT: each 32 values (n a multiple of 32) rounded as prep_bf16 does,
+ * widened to fp32, the 16 even columns' then the 16 odd ones'. */
+static void prep_bf16_split(const float *x, int64_t n, void *out)
+{
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    float *o = out;
+    for (int64_t i = 0; i < n; i += 32) {
+        _Alignas(64) uint16_t h[32];
+        prep_bf16(x + i, 32, h);
+        __m512i a = _mm512_cvtepu16_epi32(_mm256_load_si256((const __m256i *)(const void *)h));
+        __m512i b = _mm512_cvtepu16_epi32(_mm256_load_si256((const __m256i *)(const void *)(h + 16)));
+        _mm512_storeu_si512((void *)(o + i), _mm512_slli_epi32(_mm512_permutex2var_epi32(a, ev, b), 16));
+        _mm512_storeu_si512((void *)(o + i + 16), _mm512_slli_epi32(_mm512_permutex2var_epi32(a, od, b), 16));
+    }
+}
+#define PREP_FN prep_bf16_split
+#else
+#define PREP_FN prep_bf16
+
+/* vdpbf16ps against its emulation by two FMAs (dot_tile): true when the FMAs take at most
+ * 3/4 of the instruction's time on this core. Sixteen independent chains of 1024 each, the
+ * best of 5 runs of both; a few tens of microseconds, once. */
+static __attribute__((noinline)) double time_dot(bool fma)
+{
+    __m512 a[16];
+    for (int i = 0; i < 16; i++)
+        a[i] = _mm512_setzero_ps();
+    __m512i v = _mm512_set1_epi32(0x3f803f80);
+    __asm__ volatile("" : "+v"(v));
+    const __m512 vf = _mm512_castsi512_ps(v);
+    double t0 = sp_now_ms();
+    for (int n = 0; n < 1024; n++)
+        for (int i = 0; i < 16; i++)
+            a[i] = fma ? _mm512_fmadd_ps(vf, vf, _mm512_fmadd_ps(vf, vf, a[i]))
+                       : _mm512_dpbf16_ps(a[i], (__m512bh)v, (__m512bh)v);
+    double t = sp_now_ms() - t0;
+    for (int i = 0; i < 16; i++)
+        __asm__ volatile("" ::"v"(a[i]));
+    return t;
+}
+
+bool sp_mm_vdpbf16ps_is_slow(void)
+{
+    double dp = 1e9, fma = 1e9;
+    for (int rep = 0; rep < 5; rep++) {
+        double a = time_dot(false), b = time_dot(true);
+        dp = a < dp ? a : dp;
+        fma = b < fma ? b : fma;
+    }
+    return fma <= 0.75 * dp;
+}
+#endif
+
+sp_mm_kernel PICK(const sp_weight *w)
 {
     if (w->cols % 32 == 0) {
         if (w->format == SP_WF_BF16)
-            return (sp_mm_kernel){rows_bf16_dp, SP_MM_PREP_BF16_TILED, "avx512bf16 bf16 dot", prep_bf16};
+            return (sp_mm_kernel){rows_bf16_dp, PREP, KERNEL_NAME("bf16"), PREP_FN};
         if (w->format == SP_WF_MXFP4)
             return sp_mm_pick_avx512vnni_q8();
     }

@@ -26,6 +26,10 @@
  *                     + c % 32. One token (T = 1) is the natural order. A prefill
  *                     tile's inputs are one sequential stream rather than T rows far
  *                     apart (which defeated the hardware prefetcher beside the weights).
+ *   SP_MM_PREP_BF16_SPLIT  as SP_MM_PREP_BF16_TILED (the same tiles and steps), each
+ *                     rounded value widened to fp32 (4 bytes) and each token's 32 values
+ *                     of a step as its 16 even columns, then its 16 odd ones (the
+ *                     vdpbf16ps-by-FMA kernels, matmul_avx512bf16_fma.c).
  * Every kernel reduces an output element in an order fixed by (ISA, precision, format,
  * cols): tiles only group work, so y[t] never depends on n_tok or the thread count. */
 #ifndef SP_KERNELS_CPU_MATMUL_ISA_H
@@ -34,6 +38,7 @@
 #include "kernels/weight.h"
 #include "specula.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct sp_mm_job {
@@ -52,7 +57,8 @@ typedef enum sp_mm_prep {
     SP_MM_PREP_PAIRS,
     SP_MM_PREP_QUADS,
     SP_MM_PREP_Q8,
-    SP_MM_PREP_BF16_TILED
+    SP_MM_PREP_BF16_TILED,
+    SP_MM_PREP_BF16_SPLIT
 } sp_mm_prep;
 
 /* Bytes of one token's SP_MM_PREP_Q8 row (cols a multiple of 32): 128 a pair of blocks. */
@@ -66,7 +72,8 @@ typedef struct sp_mm_kernel {
     sp_mm_prep prep;
     const char *name; /* for profiles and docs */
     /* rounds n consecutive input values to bf16 (sp_mm_round_bf16), vectorized, for
-     * SP_MM_PREP_BF16_TILED; or, for SP_MM_PREP_Q8, writes one token's row of n values
+     * SP_MM_PREP_BF16_TILED (for SP_MM_PREP_BF16_SPLIT, n a multiple of 32, each 32 in
+     * that layout); or, for SP_MM_PREP_Q8, writes one token's row of n values
      * (sp_mm_quantize_q8's bits). NULL: matmul.c's portable loop, the same bits. */
     void (*prep_fn)(const float *x, int64_t n, void *out);
 } sp_mm_kernel;
@@ -91,6 +98,10 @@ sp_mm_kernel sp_mm_pick_avx512(const sp_weight *w);
 /* Fast precision: BF16 weights with bf16 inputs (vdpbf16ps), MXFP4 with 8-bit inputs
  * (sp_mm_pick_avx512vnni_q8); exact kernels for other formats. */
 sp_mm_kernel sp_mm_pick_avx512bf16(const sp_weight *w);
+/* The same kernels with vdpbf16ps formed by two FMAs (matmul_avx512bf16_fma.c). */
+sp_mm_kernel sp_mm_pick_avx512bf16_fma(const sp_weight *w);
+/* True where two FMAs a lane beat vdpbf16ps (a short timing, run once by matmul.c). */
+bool sp_mm_vdpbf16ps_is_slow(void);
 /* MXFP4 (cols a multiple of 32) x 8-bit inputs on vpdpbusd: the avx2 fast kernel's bits. */
 sp_mm_kernel sp_mm_pick_avx512vnni_q8(void);
 
