@@ -200,8 +200,8 @@ static void test_matmul_every_isa(void **state)
 /* The avx512bf16 level's BF16 products with vdpbf16ps and with two FMAs a lane (DAZ, FTZ)
  * give the same bits: weights and inputs over every exponent, denormal and zero ones
  * among them (the instruction reads them as zero), sums that would end denormal, two
- * column blocks, every tile shape, with threads, and the auto choice (FMAs from six
- * tokens where vdpbf16ps is slow) inside one batch. */
+ * column blocks, every tile shape, with threads, and SP_BF16_DOT_FMA_BATCHES (FMAs from
+ * four tokens, the instruction below). */
 static void test_bf16_fma_equals_vdpbf16ps(void **state)
 {
     (void)state;

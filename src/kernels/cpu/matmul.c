@@ -91,6 +91,11 @@ void sp_matmul_ref(const sp_weight *w, const float *x, int64_t n_tok, float *y,
 
 /* ---- the row kernels: choice, input preparation, threads ---------------------------- */
 
+/* SP_BF16_DOT_FMA_BATCHES: calls of this many tokens or more take the FMAs (Emerald Rapids,
+ * llama 1.1B: a pass over 3 tokens 80.4 ms with FMAs against 78.5, over 4 83.3 against
+ * 97.6; one token 1.5x slower with FMAs; docs/BENCHMARKS.md). */
+#define BF16_FMA_MIN_TOKENS 4
+
 /* The sp_bf16_dot in use; SP_BF16_DOT_AUTO until first asked. */
 static atomic_int bf16_dot = SP_BF16_DOT_AUTO;
 
@@ -133,7 +138,7 @@ static sp_mm_kernel pick_kernel(const sp_weight *w, sp_precision prec, int64_t n
         if (prec != SP_PRECISION_FAST)
             return sp_mm_pick_avx512(w);
         sp_bf16_dot d = sp_matmul_bf16_dot();
-        bool fma = d == SP_BF16_DOT_FMA || (d == SP_BF16_DOT_FMA_BATCHES && n_tok >= SP_MM_TILE_TOKENS);
+        bool fma = d == SP_BF16_DOT_FMA || (d == SP_BF16_DOT_FMA_BATCHES && n_tok >= BF16_FMA_MIN_TOKENS);
         return fma ? sp_mm_pick_avx512bf16_fma(w) : sp_mm_pick_avx512bf16(w);
     }
 #endif

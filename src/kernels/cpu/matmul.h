@@ -72,8 +72,9 @@ bool sp_matmul_prep_q8(const float *x, int64_t cols, unsigned char *out);
 void sp_matmul_round_input(const sp_weight *w, const float *x, int64_t n, uint16_t *out);
 /* How the avx512bf16 level's BF16 kernels form vdpbf16ps's products: the instruction, or
  * two fp32 FMAs a lane with MXCSR's DAZ and FTZ (the same bits, NaN payloads aside, so
- * the choice may differ from call to call): always, or for calls of SP_MM_TILE_TOKENS (6)
- * tokens or more (prefill; fewer tokens stream their weights no faster with FMAs). AUTO,
+ * the choice may differ from call to call): always, or for calls of 4 tokens or more
+ * (verify passes and prefill; one to three tokens wait on the weights' stream, and the
+ * FMAs' wider inputs slow that down). AUTO,
  * the default, reads SPECULA_BF16_DOT=vdpbf16ps|fma|batches, else times both once on this
  * core and takes FMA_BATCHES where FMAs are at least 4/3 as fast (Intel's Sapphire and
  * Emerald Rapids retire one vdpbf16ps every two cycles, two FMAs a cycle). */
