@@ -186,7 +186,7 @@ static int matmul(int threads, int64_t rows, int64_t cols, int64_t tokens, sp_pr
     printf("cpu %.3f ms (%.1f GFLOP/s per CPU second); ", c[3], 2.0 * (double)(rows * cols * tokens) / (c[3] * 1e6));
     printf("matmul %s %lldx%lld tokens=%lld %s [%s]: %.3f ms, %.1f GB/s weights, %.1f GFLOP/s\n",
            sp_wformat_name(fmt), (long long)rows, (long long)cols, (long long)tokens,
-           prec == SP_PRECISION_FAST ? "fast" : "exact", sp_matmul_kernel_name(&w[0], prec), ms,
+           prec == SP_PRECISION_FAST ? "fast" : "exact", sp_matmul_kernel_name_n(&w[0], prec, tokens), ms,
            (double)(wbytes + sbytes) / (ms * 1e6), 2.0 * (double)(rows * cols * tokens) / (ms * 1e6));
     sp_pool_free(pool);
     for (int m = 0; m < n_mats; m++)

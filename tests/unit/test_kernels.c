@@ -250,6 +250,8 @@ static void test_bf16_fma_equals_vdpbf16ps(void **state)
             sp_matmul_prec(pool, SP_PRECISION_FAST, &w, x, nt, ya, NULL);
             for (int mode = SP_BF16_DOT_FMA; mode <= SP_BF16_DOT_FMA_BATCHES; mode++) {
                 sp_matmul_set_bf16_dot((sp_bf16_dot)mode);
+                bool fma = mode == SP_BF16_DOT_FMA || nt >= 4; /* else this compares a kernel with itself */
+                assert_int_equal(strstr(sp_matmul_kernel_name_n(&w, SP_PRECISION_FAST, nt), "fma-dot") != NULL, fma);
                 sp_matmul_prec(nt % 2 ? pool : NULL, SP_PRECISION_FAST, &w, x, nt, yb, NULL);
                 for (int64_t i = 0; i < nt * rows; i++)
                     if (memcmp(&ya[i], &yb[i], 4) && !(isnan(ya[i]) && isnan(yb[i])))

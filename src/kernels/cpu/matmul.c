@@ -192,6 +192,11 @@ const char *sp_matmul_kernel_name(const sp_weight *w, sp_precision prec)
     return pick_kernel(w, prec, 1).name;
 }
 
+const char *sp_matmul_kernel_name_n(const sp_weight *w, sp_precision prec, int64_t n_tok)
+{
+    return pick_kernel(w, prec, n_tok).name;
+}
+
 /* One token's 32 values at xs as SP_MM_PREP_BF16_SPLIT holds them: rounded to bf16,
  * widened, the even columns then the odd ones (the portable path of a kernel's prep_fn). */
 static void split32(const float *xs, float *os)

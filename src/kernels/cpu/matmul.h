@@ -89,8 +89,9 @@ sp_bf16_dot sp_matmul_bf16_dot(void);
 /* Sets it (AUTO: decide again); not thread-safe against running kernels (tests). */
 void sp_matmul_set_bf16_dot(sp_bf16_dot d);
 /* Name of the row kernel sp_matmul_prec would use for w now for one token (profiles,
- * docs). */
+ * docs), and for a call of n_tok tokens (which may differ: sp_bf16_dot). */
 const char *sp_matmul_kernel_name(const sp_weight *w, sp_precision prec);
+const char *sp_matmul_kernel_name_n(const sp_weight *w, sp_precision prec, int64_t n_tok);
 
 /* Transposed product with a row range of W: y[t, c] = bias[c] + sum over i < n_in of
  * x[t * x_stride + i] * W[row0 + i, c], for c < W.cols. Serves weights stored input-major
