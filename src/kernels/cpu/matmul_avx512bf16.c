@@ -47,7 +47,7 @@
 
 enum {
     KC = 2048, /* columns per reduction block (a multiple of 32) */
-    TB = 132,  /* most tokens per cache block (whole tiles): KC bf16 inputs of TB tokens, 528 KiB */
+    TB = 132,  /* most tokens per cache block (whole tiles): KC inputs of TB tokens, 528 KiB (1 MiB split) */
     TR = 4,    /* rows x tokens of the prefill tile (24 of the 32 zmm accumulate) */
     TT = SP_MM_TILE_TOKENS,
     DR = 8,    /* rows of the decode tiles (8 x 1..3 tokens): independent DRAM streams */
@@ -247,50 +247,12 @@ static void dot_rows4(const sp_mm_job *j, const unsigned char *w, size_t ws, int
  * the order of any reduction. */
 static bool rows_outer(int64_t n_tok, int64_t cols)
 {
-    return n_tok * cols * 2 <= 256 * 1024;
+    return n_tok * cols * (int64_t)sizeof(x_elem) <= 256 * 1024;
 }
 
 /* A block of rows [r, min(r + TR, re)) x tokens [tb, te) over column block k; the block
  * visited next starts at row nr, column nk (prefetched only when it lies inside rows
  * [rb, re) and the matrix). */
-typedef void (*block_fn)(const sp_mm_job *j, int64_t r, int64_t re, int64_t tb, int64_t te,
-                         int64_t k, int64_t nr, int64_t nk);
-
-/* Tokens per block for n_tok tokens: as few blocks of at most TB as can hold them, of
- * nearly equal size in whole tiles (each block streams the weights once: 128 tokens as
- * 126 + 2 read them twice, the second time for two tokens). */
-static int64_t block_tokens(int64_t n_tok)
-{
-    int64_t blocks = (n_tok + TB - 1) / TB;
-    int64_t per = (n_tok + blocks - 1) / blocks;
-    return (per + TT - 1) / TT * TT;
-}
-
-/* Rows [rb, re) x all tokens in blocks of block_tokens, TR rows and KC columns: rows outermost
- * when a token block's inputs fit in L2 (rows_outer), else columns outermost. Only the
- * visiting order of blocks changes; each output's accumulation order is the block's own. */
-static void walk_blocks(const sp_mm_job *j, int64_t rb, int64_t re, block_fn block)
-{
-    const int64_t n = j->w->cols, n_tok = j->n_tok;
-    const int64_t bt = block_tokens(n_tok);
-    for (int64_t tb = 0; tb < n_tok; tb += bt) {
-        int64_t te = tb + bt < n_tok ? tb + bt : n_tok;
-        if (rows_outer(te - tb, n)) {
-            for (int64_t r = rb; r < re; r += TR)
-                for (int64_t k = 0; k < n; k += KC) {
-                    bool last_k = k + KC >= n;
-                    block(j, r, re, tb, te, k, last_k ? r + TR : r, last_k ? 0 : k + KC);
-                }
-        } else {
-            for (int64_t k = 0; k < n; k += KC)
-                for (int64_t r = rb; r < re; r += TR) {
-                    bool last_r = r + TR >= re;
-                    block(j, r, re, tb, te, k, last_r ? rb : r + TR, last_r ? k + KC : k);
-                }
-        }
-    }
-}
-
 static void bf16_block(const sp_mm_job *j, int64_t r, int64_t re, int64_t tb, int64_t te, int64_t k,
                        int64_t nr, int64_t nk)
 {
@@ -306,6 +268,41 @@ static void bf16_block(const sp_mm_job *j, int64_t r, int64_t re, int64_t tb, in
     for (; r < re; r++)
         for (int64_t t = tb; t < te; t++)
             dot_1x1(j, sp_weight_row(w, r) + 2 * k, w->row_bytes, r, t, k, ke, NULL);
+}
+
+/* Tokens per block for n_tok tokens: as few blocks of at most TB as can hold them, of
+ * nearly equal size in whole tiles (each block streams the weights once: 128 tokens as
+ * 126 + 2 read them twice, the second time for two tokens). */
+static int64_t block_tokens(int64_t n_tok)
+{
+    int64_t blocks = (n_tok + TB - 1) / TB;
+    int64_t per = (n_tok + blocks - 1) / blocks;
+    return (per + TT - 1) / TT * TT;
+}
+
+/* Rows [rb, re) x all tokens in blocks of block_tokens, TR rows and KC columns: rows outermost
+ * when a token block's inputs fit in L2 (rows_outer), else columns outermost. Only the
+ * visiting order of blocks changes; each output's accumulation order is the block's own. */
+static void walk_blocks(const sp_mm_job *j, int64_t rb, int64_t re)
+{
+    const int64_t n = j->w->cols, n_tok = j->n_tok;
+    const int64_t bt = block_tokens(n_tok);
+    for (int64_t tb = 0; tb < n_tok; tb += bt) {
+        int64_t te = tb + bt < n_tok ? tb + bt : n_tok;
+        if (rows_outer(te - tb, n)) {
+            for (int64_t r = rb; r < re; r += TR)
+                for (int64_t k = 0; k < n; k += KC) {
+                    bool last_k = k + KC >= n;
+                    bf16_block(j, r, re, tb, te, k, last_k ? r + TR : r, last_k ? 0 : k + KC);
+                }
+        } else {
+            for (int64_t k = 0; k < n; k += KC)
+                for (int64_t r = rb; r < re; r += TR) {
+                    bool last_r = r + TR >= re;
+                    bf16_block(j, r, re, tb, te, k, last_r ? rb : r + TR, last_r ? k + KC : k);
+                }
+        }
+    }
 }
 
 static void rows_bf16_dp(const sp_mm_job *j, int64_t rb, int64_t re)
@@ -332,7 +329,7 @@ static void rows_bf16_dp(const sp_mm_job *j, int64_t rb, int64_t re)
                     dot_1x1(j, sp_weight_row(w, r) + 2 * k, ws, r, t, k, k + KC < n ? k + KC : n, NULL);
         return;
     }
-    walk_blocks(j, rb, re, bf16_block);
+    walk_blocks(j, rb, re);
 }
 
 /* ---- input ------------------------------------------------------------------------------ */
