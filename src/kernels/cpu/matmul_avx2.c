@@ -45,13 +45,17 @@ INLINE void bf16_tile_rs(const int R, const int T, const sp_mm_job *j, int64_t r
     const unsigned char *rows[8];
     __m256 acc[8][8];
     tile_start(R, T, j->w, r0, rs, rows, NULL, acc);
-    for (int64_t k = 0; k < n; k += 32)
+    for (int64_t k = 0; k < n; k += 32) {
+        if (T == 1)
+            for (int r = 0; r < R; r++)
+                _mm_prefetch((const char *)(rows[r] + 2 * k + DECODE_PF_BYTES), _MM_HINT_T0);
         for (int q = 0; q < 4; q++)
             for (int r = 0; r < R; r++) {
                 __m256 wv = bf16_chunk(rows[r], k, q);
                 for (int t = 0; t < T; t++)
                     acc[r][t] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xs + t * n + k + x_off[q]), acc[r][t]);
             }
+    }
     store_tile(R, T, j, r0, rs, t0, acc);
 }
 

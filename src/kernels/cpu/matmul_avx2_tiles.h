@@ -63,6 +63,15 @@ INLINE void tile_start(const int R, const int T, const sp_weight *w, int64_t r0,
  * decode median 91 -> 100 tok/s over 8 alternating rounds (77-128 either way); the exact
  * precision's MXFP4 4 x 1 too: MoE decode in exact precision 59-66 -> 64-75. */
 
+/* One token: each weight stream is also prefetched DECODE_PF_BYTES ahead of its loads,
+ * one line a row per step (a stream's row continues into the next row S apart, so the
+ * prefetch runs on into it). With 256-bit loads the hardware prefetcher alone kept too
+ * few lines in flight on an Emerald Rapids core (2026-11-28, 2 threads, 1 GiB of weights
+ * rotated): BF16 8192 x 2048 25 -> 30-31 GB/s (512 and 1536 bytes ahead about the same,
+ * 4096 27 GB/s), 8-bit MXFP4 8192 x 2880 24 -> 27-28 GB/s; llama 1.1B decode at the avx2
+ * level 11.1 -> 14.1 tok/s. */
+#define DECODE_PF_BYTES 1024
+
 #define TILE_FN SP_MM_TILE_FN
 
 /* tile_Rx1_strided(j, r0, rs): the one-token R x 1 tile over rows r0, r0 + rs, .. (above). */
