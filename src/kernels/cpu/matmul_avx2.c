@@ -42,13 +42,16 @@ INLINE void bf16_tile_rs(const int R, const int T, const sp_mm_job *j, int64_t r
 {
     const int64_t n = j->w->cols;
     const float *xs = (const float *)j->xp + t0 * n;
-    const unsigned char *rows[8];
+    const unsigned char *rows[8], *next[8];
     __m256 acc[8][8];
     tile_start(R, T, j->w, r0, rs, rows, NULL, acc);
+    const int np = next_block_rows(R, T, j->w, r0, t0, next);
     for (int64_t k = 0; k < n; k += 32) {
         if (T == 1)
             for (int r = 0; r < R; r++)
                 _mm_prefetch((const char *)(rows[r] + 2 * k + DECODE_PF_BYTES), _MM_HINT_T0);
+        for (int r = 0; r < np; r++)
+            _mm_prefetch((const char *)(next[r] + 2 * k), _MM_HINT_T1);
         for (int q = 0; q < 4; q++)
             for (int r = 0; r < R; r++) {
                 __m256 wv = bf16_chunk(rows[r], k, q);

@@ -84,6 +84,21 @@ INLINE void tile_start(const int R, const int T, const sp_weight *w, int64_t r0,
 
 #define ROW_BLOCK 24
 
+/* A prefill's tiles over a token block's first tokens (t0 on a token block's start) also
+ * prefetch, into L2, the rows ROW_BLOCK further on that the next row block's tiles will
+ * read (a tile's step reads one line of each row, and prefetches one of each next row): the
+ * next block's weights arrive while this block's tokens are computed instead of when its
+ * first tile starts. Returns how many of the tile's R rows have such a row (into next). */
+INLINE int next_block_rows(const int R, const int T, const sp_weight *w, int64_t r0, int64_t t0,
+                           const unsigned char **next)
+{
+    int np = 0;
+    if (T > 1 && t0 % token_block(w->cols) == 0)
+        for (; np < R && r0 + np + ROW_BLOCK < w->rows; np++)
+            next[np] = sp_weight_row(w, r0 + np + ROW_BLOCK);
+    return np;
+}
+
 typedef void (*tile_fn)(const sp_mm_job *j, int64_t r0, int64_t t0);
 typedef void (*strided_fn)(const sp_mm_job *j, int64_t r0, int64_t rs);
 
