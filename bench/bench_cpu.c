@@ -5,10 +5,12 @@
  *       buffer of M MiB (default 1024) with 512-bit loads (256-bit without AVX-512); best
  *       of 5 passes, GB/s.
  *   bench_cpu matmul [--threads N] [--rows R] [--cols C] [--tokens T] [--precision P]
- *       [--format bf16|mxfp4] [--isa L] [--mib M]
+ *       [--format bf16|mxfp4] [--isa L] [--mib M] [--offset B]
  *       y = x W^T over enough distinct random matrices that they never sit in cache
  *       (M MiB of them, default 512; --mib 1 measures one or a few small ones from L2/L3);
- *       prints GB/s of weights read and GFLOP/s, median of 7 passes.
+ *       prints GB/s of weights read and GFLOP/s, median of 7 passes. Each matrix starts B
+ *       bytes (0-63, default 0) past a 64-byte boundary: a checkpoint's tensors sit wherever
+ *       its safetensors header leaves them (llama-1b's random one: 8 mod 16).
  *   bench_cpu cputime --model DIR [--tokens P] [--precision P] [--reps R] [--threads N]
  *       the process's CPU time (all N threads, default 1) per prefill of P tokens
  *       (default 128) and per decode step, median after an untimed pass: comparable
@@ -140,7 +142,7 @@ static double cpu_ms(void)
 }
 
 static int matmul(int threads, int64_t rows, int64_t cols, int64_t tokens, sp_precision prec,
-                  sp_wformat fmt, double mib)
+                  sp_wformat fmt, double mib, int woff)
 {
     size_t row_bytes = fmt == SP_WF_MXFP4 ? (size_t)cols / 2 : (size_t)cols * 2;
     size_t wbytes = row_bytes * (size_t)rows, sbytes = fmt == SP_WF_MXFP4 ? (size_t)(rows * cols / 32) : 0;
@@ -150,17 +152,18 @@ static int matmul(int threads, int64_t rows, int64_t cols, int64_t tokens, sp_pr
     sp_weight *w = calloc((size_t)n_mats, sizeof *w);
     unsigned char **mem = calloc((size_t)n_mats, sizeof *mem);
     for (int m = 0; m < n_mats; m++) {
-        mem[m] = malloc(wbytes + sbytes);
+        mem[m] = aligned_alloc(64, (wbytes + sbytes + 64 + 63) / 64 * 64);
+        unsigned char *wm = mem[m] + woff;
         for (size_t i = 0; i < wbytes; i += 2) {
             uint16_t h = fmt == SP_WF_MXFP4 ? (uint16_t)rand() : sp_f32_to_bf16((float)rand() / RAND_MAX - 0.5f);
-            memcpy(mem[m] + i, &h, 2);
+            memcpy(wm + i, &h, 2);
         }
         for (size_t i = 0; i < sbytes; i++)
-            mem[m][wbytes + i] = (unsigned char)(120 + rand() % 4);
-        w[m] = (sp_weight){.format = fmt, .rows = rows, .cols = cols, .data = mem[m],
+            wm[wbytes + i] = (unsigned char)(120 + rand() % 4);
+        w[m] = (sp_weight){.format = fmt, .rows = rows, .cols = cols, .data = wm,
                            .row_bytes = row_bytes, .global_scale = 1.0f};
         if (sbytes) {
-            w[m].scales = mem[m] + wbytes;
+            w[m].scales = wm + wbytes;
             w[m].scale_row_bytes = (size_t)cols / 32;
         }
     }
@@ -313,6 +316,7 @@ int main(int argc, char **argv)
     }
     int threads = 2, cpu_threads = 1; /* cputime defaults to one thread */
     int64_t mib = 0, rows = 2048, cols = 8192, tokens = 1;
+    int woff = 0;
     sp_precision prec = SP_PRECISION_EXACT;
     sp_wformat fmt = SP_WF_BF16;
     const char *model = NULL;
@@ -321,6 +325,7 @@ int main(int argc, char **argv)
         const char *o = argv[i], *v = argv[i + 1];
         if (!strcmp(o, "--threads")) threads = cpu_threads = atoi(v);
         else if (!strcmp(o, "--mib")) mib = atoll(v);
+        else if (!strcmp(o, "--offset")) woff = atoi(v) & 63;
         else if (!strcmp(o, "--rows")) rows = atoll(v);
         else if (!strcmp(o, "--cols")) cols = atoll(v);
         else if (!strcmp(o, "--tokens")) tokens = atoll(v);
@@ -337,7 +342,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "membw"))
         return membw(threads, mib ? mib : 1024);
     if (!strcmp(argv[1], "matmul"))
-        return matmul(threads, rows, cols, tokens, prec, fmt, mib ? (double)mib : 512.0);
+        return matmul(threads, rows, cols, tokens, prec, fmt, mib ? (double)mib : 512.0, woff);
     if (!strcmp(argv[1], "verify") && model)
         return verify_curve(model, threads, prec, kmax, reps);
     if (!strcmp(argv[1], "cputime") && model)
