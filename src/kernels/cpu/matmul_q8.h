@@ -140,7 +140,7 @@ INLINE void q8_tile_rs(const int R, const int T, const sp_mm_job *j, int64_t r0,
     tile_start(R, T, w, r0, rs, rows, sc, acc);
     for (int64_t k = 0, p = 0; k < n; k += 64, p += SP_MM_Q8_PAIR) {
         const bool single = k / 32 + 1 == nb;
-        if (T == 1)
+        if (T <= 2)
             for (int r = 0; r < R; r++)
                 _mm_prefetch((const char *)(rows[r] + k / 2 + DECODE_PF_BYTES), _MM_HINT_T0);
         for (int r = 0; r < R; r++) {
