@@ -84,6 +84,15 @@ INLINE void tile_start(const int R, const int T, const sp_weight *w, int64_t r0,
         tile##_rs(R, 1, j, r0, rs, 0);                                                         \
     }
 
+/* tile_RxT_strided(j, r0, rs): T tokens from the first, R rows rs apart (small batches
+ * whose weights stream from memory, as one token's). */
+#define STRIDED_T(tile, R, T)                                                                  \
+    static __attribute__((noinline)) void tile##_##R##x##T##_strided(const sp_mm_job *j,      \
+                                                                     int64_t r0, int64_t rs)   \
+    {                                                                                          \
+        tile##_rs(R, T, j, r0, rs, 0);                                                         \
+    }
+
 #define ROW_BLOCK 24
 
 /* A prefill's tiles over a token block's first tokens (t0 on a token block's start) also
