@@ -65,9 +65,8 @@ INLINE void tile_start(const int R, const int T, const sp_weight *w, int64_t r0,
 
 /* One token (and two, in the 8-bit MXFP4 tiles, whose experts in a verify pass often get
  * two: gpt-oss-shaped MoE, 2-5-token verify 6-10% faster): each weight stream is also
- * prefetched DECODE_PF_BYTES ahead of its loads,
- * one line a row per step (a stream's row continues into the next row S apart, so the
- * prefetch runs on into it). With 256-bit loads the hardware prefetcher alone kept too
+ * prefetched DECODE_PF_BYTES ahead of its loads, one line a row per step (a stream's row
+ * continues into the next row S apart, so the prefetch runs on into it). With 256-bit loads the hardware prefetcher alone kept too
  * few lines in flight on an Emerald Rapids core (2026-11-28, 2 threads, 1 GiB of weights
  * rotated): BF16 8192 x 2048 25 -> 30-31 GB/s (512 and 1536 bytes ahead about the same,
  * 4096 27 GB/s), 8-bit MXFP4 8192 x 2880 24 -> 27-28 GB/s; llama 1.1B decode at the avx2
