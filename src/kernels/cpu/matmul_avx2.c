@@ -169,20 +169,20 @@ TILE_FN(mxfp4_tile, 2, 4)
 TILE_FN(mxfp4_tile, 1, 4)
 TILE_FN(mxfp4_tile, 1, 5)
 TILE_FN(mxfp4_tile, 1, 6)
-STRIDED_FN(bf16_tile, 8)
-STRIDED_FN(mxfp4_tile, 4)
+STRIDED_FN(bf16_tile, 8, 1)
+STRIDED_FN(mxfp4_tile, 4, 1)
 
 static const tile_set bf16_tiles = {
     3, {0, 8, 4, 3, 0, 0, 0},
     {NULL, bf16_tile_8x1, bf16_tile_4x2, bf16_tile_3x3, NULL, NULL, NULL},
     {NULL, bf16_tile_1x1, bf16_tile_1x2, bf16_tile_1x3, NULL, NULL, NULL},
-    bf16_tile_8x1_strided};
+    {NULL, bf16_tile_8x1_strided}};
 static const tile_set mxfp4_tiles = {
     6, {0, 4, 4, 3, 2, 1, 1},
     {NULL, mxfp4_tile_4x1, mxfp4_tile_4x2, mxfp4_tile_3x3, mxfp4_tile_2x4, NULL, NULL},
     {NULL, mxfp4_tile_1x1, mxfp4_tile_1x2, mxfp4_tile_1x3, mxfp4_tile_1x4, mxfp4_tile_1x5,
      mxfp4_tile_1x6},
-    mxfp4_tile_4x1_strided};
+    {NULL, mxfp4_tile_4x1_strided}};
 
 static void rows_bf16_pairs(const sp_mm_job *j, int64_t rb, int64_t re)
 {

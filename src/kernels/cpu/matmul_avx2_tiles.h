@@ -75,17 +75,9 @@ INLINE void tile_start(const int R, const int T, const sp_weight *w, int64_t r0,
 
 #define TILE_FN SP_MM_TILE_FN
 
-/* tile_Rx1_strided(j, r0, rs): the one-token R x 1 tile over rows r0, r0 + rs, .. (above). */
-#define STRIDED_FN(tile, R)                                                                    \
-    static __attribute__((noinline)) void tile##_##R##x1_strided(const sp_mm_job *j, int64_t r0, \
-                                                                  int64_t rs)                  \
-    {                                                                                          \
-        tile##_rs(R, 1, j, r0, rs, 0);                                                         \
-    }
-
-/* tile_RxT_strided(j, r0, rs): T tokens from the first, R rows rs apart (small batches
- * whose weights stream from memory, as one token's). */
-#define STRIDED_T(tile, R, T)                                                                  \
+/* tile_RxT_strided(j, r0, rs): the R x T tile of the first T tokens over rows r0, r0 + rs,
+ * .. (a small batch whose weights stream from memory: above). */
+#define STRIDED_FN(tile, R, T)                                                                 \
     static __attribute__((noinline)) void tile##_##R##x##T##_strided(const sp_mm_job *j,      \
                                                                      int64_t r0, int64_t rs)   \
     {                                                                                          \
@@ -113,12 +105,13 @@ typedef void (*tile_fn)(const sp_mm_job *j, int64_t r0, int64_t t0);
 typedef void (*strided_fn)(const sp_mm_job *j, int64_t r0, int64_t rs);
 
 /* The tiles of one format: for T = 1..max_t tokens, R[T] rows at a time (group[T]) and
- * one row (single[T]); one token's R[1] rows S apart (strided). */
+ * one row (single[T]); a call of T tokens with strided[T] (one token always, a few where
+ * the format gives it) takes its R[T] rows S apart instead (tiles_loop). */
 typedef struct tile_set {
     int max_t;
     int R[9];
     tile_fn group[9], single[9];
-    strided_fn strided;
+    strided_fn strided[9];
 } tile_set;
 
 /* Rows [rb, re) of T tokens from t0: R-row tiles, then single rows. */
@@ -133,14 +126,18 @@ static void rows_of_tiles(const sp_mm_job *j, const tile_set *ts, int T, int64_t
         ts->single[T](j, r, t0);
 }
 
+/* A call of T tokens with strided[T] runs its rows S apart (S = the range's rows over R[T];
+ * fewer than R[T] rows are left for the loop below), the rest in token blocks (their
+ * inputs stay in cache), blocks of ROW_BLOCK rows (their weights stay in L2 while the
+ * block's tokens pass) and tiles. */
 static void tiles_loop(const sp_mm_job *j, const tile_set *ts, int64_t rb, int64_t re)
 {
-    const int64_t n_tok = j->n_tok, tb_n = token_block(j->w->cols), R = ts->R[1];
-    if (n_tok == 1 && re - rb >= 2 * R) { /* rows S apart; fewer than R left after */
-        const int64_t S = (re - rb) / R;
+    const int64_t n_tok = j->n_tok, tb_n = token_block(j->w->cols);
+    if (n_tok <= ts->max_t && ts->strided[n_tok] && re - rb >= 2 * ts->R[n_tok]) {
+        const int64_t S = (re - rb) / ts->R[n_tok];
         for (int64_t r = rb; r < rb + S; r++)
-            ts->strided(j, r, S);
-        rb += R * S;
+            ts->strided[n_tok](j, r, S);
+        rb += ts->R[n_tok] * S;
     }
     for (int64_t tb = 0; tb < n_tok; tb += tb_n) {
         int64_t te = tb + tb_n < n_tok ? tb + tb_n : n_tok;

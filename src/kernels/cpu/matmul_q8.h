@@ -178,7 +178,8 @@ TILE_FN(q8_tile, 1, 5)
 TILE_FN(q8_tile, 1, 6)
 TILE_FN(q8_tile, 1, 7)
 TILE_FN(q8_tile, 1, 8)
-STRIDED_FN(q8_tile, 4)
+STRIDED_FN(q8_tile, 4, 1)
+STRIDED_FN(q8_tile, 2, 2)
 
 /* The tiles (R rows x T tokens): with 16 vector registers (AVX2) as measured on a Zen 3
  * core (matmul_avx2.c); with 32 (AVX-512VL, matmul_avx512vnni.c) more rows share each
@@ -193,56 +194,39 @@ TILE_FN(q8_tile, 3, 5)
 TILE_FN(q8_tile, 3, 6)
 TILE_FN(q8_tile, 2, 7)
 TILE_FN(q8_tile, 2, 8)
+STRIDED_FN(q8_tile, 4, 3)
+STRIDED_FN(q8_tile, 4, 4)
+STRIDED_FN(q8_tile, 3, 5)
+STRIDED_FN(q8_tile, 3, 6)
+STRIDED_FN(q8_tile, 2, 7)
+STRIDED_FN(q8_tile, 2, 8)
 static const tile_set q8_tiles = {
     8, {0, 4, 2, 4, 4, 3, 3, 2, 2},
     {NULL, q8_tile_4x1, q8_tile_2x2, q8_tile_4x3, q8_tile_4x4, q8_tile_3x5, q8_tile_3x6, q8_tile_2x7, q8_tile_2x8},
     {NULL, q8_tile_1x1, q8_tile_1x2, q8_tile_1x3, q8_tile_1x4, q8_tile_1x5, q8_tile_1x6,
      q8_tile_1x7, q8_tile_1x8},
-    q8_tile_4x1_strided};
-STRIDED_T(q8_tile, 2, 2)
-STRIDED_T(q8_tile, 4, 3)
-STRIDED_T(q8_tile, 4, 4)
-STRIDED_T(q8_tile, 3, 5)
-STRIDED_T(q8_tile, 3, 6)
-STRIDED_T(q8_tile, 2, 7)
-STRIDED_T(q8_tile, 2, 8)
-static const strided_fn q8_strided[9] = {NULL, NULL, q8_tile_2x2_strided, q8_tile_4x3_strided,
-                                         q8_tile_4x4_strided, q8_tile_3x5_strided, q8_tile_3x6_strided,
-                                         q8_tile_2x7_strided, q8_tile_2x8_strided};
+    {NULL, q8_tile_4x1_strided, q8_tile_2x2_strided, q8_tile_4x3_strided, q8_tile_4x4_strided,
+     q8_tile_3x5_strided, q8_tile_3x6_strided, q8_tile_2x7_strided, q8_tile_2x8_strided}};
 #else
 TILE_FN(q8_tile, 2, 3)
+STRIDED_FN(q8_tile, 2, 3)
 static const tile_set q8_tiles = {
     8, {0, 4, 2, 2, 1, 1, 1, 1, 1},
     {NULL, q8_tile_4x1, q8_tile_2x2, q8_tile_2x3, NULL, NULL, NULL, NULL, NULL},
     {NULL, q8_tile_1x1, q8_tile_1x2, q8_tile_1x3, q8_tile_1x4, q8_tile_1x5, q8_tile_1x6,
      q8_tile_1x7, q8_tile_1x8},
-    q8_tile_4x1_strided};
-STRIDED_T(q8_tile, 2, 2)
-STRIDED_T(q8_tile, 2, 3)
-static const strided_fn q8_strided[9] = {NULL, NULL, q8_tile_2x2_strided, q8_tile_2x3_strided};
+    {NULL, q8_tile_4x1_strided, q8_tile_2x2_strided, q8_tile_2x3_strided}};
 #endif
 
-/* 2-8 tokens (a verify pass's experts, mostly) take their R[T] rows S apart in one tile of
- * all the tokens, as one token does (matmul_avx2_tiles.h), instead of the prefill loop's
- * blocks of neighbouring rows: each weight stream runs through S consecutive rows. Two
- * threads, 8192 x 2880 from DRAM, 2 / 3 / 4 / 6 / 8 tokens 1.11 / 1.25 / 2.14 / 2.50 /
- * 2.74 -> 0.57 / 0.67 / 0.95 / 1.35 / 1.84 ms; the gpt-oss-shaped MoE's verify of 5 tokens
- * 14.8-15.4 -> 12.7-13.4 ms (2.71 -> 2.40 decode steps). The AVX2 set's 1 x T tiles of 4+
- * tokens are single rows already. */
+/* Calls of 2-8 tokens (a verify pass's experts, mostly) have strided tiles too (the AVX2
+ * set's 1 x T tiles of 4+ tokens are single rows already): they took the prefill loop's
+ * blocks of neighbouring rows, two to four short row streams side by side, which the
+ * hardware prefetcher follows badly from memory. Two threads, 8192 x 2880 from DRAM, 2 / 3
+ * / 4 / 6 / 8 tokens 1.11 / 1.25 / 2.14 / 2.50 / 2.74 -> 0.57 / 0.67 / 0.95 / 1.35 / 1.84 ms;
+ * the gpt-oss-shaped MoE's verify of 5 tokens 14.8-15.4 -> 12.7-13.4 ms (2.71 -> 2.40
+ * decode steps). */
 static void rows_mxfp4_q8(const sp_mm_job *j, int64_t rb, int64_t re)
 {
-    if (j->n_tok >= 2 && j->n_tok <= 8) {
-        const int T = (int)j->n_tok, R = q8_tiles.R[T];
-        if (R > 1 && re - rb >= 2 * R) {
-            const int64_t S = (re - rb) / R;
-            for (int64_t r = rb; r < rb + S; r++)
-                q8_strided[T](j, r, S);
-            rb += R * S;
-        }
-        for (; rb < re; rb++)
-            q8_tiles.single[T](j, rb, 0);
-        return;
-    }
     tiles_loop(j, &q8_tiles, rb, re);
 }
 
