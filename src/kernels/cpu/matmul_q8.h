@@ -130,15 +130,15 @@ INLINE __m256i q8_dot8(__m256i lo, __m256i hi, __m256i qe, __m256i qo)
 }
 
 INLINE void q8_tile_rs(const int R, const int T, const sp_mm_job *j, int64_t r0, int64_t rs,
-                       int64_t t0)
+                       int64_t t0, const tile_span *sp)
 {
     const sp_weight *w = j->w;
     const int64_t n = w->cols, nb = n / 32, rb = SP_MM_Q8_BYTES(n);
     const unsigned char *xq = (const unsigned char *)j->xp + t0 * rb;
     const unsigned char *rows[8], *sc[8];
     __m256 acc[8][8];
-    tile_start(R, T, w, r0, rs, rows, sc, acc);
-    for (int64_t k = 0, p = 0; k < n; k += 64, p += SP_MM_Q8_PAIR) {
+    tile_start(R, T, w, r0, rs, t0, sp, rows, sc, acc);
+    for (int64_t k = sp->k0, p = k / 64 * SP_MM_Q8_PAIR; k < sp->k1; k += 64, p += SP_MM_Q8_PAIR) {
         const bool single = k / 32 + 1 == nb;
         if (T <= 2)
             for (int r = 0; r < R; r++)
@@ -160,12 +160,7 @@ INLINE void q8_tile_rs(const int R, const int T, const sp_mm_job *j, int64_t r0,
             }
         }
     }
-    store_tile(R, T, j, r0, rs, t0, acc);
-}
-
-INLINE void q8_tile(const int R, const int T, const sp_mm_job *j, int64_t r0, int64_t t0)
-{
-    q8_tile_rs(R, T, j, r0, 1, t0);
+    store_tile(R, T, j, r0, rs, t0, sp, acc);
 }
 
 TILE_FN(q8_tile, 4, 1)
@@ -206,7 +201,8 @@ static const tile_set q8_tiles = {
     {NULL, q8_tile_1x1, q8_tile_1x2, q8_tile_1x3, q8_tile_1x4, q8_tile_1x5, q8_tile_1x6,
      q8_tile_1x7, q8_tile_1x8},
     {NULL, q8_tile_4x1_strided, q8_tile_2x2_strided, q8_tile_4x3_strided, q8_tile_4x4_strided,
-     q8_tile_3x5_strided, q8_tile_3x6_strided, q8_tile_2x7_strided, q8_tile_2x8_strided}};
+     q8_tile_3x5_strided, q8_tile_3x6_strided, q8_tile_2x7_strided, q8_tile_2x8_strided},
+    0};
 #else
 TILE_FN(q8_tile, 2, 3)
 STRIDED_FN(q8_tile, 2, 3)
@@ -215,7 +211,8 @@ static const tile_set q8_tiles = {
     {NULL, q8_tile_4x1, q8_tile_2x2, q8_tile_2x3, NULL, NULL, NULL, NULL, NULL},
     {NULL, q8_tile_1x1, q8_tile_1x2, q8_tile_1x3, q8_tile_1x4, q8_tile_1x5, q8_tile_1x6,
      q8_tile_1x7, q8_tile_1x8},
-    {NULL, q8_tile_4x1_strided, q8_tile_2x2_strided, q8_tile_2x3_strided}};
+    {NULL, q8_tile_4x1_strided, q8_tile_2x2_strided, q8_tile_2x3_strided},
+    0};
 #endif
 
 /* Calls of 2-8 tokens (a verify pass's experts, mostly) have strided tiles too (the AVX2
