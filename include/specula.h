@@ -78,11 +78,17 @@ typedef struct sp_model_params {
                                BF16 dot products; on CUDA, BF16 weights on tensor cores
                                (other formats stay EXACT). sp_model_precision says which
                                the model computes in */
-    /* Called while the weights are copied to a device (the CPU keeps them mapped and never
-     * calls it): bytes copied so far of total, after every 256 MiB and once at the end,
-     * from the opening thread. NULL: none. */
+    /* Called while the weights are copied to a device, or on the CPU to aligned memory
+     * (below): bytes copied so far of total, after every 256 MiB and once at the end, from
+     * the opening thread. NULL: none. */
     void (*load_progress)(void *ctx, uint64_t done, uint64_t total);
     void *load_progress_ctx;
+    /* CPU: compute on the checkpoint's memory mapping as it is. By default a shard whose
+     * tensors the safetensors header leaves off 64-byte boundaries (Python's writer pads
+     * the header to 8 bytes only) is copied once into aligned memory, where the kernels'
+     * 32- and 64-byte loads never straddle two cache lines; with map_weights nothing is
+     * copied and pages load on first use. */
+    bool map_weights;
 } sp_model_params;
 
 SP_API sp_model_params sp_model_default_params(void);
@@ -145,6 +151,8 @@ typedef struct sp_model_info {
     const char *device;        /* as sp_model_device */
     uint64_t device_bytes;     /* as sp_model_device_bytes */
     uint64_t device_total_bytes; /* the device's own memory; 0 when it is the host's */
+    uint64_t host_copy_bytes;  /* host memory of the aligned weight copies a CPU model made
+                                  (sp_model_params.map_weights); 0: it computes on the mapping */
     int64_t default_n_ctx;     /* the context a session gets with n_ctx = 0 */
     uint64_t session_bytes;    /* KV cache + pass buffers of a default session */
     /* Weight bytes one decode token reads (an estimate for rooflines): every matrix but the

@@ -52,6 +52,8 @@ int cli_threads(int64_t threads);
 /* The --device option every command that loads a model takes. */
 #define CLI_DEVICE_OPT(dst) \
     {"--device", NULL, CLI_STR, &(dst), "cpu, cuda, cuda:N or auto (default; SPECULA_DEVICE)", 0}
+#define CLI_MMAP_OPT(dst) \
+    {"--mmap", NULL, CLI_FLAG, &(dst), "CPU: compute on the checkpoint's mapping as it is (no aligned copy)", 0}
 
 /* Model params for --threads and --device (SPECULA_DEVICE when --device is not given). */
 sp_model_params cli_model_params(int64_t threads, const char *device);

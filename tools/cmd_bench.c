@@ -67,8 +67,9 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Where the weights went and how fast decode is against reading them: the device, the
- * load time and rate, the device copy bandwidth measured now, the bytes a token reads and
- * the roofline they give (a GPU's; the CPU's weights stay mapped: no copy, no roofline). */
+ * load time and rate (of the copy to the device, or on the CPU to aligned memory), the
+ * device copy bandwidth measured now, the bytes a token reads and the roofline they give
+ * (a GPU's; on the CPU bench/compare-llama-cpp.sh measures the DRAM's beside). */
 typedef struct bench_device {
     const char *name;
     double load_s, load_gb_s, weights_mib, copy_gb_s, token_gb, roofline, frac;
@@ -79,8 +80,9 @@ static bench_device device_figures(sp_model *m, double load_s, double decode_tok
     sp_model_info info;
     sp_model_get_info(m, &info);
     bench_device d = {.name = info.device, .load_s = load_s};
-    d.weights_mib = (double)info.device_bytes / 1048576.0;
-    d.load_gb_s = load_s > 0 ? (double)info.device_bytes / 1e9 / load_s : 0.0;
+    uint64_t copied = info.device_bytes ? info.device_bytes : info.host_copy_bytes;
+    d.weights_mib = (double)copied / 1048576.0;
+    d.load_gb_s = load_s > 0 ? (double)copied / 1e9 / load_s : 0.0;
     d.token_gb = (double)info.token_bytes / 1e9;
     if (info.device_bytes)
         d.copy_gb_s = sp_model_copy_bandwidth(m);
@@ -290,7 +292,7 @@ int cmd_bench(int argc, char **argv)
     int64_t prompt_len = 128, gen_len = 64, runs = 5, threads = 0;
     const char *device = NULL;
     const char *precision_s = NULL;
-    bool json = false;
+    bool json = false, map_weights = false;
     double temp = 0;
     const char *tokens_s = NULL;
     cli_spec spec = {0};
@@ -301,6 +303,7 @@ int cmd_bench(int argc, char **argv)
         {"--runs", NULL, CLI_INT, &runs, "runs; the median is reported (default 5)", 0},
         {"--threads", "-t", CLI_INT, &threads, "worker threads (default: all CPUs)", 0},
         CLI_DEVICE_OPT(device),
+        CLI_MMAP_OPT(map_weights),
         {"--precision", NULL, CLI_STR, &precision_s, "matmul arithmetic: fast (bf16 inputs, default) or exact (fp32)", 0},
         {"--json", NULL, CLI_FLAG, &json, "print one JSON object", 0},
         {"--tokens", NULL, CLI_STR, &tokens_s, "prompt token ids (default: random, --prompt-len)", 0},
@@ -345,6 +348,7 @@ int cmd_bench(int argc, char **argv)
                          (long long)gen_len);
     }
     sp_model_params mp = cli_model_params(threads, device);
+    mp.map_weights = map_weights;
     if (cli_precision(precision_s, &mp.precision) != CLI_OK) {
         free(prompt);
         return CLI_USAGE;

@@ -122,6 +122,7 @@ sp_status sp_model_open(const char *dir, const sp_model_params *params, sp_model
     pthread_mutex_init(&m->lock, NULL);
     m->load_progress = p.load_progress;
     m->load_progress_ctx = p.load_progress_ctx;
+    m->map_weights = p.map_weights;
     st = sp_backend_open(p.device, p.n_threads, &m->be, err);
     if (st == SP_OK && p.precision == SP_PRECISION_FAST && m->be->ops->set_precision)
         m->precision = m->be->ops->set_precision(m->be, SP_PRECISION_FAST);

@@ -129,14 +129,17 @@ struct sp_model {
     uint64_t weight_bytes; /* resident weight bytes */
     void (*load_progress)(void *ctx, uint64_t done, uint64_t total); /* sp_model_params' */
     void *load_progress_ctx;
+    bool map_weights; /* sp_model_params': host backends compute on the mapping as it is */
 
     /* execution: the backend, the weights as it sees them, the pass's working memory */
     sp_backend *be;
     sp_precision precision;     /* as computed (the backend's answer to the asked one) */
-    sp_weights exec;            /* host views on a host-memory backend, else device copies */
+    sp_weights exec;            /* host views on a host-memory backend (or aligned host
+                                   copies: exec_weights.c), else device copies */
     sp_weights exec_mtp;        /* what an MTP pass reads: exec with the MTP module's head and
                                    norm as lm_head and final_norm (host-memory backends) */
-    struct sp_exec_store *exec_store; /* device regions behind `exec` (exec_weights.c) */
+    struct sp_exec_store *exec_store; /* the copies behind `exec`, NULL for views */
+    uint64_t host_copy_bytes;   /* host memory those copies take on a host-memory backend */
     struct sp_compute *compute; /* grown on demand (sp_model_reserve) */
     pthread_mutex_t lock;       /* one forward pass at a time: sessions may share a model */
 };

@@ -109,6 +109,7 @@ void sp_model_get_info(const sp_model *m, sp_model_info *info)
 
     info->device = sp_model_device(m);
     info->device_bytes = sp_model_device_bytes(m);
+    info->host_copy_bytes = m->host_copy_bytes;
     info->device_total_bytes = m->be->total_bytes;
     info->default_n_ctx = sp_model_default_ctx(m);
     info->session_bytes = sp_model_session_bytes(m, 0, 0);

@@ -72,6 +72,37 @@ void sp_mapped_file_close(sp_mapped_file *f)
     memset(f, 0, sizeof *f);
 }
 
+sp_status sp_mapped_file_read(const sp_mapped_file *f, size_t off, void *dst, size_t n, sp_error *err)
+{
+    if (off > f->n_bytes || n > f->n_bytes - off)
+        return sp_err(err, SP_ERR_INTERNAL, "%s: read of %zu bytes at %zu past its %zu bytes", f->path,
+                      n, off, f->n_bytes);
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sp_err(err, SP_ERR_IO, "%s: cannot open: %s", f->path, strerror(errno));
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)dst + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            int e = errno;
+            close(fd);
+            return sp_err(err, SP_ERR_IO, "%s: read failed: %s", f->path,
+                          r == 0 ? "unexpected end of file" : strerror(e));
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    return SP_OK;
+}
+
+void sp_mapped_file_release(const sp_mapped_file *f)
+{
+    if (f && f->data && f->n_bytes)
+        (void)madvise((void *)f->data, f->n_bytes, MADV_DONTNEED); /* advice: failure is harmless */
+}
+
 sp_status sp_read_file(const char *path, size_t max_bytes, char **out, size_t *n_bytes,
                        sp_error *err)
 {

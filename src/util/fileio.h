@@ -16,6 +16,12 @@ typedef struct sp_mapped_file {
 
 sp_status sp_mapped_file_open(const char *path, sp_mapped_file *out, sp_error *err);
 void sp_mapped_file_close(sp_mapped_file *f);
+/* Copies bytes [off, off + n) of the mapped file into dst with read calls (a copy that
+ * faults in none of the mapping's pages). */
+sp_status sp_mapped_file_read(const sp_mapped_file *f, size_t off, void *dst, size_t n, sp_error *err);
+/* Drops this process's pages of the mapping (after a copy of it was made): the mapping
+ * stays valid and a later read faults its page in again from the page cache. */
+void sp_mapped_file_release(const sp_mapped_file *f);
 
 /* Reads a whole regular file into a NUL-terminated malloc'd buffer, refusing files
  * larger than max_bytes. */
