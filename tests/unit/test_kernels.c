@@ -541,6 +541,51 @@ static void test_mxfp4_fast_scales(void **state)
     sp_isa_set(best);
 }
 
+/* SwiGLU at every level against silu in double: within 4 ulp-sized steps (2^-21
+ * relative; the polynomial exp is within ~2 ulp of expf), the edge values as expf gives
+ * them (+-0, +-inf, NaN, arguments whose e^-g overflows or vanishes), and an element's
+ * bits independent of where it sits in a call and of the call's length (the tail goes
+ * through the same lanes). */
+static void test_swiglu_levels(void **state)
+{
+    (void)state;
+    enum { N = 77 };
+    float g[N], u[N], y[N], y1[N];
+    for (int i = 0; i < N; i++) {
+        g[i] = (test_frand() - 0.5f) * 40.0f;
+        u[i] = test_frand() - 0.5f;
+    }
+    const float edge[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 88.0f, -88.0f, 95.0f, -95.0f,
+                          104.0f, -104.0f, 200.0f, -200.0f, 1e-30f, -1e-30f, 3e38f, -3e38f};
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
+        g[i] = edge[i];
+        u[i] = 1.0f;
+    }
+    sp_isa best = sp_isa_detected();
+    for (int isa = SP_ISA_GENERIC; isa <= (int)best; isa++) {
+        assert_int_equal(sp_isa_set((sp_isa)isa), isa);
+        sp_swiglu(g, u, N, y);
+        for (int i = 0; i < N; i++) {
+            double s = (double)g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+            float sf = (float)s;
+            if (isnan(sf) != isnan(y[i]) || (isinf(sf) && sf != y[i]))
+                fail_msg("%s: swiglu(%g) = %g, expected %g", sp_isa_name((sp_isa)isa), (double)g[i],
+                         (double)y[i], (double)sf);
+            if (isfinite(sf) && fabs(y[i] - s) > ldexp(fabs(s), -21) + 2e-38) /* FLT_MIN: e^-g overflows */
+                fail_msg("%s: swiglu(%g) = %.9g, expected %.9g", sp_isa_name((sp_isa)isa),
+                         (double)g[i], (double)y[i], s);
+        }
+        for (int off = 0; off < 9; off++)
+            for (int n = 1; off + n <= N; n += 5) {
+                sp_swiglu(g + off, u + off, n, y1);
+                if (memcmp(y1, y + off, (size_t)n * sizeof(float)))
+                    fail_msg("%s: swiglu of [%d, %d) differs from the whole call",
+                             sp_isa_name((sp_isa)isa), off, off + n);
+            }
+    }
+    sp_isa_set(best);
+}
+
 static void test_rmsnorm_vs_reference(void **state)
 {
     (void)state;
@@ -799,7 +844,7 @@ int main(void)
         cmocka_unit_test(test_matmul_grouped),
         cmocka_unit_test(test_bf16_input_rounding), cmocka_unit_test(test_mxfp4_fast_scales),
         cmocka_unit_test(test_bf16_fma_equals_vdpbf16ps),
-        cmocka_unit_test(test_rmsnorm_vs_reference),
+        cmocka_unit_test(test_swiglu_levels), cmocka_unit_test(test_rmsnorm_vs_reference),
         cmocka_unit_test(test_attention_vs_reference), cmocka_unit_test(test_attention_many),
         cmocka_unit_test(test_dtype_decoders),
         cmocka_unit_test(test_rope_known_values), cmocka_unit_test(test_topk_torch_vs_libstdcxx),

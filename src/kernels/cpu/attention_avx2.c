@@ -14,6 +14,7 @@
  *   output    o[d] += (e_j * inv) v_j[d] for j ascending, one FMA each (inv = 1 / denom),
  *             64 dims at a time in registers */
 #include "kernels/cpu/attention_impl.h"
+#include "kernels/cpu/exp_avx2.h"
 
 #include <stdbool.h>
 
@@ -44,29 +45,7 @@ INLINE __m256 hsum8_x8(const __m256 v[8])
     return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-/* e^x for x <= 0 (softmax arguments; -inf gives 0): Cephes' expf polynomial. */
-INLINE __m256 exp8(__m256 x)
-{
-    x = _mm256_max_ps(x, _mm256_set1_ps(-104.0f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    /* y * 2^n for n in [-150, 0]: 2^(n/2) and 2^(n - n/2) are normal, so the first product
-     * is exact and the second rounds once (to a denormal or zero far below the max) */
-    __m256i ni = _mm256_cvtps_epi32(n);
-    __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
-    __m256 p1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
-    __m256 p2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
-    return _mm256_mul_ps(_mm256_mul_ps(y, p1), p2);
-}
+/* e^x: sp_exp8 (exp_avx2.h; softmax arguments are <= 0, -inf gives 0). */
 
 /* Scores of keys [lo, hi) against q (nc chunks), times scale, into s[0 ..). */
 INLINE void scores(const int nc, const float *q, const float *k0, int64_t kstride, int64_t lo,
@@ -113,7 +92,7 @@ static float softmax_exp(float *s, int64_t n, float m)
     __m256 mv = _mm256_set1_ps(m), sum = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + i), mv));
+        __m256 e = sp_exp8(_mm256_sub_ps(_mm256_loadu_ps(s + i), mv));
         _mm256_storeu_ps(s + i, e);
         sum = _mm256_add_ps(sum, e);
     }
@@ -121,7 +100,7 @@ static float softmax_exp(float *s, int64_t n, float m)
         float t[8];
         for (int k = 0; k < 8; k++)
             t[k] = i + k < n ? s[i + k] - m : -INFINITY;
-        _mm256_storeu_ps(t, exp8(_mm256_loadu_ps(t)));
+        _mm256_storeu_ps(t, sp_exp8(_mm256_loadu_ps(t)));
         for (int64_t k = i; k < n; k++)
             s[k] = t[k - i];
         for (int64_t k = n - i; k < 8; k++)
@@ -164,7 +143,7 @@ INLINE void attend(const int nc, const sp_attn_args *a, int64_t t, int64_t h, fl
     float denom = softmax_exp(sc, n, m);
     if (a->sinks) {
         float e[8] = {sink - m};
-        _mm256_storeu_ps(e, exp8(_mm256_loadu_ps(e)));
+        _mm256_storeu_ps(e, sp_exp8(_mm256_loadu_ps(e)));
         denom += e[0];
     }
     float inv = 1.0f / denom;

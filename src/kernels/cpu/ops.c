@@ -1,5 +1,6 @@
-/* ops.c: per-row CPU ops (see ops.h). */
+/* ops.c: per-row CPU ops (see ops.h); SwiGLU on 8 lanes from AVX2 up (ops_avx2.c). */
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/simd.h"
 
 #include <math.h>
@@ -45,8 +46,18 @@ float sp_silu(float x)
     return x / (1.0f + expf(-x));
 }
 
+#ifdef SP_HAVE_AVX2_KERNELS
+void sp_swiglu_avx2(const float *gate, const float *up, int64_t n, float *out);
+#endif
+
 void sp_swiglu(const float *gate, const float *up, int64_t n, float *out)
 {
+#ifdef SP_HAVE_AVX2_KERNELS
+    if (sp_isa_active() >= SP_ISA_AVX2) {
+        sp_swiglu_avx2(gate, up, n, out);
+        return;
+    }
+#endif
     for (int64_t i = 0; i < n; i++)
         out[i] = sp_silu(gate[i]) * up[i];
 }
