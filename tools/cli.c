@@ -208,11 +208,12 @@ const char *cli_device(const char *device)
     return env && *env ? env : "auto";
 }
 
-/* The weights' copy to a device, on one terminal line of stderr (overwritten in place). */
+/* The weights' copy to a device (or, on the CPU, to aligned memory), on one terminal line
+ * of stderr (overwritten in place). */
 static void load_progress(void *ctx, uint64_t done, uint64_t total)
 {
     (void)ctx;
-    fprintf(stderr, "\rspecula: copying weights to the device: %.2f / %.2f GB%s",
+    fprintf(stderr, "\rspecula: copying weights: %.2f / %.2f GB%s",
             (double)done / 1e9, (double)total / 1e9, done == total ? "\n" : "");
     fflush(stderr);
 }
@@ -222,6 +223,8 @@ sp_model_params cli_model_params(int64_t threads, const char *device)
     sp_model_params mp = sp_model_default_params();
     mp.n_threads = cli_threads(threads);
     mp.device = cli_device(device);
+    const char *mm = getenv("SPECULA_MMAP"); /* CPU: compute on the mapping (bench: --mmap) */
+    mp.map_weights = mm && *mm && strcmp(mm, "0") != 0;
     if (isatty(STDERR_FILENO))
         mp.load_progress = load_progress;
     return mp;

@@ -55,7 +55,8 @@ int cli_threads(int64_t threads);
 #define CLI_MMAP_OPT(dst) \
     {"--mmap", NULL, CLI_FLAG, &(dst), "CPU: compute on the checkpoint's mapping as it is (no aligned copy)", 0}
 
-/* Model params for --threads and --device (SPECULA_DEVICE when --device is not given). */
+/* Model params for --threads and --device (SPECULA_DEVICE when --device is not given);
+ * SPECULA_MMAP=1 keeps a CPU model's weights on the checkpoint's mapping. */
 sp_model_params cli_model_params(int64_t threads, const char *device);
 /* The device string in effect ("auto" when none was given). */
 const char *cli_device(const char *device);

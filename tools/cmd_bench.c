@@ -348,7 +348,7 @@ int cmd_bench(int argc, char **argv)
                          (long long)gen_len);
     }
     sp_model_params mp = cli_model_params(threads, device);
-    mp.map_weights = map_weights;
+    mp.map_weights = mp.map_weights || map_weights;
     if (cli_precision(precision_s, &mp.precision) != CLI_OK) {
         free(prompt);
         return CLI_USAGE;
