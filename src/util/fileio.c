@@ -49,13 +49,14 @@ sp_status sp_mapped_file_open(const char *path, sp_mapped_file *out, sp_error *e
             return sp_err(err, SP_ERR_IO, "%s: mmap failed: %s", path, strerror(e));
         }
     }
-    close(fd);
     out->data = p;
     out->n_bytes = size;
+    out->fd = fd;
     out->path = strdup(path);
     if (!out->path) {
         if (p)
             munmap(p, size);
+        close(fd);
         out->data = NULL;
         return sp_err(err, SP_ERR_NOMEM, "%s: out of memory", path);
     }
@@ -68,32 +69,27 @@ void sp_mapped_file_close(sp_mapped_file *f)
         return;
     if (f->data && f->n_bytes)
         munmap((void *)f->data, f->n_bytes);
+    if (f->path)
+        close(f->fd);
     free(f->path);
     memset(f, 0, sizeof *f);
 }
 
 sp_status sp_mapped_file_read(const sp_mapped_file *f, size_t off, void *dst, size_t n, sp_error *err)
 {
-    if (off > f->n_bytes || n > f->n_bytes - off)
-        return sp_err(err, SP_ERR_INTERNAL, "%s: read of %zu bytes at %zu past its %zu bytes", f->path,
-                      n, off, f->n_bytes);
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return sp_err(err, SP_ERR_IO, "%s: cannot open: %s", f->path, strerror(errno));
+    if (!f->path || off > f->n_bytes || n > f->n_bytes - off)
+        return sp_err(err, SP_ERR_INTERNAL, "%s: read of %zu bytes at %zu past its %zu bytes",
+                      f->path ? f->path : "(no file)", n, off, f->n_bytes);
     size_t got = 0;
     while (got < n) {
-        ssize_t r = pread(fd, (char *)dst + got, n - got, (off_t)(off + got));
+        ssize_t r = pread(f->fd, (char *)dst + got, n - got, (off_t)(off + got));
         if (r < 0 && errno == EINTR)
             continue;
-        if (r <= 0) {
-            int e = errno;
-            close(fd);
+        if (r <= 0)
             return sp_err(err, SP_ERR_IO, "%s: read failed: %s", f->path,
-                          r == 0 ? "unexpected end of file" : strerror(e));
-        }
+                          r == 0 ? "unexpected end of file" : strerror(errno));
         got += (size_t)r;
     }
-    close(fd);
     return SP_OK;
 }
 

@@ -1,6 +1,6 @@
 /* fileio.h: reading and memory-mapping files, and small path helpers.
- * A mapped file is read-only and stays valid until sp_mapped_file_close. Only regular
- * files are accepted (no FIFOs or devices). */
+ * A mapped file is read-only and stays valid (its descriptor open) until
+ * sp_mapped_file_close. Only regular files are accepted (no FIFOs or devices). */
 #ifndef SP_UTIL_FILEIO_H
 #define SP_UTIL_FILEIO_H
 
@@ -11,13 +11,14 @@
 typedef struct sp_mapped_file {
     const unsigned char *data;
     size_t n_bytes;
-    char *path; /* owned */
+    char *path; /* owned; NULL for an empty (never opened) one */
+    int fd;     /* the file, open while the mapping is (sp_mapped_file_read) */
 } sp_mapped_file;
 
 sp_status sp_mapped_file_open(const char *path, sp_mapped_file *out, sp_error *err);
 void sp_mapped_file_close(sp_mapped_file *f);
-/* Copies bytes [off, off + n) of the mapped file into dst with read calls (a copy that
- * faults in none of the mapping's pages). */
+/* Copies bytes [off, off + n) of the mapped file into dst with read calls on its open
+ * descriptor (the very file that was mapped; a copy that faults in none of its pages). */
 sp_status sp_mapped_file_read(const sp_mapped_file *f, size_t off, void *dst, size_t n, sp_error *err);
 /* Drops this process's pages of the mapping (after a copy of it was made): the mapping
  * stays valid and a later read faults its page in again from the page cache. */

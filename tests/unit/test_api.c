@@ -9,18 +9,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+static sp_model *open_fixture_with(const char *name, const sp_model_params *mp)
+{
+    sp_model *m = NULL;
+    sp_error err = {0};
+    char rel[256];
+    snprintf(rel, sizeof rel, "models/%s", name);
+    if (sp_model_open(fixture_path(rel), mp, &m, &err) != SP_OK)
+        fail_msg("%s: %s", name, err.msg);
+    return m;
+}
+
 static sp_model *open_fixture(const char *name)
 {
     sp_model_params mp = sp_model_default_params();
     mp.device = "cpu";
     mp.n_threads = 1;
-    sp_model *m = NULL;
-    sp_error err = {0};
-    char rel[256];
-    snprintf(rel, sizeof rel, "models/%s", name);
-    if (sp_model_open(fixture_path(rel), &mp, &m, &err) != SP_OK)
-        fail_msg("%s: %s", name, err.msg);
-    return m;
+    return open_fixture_with(name, &mp);
 }
 
 /* sp_model_precision: what the backend computes in. Exact unless fast is asked for; fast
@@ -58,13 +63,9 @@ static void logits_of(const char *name, bool map, bool copies, sp_precision prec
     mp.n_threads = 2;
     mp.precision = prec;
     mp.map_weights = map;
-    sp_model *m = NULL;
+    sp_model *m = open_fixture_with(name, &mp);
     sp_session *s = NULL;
     sp_error err = {0};
-    char rel[256];
-    snprintf(rel, sizeof rel, "models/%s", name);
-    if (sp_model_open(fixture_path(rel), &mp, &m, &err) != SP_OK)
-        fail_msg("%s: %s", name, err.msg);
     sp_model_info info;
     sp_model_get_info(m, &info);
     if (map || !copies ? info.host_copy_bytes != 0 : info.host_copy_bytes < info.weight_bytes)
