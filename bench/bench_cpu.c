@@ -16,10 +16,15 @@
  *       (default 128) and per decode step, median after an untimed pass: comparable
  *       while other work shares the cores; with N > 1, CPU time above the 1-thread
  *       figure is what the threads cost (waiting, spinning, contention). Wall time too.
+ *   bench_cpu attention [--threads N] [--heads H] [--kv-heads G] [--dim D] [--ctx C]
+ *       [--tokens T]   causal attention of T queries (the last T positions of a
+ *       C-position fp32 cache; defaults 12 / 4 / 64 / 512 / 512: a 512-token prefill of the
+ *       125M model's layer), median of 7 passes, ms and GFLOP/s (4 flops a key and dim).
  *   bench_cpu verify --model DIR [--threads N] [--precision P] [--kmax K] [--reps R]
  *       speculative verify cost: after a 128-token prefill, the median time of one pass
  *       over k+1 tokens (k = 0..K) at that position, as a multiple of one decode step.
  * The default build is portable; SPECULA_ISA lowers the kernel level as for specula. */
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/matmul.h"
 #include "util/clock.h"
@@ -201,6 +206,47 @@ static int matmul(int threads, int64_t rows, int64_t cols, int64_t tokens, sp_pr
     return 0;
 }
 
+static int attention(int threads, int64_t heads, int64_t kv_heads, int64_t dim, int64_t ctx,
+                     int64_t tokens)
+{
+    if (tokens > ctx || kv_heads <= 0 || heads % kv_heads)
+        return 2;
+    size_t nq = (size_t)(tokens * heads * dim), nkv = (size_t)(ctx * kv_heads * dim);
+    float *q = malloc(nq * 4), *k = malloc(nkv * 4), *v = malloc(nkv * 4), *o = malloc(nq * 4);
+    float *scr = malloc((size_t)threads * SP_ATTN_GROUP * (size_t)ctx * 4);
+    for (size_t i = 0; i < nq; i++)
+        q[i] = (float)rand() / RAND_MAX - 0.5f;
+    for (size_t i = 0; i < nkv; i++) {
+        k[i] = (float)rand() / RAND_MAX - 0.5f;
+        v[i] = (float)rand() / RAND_MAX - 0.5f;
+    }
+    sp_pool *pool;
+    if (sp_pool_new(threads, &pool, NULL) != SP_OK)
+        return 1;
+    sp_attn_args a = {.q = q, .q_stride = heads * dim, .k_cache = k, .v_cache = v,
+                      .n_heads = heads, .n_kv_heads = kv_heads, .qk_dim = dim, .v_dim = dim,
+                      .pos0 = ctx - tokens, .n_tok = tokens, .scale = 0.125f, .out = o,
+                      .scratch = scr, .n_ctx = ctx};
+    double t[7], keys = (double)tokens * (double)(2 * ctx - tokens + 1) / 2;
+    for (int pass = 0; pass < 7; pass++) {
+        double t0 = sp_now_ms();
+        sp_attention(pool, &a);
+        t[pass] = sp_now_ms() - t0;
+    }
+    qsort(t, 7, sizeof t[0], cmp_d);
+    printf("attention %lld/%lld heads x %lld dims, %lld queries over %lld positions [%s]: %.3f ms, "
+           "%.1f GFLOP/s\n", (long long)heads, (long long)kv_heads, (long long)dim,
+           (long long)tokens, (long long)ctx, sp_isa_name(sp_isa_active()), t[3],
+           4.0 * keys * (double)(heads * dim) / (t[3] * 1e6));
+    sp_pool_free(pool);
+    free(q);
+    free(k);
+    free(v);
+    free(o);
+    free(scr);
+    return 0;
+}
+
 static int verify_curve(const char *dir, int threads, sp_precision prec, int kmax, int reps)
 {
     sp_model_params mp = sp_model_default_params();
@@ -311,16 +357,17 @@ static int cpu_time(const char *dir, sp_precision prec, int64_t tokens, int reps
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_cpu membw|matmul|verify|cputime [options]\n");
+        fprintf(stderr, "usage: bench_cpu membw|matmul|attention|verify|cputime [options]\n");
         return 2;
     }
     int threads = 2, cpu_threads = 1; /* cputime defaults to one thread */
-    int64_t mib = 0, rows = 2048, cols = 8192, tokens = 1;
+    int64_t mib = 0, rows = 2048, cols = 8192, tokens = 0; /* 0: the mode's default */
     int woff = 0;
     sp_precision prec = SP_PRECISION_EXACT;
     sp_wformat fmt = SP_WF_BF16;
     const char *model = NULL;
     int kmax = 8, reps = 7;
+    int64_t heads = 12, kv_heads = 4, dim = 64, ctx = 512;
     for (int i = 2; i + 1 < argc; i += 2) {
         const char *o = argv[i], *v = argv[i + 1];
         if (!strcmp(o, "--threads")) threads = cpu_threads = atoi(v);
@@ -331,6 +378,10 @@ int main(int argc, char **argv)
         else if (!strcmp(o, "--tokens")) tokens = atoll(v);
         else if (!strcmp(o, "--precision")) prec = !strcmp(v, "fast") ? SP_PRECISION_FAST : SP_PRECISION_EXACT;
         else if (!strcmp(o, "--model")) model = v;
+        else if (!strcmp(o, "--heads")) heads = atoll(v);
+        else if (!strcmp(o, "--kv-heads")) kv_heads = atoll(v);
+        else if (!strcmp(o, "--dim")) dim = atoll(v);
+        else if (!strcmp(o, "--ctx")) ctx = atoll(v);
         else if (!strcmp(o, "--kmax")) kmax = atoi(v);
         else if (!strcmp(o, "--reps")) reps = atoi(v);
         else if (!strcmp(o, "--format")) fmt = !strcmp(v, "mxfp4") ? SP_WF_MXFP4 : SP_WF_BF16;
@@ -342,7 +393,9 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "membw"))
         return membw(threads, mib ? mib : 1024);
     if (!strcmp(argv[1], "matmul"))
-        return matmul(threads, rows, cols, tokens, prec, fmt, mib ? (double)mib : 512.0, woff);
+        return matmul(threads, rows, cols, tokens ? tokens : 1, prec, fmt, mib ? (double)mib : 512.0, woff);
+    if (!strcmp(argv[1], "attention"))
+        return attention(threads, heads, kv_heads, dim, ctx, tokens ? tokens : ctx);
     if (!strcmp(argv[1], "verify") && model)
         return verify_curve(model, threads, prec, kmax, reps);
     if (!strcmp(argv[1], "cputime") && model)

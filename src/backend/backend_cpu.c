@@ -16,7 +16,7 @@
 typedef struct cpu_backend {
     sp_backend base;
     sp_pool *pool;
-    float *attn_scratch; /* [n_threads, attn_ctx] */
+    float *attn_scratch; /* [n_threads, SP_ATTN_GROUP, attn_ctx] */
     int64_t attn_ctx;
     void *scratch;       /* sp_cpu_backend_scratch */
     size_t scratch_bytes;
@@ -280,7 +280,7 @@ static bool attn_scratch(cpu_backend *c, int64_t need)
 {
     if (need > c->attn_ctx) {
         size_t nt = (size_t)sp_pool_n_threads(c->pool);
-        float *p = realloc(c->attn_scratch, nt * (size_t)need * sizeof(float));
+        float *p = realloc(c->attn_scratch, nt * SP_ATTN_GROUP * (size_t)need * sizeof(float));
         if (!p) {
             fail(c, SP_ERR_NOMEM, "attention: out of memory for its score rows");
             return false;

@@ -633,7 +633,7 @@ static void test_attention_vs_reference(void **state)
         float *q = malloc((size_t)(cases[c].n * H * qk) * 4);
         float *k = malloc((size_t)(ctx * KV * qk) * 4), *v = malloc((size_t)(ctx * KV * vd) * 4);
         float *o = malloc((size_t)(cases[c].n * H * vd) * 4), *orf = malloc((size_t)(cases[c].n * H * vd) * 4);
-        float *scr = malloc((size_t)(2 * ctx) * 4), sinks[16];
+        float *scr = malloc((size_t)(2 * SP_ATTN_GROUP * ctx) * 4), sinks[16];
         for (int64_t i = 0; i < cases[c].n * H * qk; i++)
             q[i] = test_frand();
         for (int64_t i = 0; i < ctx * KV * qk; i++)
@@ -706,7 +706,7 @@ static void test_attention_many(void **state)
                               .v_dim = D, .pos0 = pos0[i], .n_tok = n_tok[i],
                               .window = window[i], .scale = 0.2f, .out = buf[i][3]};
     }
-    float *scr = malloc((size_t)(2 * max_ctx) * sizeof(float));
+    float *scr = malloc((size_t)(2 * SP_ATTN_GROUP * max_ctx) * sizeof(float));
     for (int i = 0; i < N; i++) { /* each alone, into buf[i][4] */
         sp_attn_args one = a[i];
         one.out = buf[i][4];

@@ -17,7 +17,7 @@ void sp_attn_rows_avx512(const sp_attn_args *a, int64_t b, int64_t e, float *sco
 static void attn_task(void *ctx, int64_t b, int64_t e, int thread)
 {
     const sp_attn_args *a = ctx;
-    float *scores = a->scratch + (int64_t)thread * a->n_ctx;
+    float *scores = a->scratch + (int64_t)thread * SP_ATTN_GROUP * a->n_ctx;
 #ifdef SP_HAVE_AVX512_KERNELS
     if (sp_isa_active() >= SP_ISA_AVX512 && sp_attn_avx512_fits(a)) {
         sp_attn_rows_avx512(a, b, e, scores);
@@ -33,11 +33,25 @@ static void attn_task(void *ctx, int64_t b, int64_t e, int thread)
     attn_rows(a, b, e, scores);
 }
 
+/* Rows a chunk of the parallel-for is a multiple of: the query heads of a KV head, whose
+ * rows the vector loops run together (attention_groups.h), unless that leaves fewer than
+ * two chunks a thread (a decode step of a model with few KV heads). Timing only: a row's
+ * result does not depend on its chunk. */
+static int64_t attn_grain(sp_pool *pool, const sp_attn_args *a, int64_t rows)
+{
+    int64_t g = a->n_kv_heads > 0 ? a->n_heads / a->n_kv_heads : 1;
+    while (g > 1 && rows / g < 2 * (int64_t)sp_pool_n_threads(pool))
+        g = (g + 1) / 2;
+    return g;
+}
+
 void sp_attention(sp_pool *pool, const sp_attn_args *a)
 {
     /* small attention (short contexts, tiny models) is not worth waking the workers */
     int64_t work = a->n_tok * a->n_heads * (a->pos0 + a->n_tok) * (a->qk_dim + a->v_dim);
-    sp_pool_run(work < (1 << 16) ? NULL : pool, a->n_tok * a->n_heads, 1, attn_task, (void *)a);
+    int64_t rows = a->n_tok * a->n_heads;
+    sp_pool_run(work < (1 << 16) ? NULL : pool, rows, attn_grain(pool, a, rows), attn_task,
+                (void *)a);
 }
 
 typedef struct attn_many {
@@ -73,7 +87,8 @@ void sp_attention_many(sp_pool *pool, const sp_attn_args *a, int64_t n, int64_t 
         work += a[i].n_tok * a[i].n_heads * (a[i].pos0 + a[i].n_tok) * (a[i].qk_dim + a[i].v_dim);
     }
     attn_many m = {a, start, n};
-    sp_pool_run(work < (1 << 16) ? NULL : pool, start[n], 1, attn_many_task, &m);
+    sp_pool_run(work < (1 << 16) ? NULL : pool, start[n], n > 0 ? attn_grain(pool, a, start[n]) : 1,
+                attn_many_task, &m);
 }
 
 void sp_attention_ref(const sp_attn_args *a)

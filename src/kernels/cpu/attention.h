@@ -12,6 +12,10 @@
 #include "util/threadpool.h"
 #include <stdint.h>
 
+/* Queries the vector loops run together over each block of keys (attention_groups.h);
+ * the scratch holds a score row for each. */
+enum { SP_ATTN_GROUP = 8 };
+
 typedef struct sp_attn_args {
     const float *q;       /* [n_tok, n_heads, qk_dim], row stride q_stride floats */
     int64_t q_stride;
@@ -27,7 +31,7 @@ typedef struct sp_attn_args {
     float scale;
     const float *sinks;   /* [n_heads] or NULL */
     float *out;           /* [n_tok, n_heads, v_dim] */
-    float *scratch;       /* n_threads * n_ctx floats */
+    float *scratch;       /* n_threads * SP_ATTN_GROUP * n_ctx floats */
     int64_t n_ctx;
 } sp_attn_args;
 

@@ -1,7 +1,8 @@
-/* attention_avx2.c: the attention inner loop (one query token x one head) with 8 lanes,
- * compiled with -mavx2 -mfma -mf16c (see CMakeLists.txt); called only when cpuid reports
- * them (attention.c). Heads whose dims are multiples of 8 (up to 256) take the loop
- * below; others the portable loop of attention_impl.h, compiled here with FMA.
+/* attention_avx2.c: the attention inner loop (groups of queries sharing a KV head, see
+ * attention_groups.h) with 8 lanes, compiled with -mavx2 -mfma -mf16c (see CMakeLists.txt);
+ * called only when cpuid reports them (attention.c). Heads whose dims are multiples of 8
+ * (up to 256) take the loop below; others the portable loop of attention_impl.h, compiled
+ * here with FMA.
  *
  * Fixed order, whatever else is in the batch:
  *   score j   lane l sums q[8c + l] k_j[8c + l] over chunks c in order (a product, then
@@ -12,11 +13,14 @@
  *             denominator: 8-lane sums over keys in blocks of 8 (the last block padded
  *             with zeros), sp_v8_hsum, then the sink's term
  *   output    o[d] += (e_j * inv) v_j[d] for j ascending, one FMA each (inv = 1 / denom),
- *             64 dims at a time in registers */
+ *             64 dims at a time in registers, from o = 0; between blocks of keys the
+ *             accumulators wait in the output row */
+#include "kernels/cpu/attention_groups.h"
 #include "kernels/cpu/attention_impl.h"
 #include "kernels/cpu/exp_avx2.h"
 
 #include <stdbool.h>
+#include <string.h>
 
 #if !SP_SIMD_AVX2
 #error "attention_avx2.c must be compiled with -mavx2 -mfma -mf16c"
@@ -110,13 +114,14 @@ static float softmax_exp(float *s, int64_t n, float m)
     return sp_v8_hsum(sum);
 }
 
-/* o[0, 8 nv) = sum over keys j of p_j v_j (p = s * inv), j ascending, in registers. */
+/* o[0, 8 nv) += sum over keys j of p_j v_j (p = s * inv), j ascending, in registers: the
+ * accumulators come from out and go back to it (a query's sum runs over several blocks). */
 INLINE void weighted_sum(const int nv, const float *s, float inv, const float *v0, int64_t vstride,
                          int64_t n, float *out)
 {
     __m256 o[8];
     for (int c = 0; c < nv; c++)
-        o[c] = _mm256_setzero_ps();
+        o[c] = _mm256_loadu_ps(out + 8 * c);
     for (int64_t j = 0; j < n; j++) {
         __m256 p = _mm256_set1_ps(s[j] * inv);
         const float *v = v0 + j * vstride;
@@ -127,49 +132,73 @@ INLINE void weighted_sum(const int nv, const float *s, float inv, const float *v
         _mm256_storeu_ps(out + 8 * c, o[c]);
 }
 
-INLINE void attend(const int nc, const sp_attn_args *a, int64_t t, int64_t h, float *sc)
+/* 1 / the softmax denominator of query q, its scores turned into exp(s - max). */
+static float softmax_inv(const sp_attn_args *a, const attn_query *q)
 {
-    int64_t pos = a->pos0 + t, lo = 0;
-    if (a->window > 0 && pos - a->window + 1 > 0)
-        lo = pos - a->window + 1;
-    int64_t kvh = h / (a->n_heads / a->n_kv_heads);
-    int64_t kstride = a->k_stride ? a->k_stride : a->n_kv_heads * a->qk_dim;
-    int64_t vstride = a->v_stride ? a->v_stride : a->n_kv_heads * a->v_dim;
-    const float *q = a->q + t * a->q_stride + h * a->qk_dim;
-    int64_t n = pos - lo + 1;
-    scores(nc, q, a->k_cache + kvh * a->qk_dim, kstride, lo, pos + 1, a->scale, sc);
-    float sink = a->sinks ? a->sinks[h] : -INFINITY;
-    float m = max_of(sc, n, sink);
-    float denom = softmax_exp(sc, n, m);
+    int64_t n = q->hi - q->lo;
+    float sink = a->sinks ? a->sinks[q->h] : -INFINITY;
+    float m = max_of(q->s, n, sink);
+    float denom = softmax_exp(q->s, n, m);
     if (a->sinks) {
         float e[8] = {sink - m};
         _mm256_storeu_ps(e, sp_exp8(_mm256_loadu_ps(e)));
         denom += e[0];
     }
-    float inv = 1.0f / denom;
-    const float *v0 = a->v_cache + lo * vstride + kvh * a->v_dim;
-    float *out = a->out + (t * a->n_heads + h) * a->v_dim;
-    int64_t d = 0;
-    for (; d + 64 <= a->v_dim; d += 64)
-        weighted_sum(8, sc, inv, v0 + d, vstride, n, out + d);
-    if (d < a->v_dim)
-        weighted_sum((int)((a->v_dim - d) / 8), sc, inv, v0 + d, vstride, n, out + d);
+    return 1.0f / denom;
+}
+
+/* The keys of block [jb, jb + kb) that query q reads: [*lo, *hi), false when none. */
+INLINE bool in_block(const attn_query *q, int64_t jb, int64_t kb, int64_t *lo, int64_t *hi)
+{
+    *lo = jb > q->lo ? jb : q->lo;
+    *hi = jb + kb < q->hi ? jb + kb : q->hi;
+    return *lo < *hi;
+}
+
+INLINE void attend(const int nc, const sp_attn_args *a, const attn_group *g)
+{
+    int64_t kstride = a->k_stride ? a->k_stride : a->n_kv_heads * a->qk_dim;
+    int64_t vstride = a->v_stride ? a->v_stride : a->n_kv_heads * a->v_dim;
+    const float *k0 = a->k_cache + g->kvh * a->qk_dim, *v0 = a->v_cache + g->kvh * a->v_dim;
+    const int64_t kb = attn_block_keys(a->qk_dim > a->v_dim ? a->qk_dim : a->v_dim);
+    int64_t lo, hi;
+    for (int64_t jb = g->lo; jb < g->hi; jb += kb)
+        for (int i = 0; i < g->n; i++)
+            if (in_block(&g->q[i], jb, kb, &lo, &hi))
+                scores(nc, g->q[i].q, k0, kstride, lo, hi, a->scale, g->q[i].s + (lo - g->q[i].lo));
+    float inv[SP_ATTN_GROUP];
+    for (int i = 0; i < g->n; i++) {
+        inv[i] = softmax_inv(a, &g->q[i]);
+        memset(g->q[i].out, 0, (size_t)a->v_dim * sizeof(float));
+    }
+    for (int64_t jb = g->lo; jb < g->hi; jb += kb)
+        for (int i = 0; i < g->n; i++) {
+            const attn_query *q = &g->q[i];
+            if (!in_block(q, jb, kb, &lo, &hi))
+                continue;
+            const float *s = q->s + (lo - q->lo), *v = v0 + lo * vstride;
+            int64_t d = 0;
+            for (; d + 64 <= a->v_dim; d += 64)
+                weighted_sum(8, s, inv[i], v + d, vstride, hi - lo, q->out + d);
+            if (d < a->v_dim)
+                weighted_sum((int)((a->v_dim - d) / 8), s, inv[i], v + d, vstride, hi - lo, q->out + d);
+        }
 }
 
 /* One instance per common head size: the chunk loops unroll. */
-static void attend_8(const sp_attn_args *a, int64_t t, int64_t h, float *sc)
+static void attend_8(const sp_attn_args *a, const attn_group *g)
 {
-    attend(8, a, t, h, sc);
+    attend(8, a, g);
 }
 
-static void attend_16(const sp_attn_args *a, int64_t t, int64_t h, float *sc)
+static void attend_16(const sp_attn_args *a, const attn_group *g)
 {
-    attend(16, a, t, h, sc);
+    attend(16, a, g);
 }
 
-static void attend_any(const sp_attn_args *a, int64_t t, int64_t h, float *sc)
+static void attend_any(const sp_attn_args *a, const attn_group *g)
 {
-    attend((int)(a->qk_dim / 8), a, t, h, sc);
+    attend((int)(a->qk_dim / 8), a, g);
 }
 
 void sp_attn_rows_avx2(const sp_attn_args *a, int64_t b, int64_t e, float *scores);
@@ -182,11 +211,10 @@ void sp_attn_rows_avx2(const sp_attn_args *a, int64_t b, int64_t e, float *score
         attn_rows(a, b, e, scores);
         return;
     }
-    void (*fn)(const sp_attn_args *, int64_t, int64_t, float *) = attend_any;
+    attn_group_fn fn = attend_any;
     if (a->qk_dim == 64)
         fn = attend_8;
     else if (a->qk_dim == 128)
         fn = attend_16;
-    for (int64_t i = b; i < e; i++)
-        fn(a, i / a->n_heads, i % a->n_heads, scores);
+    attn_rows_grouped(a, b, e, scores, fn);
 }

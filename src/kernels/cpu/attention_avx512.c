@@ -1,7 +1,7 @@
-/* attention_avx512.c: the attention inner loop (one query token x one head) with 16
- * lanes, compiled with AVX-512 F/BW/VL/DQ (see CMakeLists.txt); called only when cpuid
- * reports them (attention.c). Heads of up to 128 dims (qk and v, multiples of 16) take
- * this path; others the AVX2 loop.
+/* attention_avx512.c: the attention inner loop (groups of queries sharing a KV head, see
+ * attention_groups.h) with 16 lanes, compiled with AVX-512 F/BW/VL/DQ (see CMakeLists.txt);
+ * called only when cpuid reports them (attention.c). Heads of up to 128 dims (qk and v,
+ * multiples of 16) take this path; others the AVX2 loop.
  *
  * Fixed order, whatever else is in the batch:
  *   score j   lane l sums q[16c + l] k_j[16c + l] over chunks c in order (FMA), the 16
@@ -12,12 +12,14 @@
  *             keys in blocks of 16 (the last block padded with zeros), hsum16, then the
  *             sink's term
  *   output    o[d] += (e_j / denom) v_j[d] for j ascending, one FMA each, as the AVX2
- *             loop does (inv = 1 / denom, p = e_j * inv) */
-#include "kernels/cpu/attention.h"
+ *             loop does (inv = 1 / denom, p = e_j * inv), from o = 0; between blocks of
+ *             keys the accumulators wait in the output row */
+#include "kernels/cpu/attention_groups.h"
 
 #include <immintrin.h>
 #include <math.h>
 #include <stdbool.h>
+#include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -127,58 +129,90 @@ static float max_of(const float *s, int64_t n, float m)
     return m;
 }
 
-INLINE void attend(const int nc, const int nv, const sp_attn_args *a, int64_t t, int64_t h,
-                   float *sc)
+/* 1 / the softmax denominator of query q, its scores turned into exp(s - max). */
+static float softmax_inv(const sp_attn_args *a, const attn_query *q)
 {
-    int64_t pos = a->pos0 + t, lo = 0;
-    if (a->window > 0 && pos - a->window + 1 > 0)
-        lo = pos - a->window + 1;
-    int64_t kvh = h / (a->n_heads / a->n_kv_heads);
-    int64_t kstride = a->k_stride ? a->k_stride : a->n_kv_heads * a->qk_dim;
-    int64_t vstride = a->v_stride ? a->v_stride : a->n_kv_heads * a->v_dim;
-    const float *q = a->q + t * a->q_stride + h * a->qk_dim;
-    __m512 qv[MAX_CHUNKS];
-    for (int c = 0; c < nc; c++)
-        qv[c] = _mm512_loadu_ps(q + 16 * c);
-    int64_t n = pos - lo + 1;
-    scores(nc, qv, a->k_cache + kvh * a->qk_dim, kstride, lo, pos + 1, a->scale, sc);
-    float sink = a->sinks ? a->sinks[h] : -INFINITY;
-    float m = max_of(sc, n, sink);
-    float denom = softmax_exp(sc, n, m);
+    int64_t n = q->hi - q->lo;
+    float sink = a->sinks ? a->sinks[q->h] : -INFINITY;
+    float m = max_of(q->s, n, sink);
+    float denom = softmax_exp(q->s, n, m);
     if (a->sinks) {
         float e[16] = {sink - m};
         _mm512_storeu_ps(e, exp16(_mm512_loadu_ps(e)));
         denom += e[0];
     }
-    float inv = 1.0f / denom;
+    return 1.0f / denom;
+}
+
+/* The keys of block [jb, jb + kb) that query q reads: [*lo, *hi), false when none. */
+INLINE bool in_block(const attn_query *q, int64_t jb, int64_t kb, int64_t *lo, int64_t *hi)
+{
+    *lo = jb > q->lo ? jb : q->lo;
+    *hi = jb + kb < q->hi ? jb + kb : q->hi;
+    return *lo < *hi;
+}
+
+/* out[0, 16 nv) += sum over keys [0, n) of (s_j inv) v_j, j ascending, one FMA each. */
+INLINE void weighted_sum(const int nv, const float *s, float inv, const float *v0, int64_t vstride,
+                         int64_t n, float *out)
+{
     __m512 o[MAX_CHUNKS];
     for (int c = 0; c < nv; c++)
-        o[c] = _mm512_setzero_ps();
-    const float *v0 = a->v_cache + kvh * a->v_dim;
-    for (int64_t j = lo; j <= pos; j++) {
-        __m512 p = _mm512_set1_ps(sc[j - lo] * inv);
+        o[c] = _mm512_loadu_ps(out + 16 * c);
+    for (int64_t j = 0; j < n; j++) {
+        __m512 p = _mm512_set1_ps(s[j] * inv);
         const float *v = v0 + j * vstride;
         for (int c = 0; c < nv; c++)
             o[c] = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 16 * c), o[c]);
     }
-    float *out = a->out + (t * a->n_heads + h) * a->v_dim;
     for (int c = 0; c < nv; c++)
         _mm512_storeu_ps(out + 16 * c, o[c]);
+}
+
+INLINE void attend(const int nc, const int nv, const sp_attn_args *a, const attn_group *g)
+{
+    int64_t kstride = a->k_stride ? a->k_stride : a->n_kv_heads * a->qk_dim;
+    int64_t vstride = a->v_stride ? a->v_stride : a->n_kv_heads * a->v_dim;
+    const float *k0 = a->k_cache + g->kvh * a->qk_dim, *v0 = a->v_cache + g->kvh * a->v_dim;
+    const int64_t kb = attn_block_keys(a->qk_dim > a->v_dim ? a->qk_dim : a->v_dim);
+    int64_t lo, hi;
+    for (int64_t jb = g->lo; jb < g->hi; jb += kb)
+        for (int i = 0; i < g->n; i++) {
+            const attn_query *q = &g->q[i];
+            if (!in_block(q, jb, kb, &lo, &hi))
+                continue;
+            __m512 qv[MAX_CHUNKS];
+            for (int c = 0; c < nc; c++)
+                qv[c] = _mm512_loadu_ps(q->q + 16 * c);
+            scores(nc, qv, k0, kstride, lo, hi, a->scale, q->s + (lo - q->lo));
+        }
+    float inv[SP_ATTN_GROUP];
+    for (int i = 0; i < g->n; i++) {
+        inv[i] = softmax_inv(a, &g->q[i]);
+        memset(g->q[i].out, 0, (size_t)a->v_dim * sizeof(float));
+    }
+    for (int64_t jb = g->lo; jb < g->hi; jb += kb)
+        for (int i = 0; i < g->n; i++) {
+            const attn_query *q = &g->q[i];
+            if (in_block(q, jb, kb, &lo, &hi))
+                weighted_sum(nv, q->s + (lo - q->lo), inv[i], v0 + lo * vstride, vstride, hi - lo,
+                             q->out);
+        }
 }
 
 /* One instance per head size: the chunk loops unroll and the accumulators stay in
  * registers. */
 #define ATTEND_FN(NC, NV)                                                                      \
-    static void attend_##NC##_##NV(const sp_attn_args *a, int64_t t, int64_t h, float *sc)     \
+    static void attend_##NC##_##NV(const sp_attn_args *a, const attn_group *g)                 \
     {                                                                                          \
-        attend(NC, NV, a, t, h, sc);                                                           \
+        attend(NC, NV, a, g);                                                                  \
     }
 ATTEND_FN(4, 4)
 ATTEND_FN(8, 8)
 
-static void attend_any(const sp_attn_args *a, int64_t t, int64_t h, float *sc)
+static void attend_any(const sp_attn_args *a, const attn_group *g)
 {
-    attend((int)(a->qk_dim / 16), (int)(a->v_dim / 16), a, t, h, sc);
+    attend((int)(a->qk_dim / 16), (int)(a->v_dim / 16), a, g);
 }
 
 bool sp_attn_avx512_fits(const sp_attn_args *a);
@@ -192,11 +226,10 @@ bool sp_attn_avx512_fits(const sp_attn_args *a)
 
 void sp_attn_rows_avx512(const sp_attn_args *a, int64_t b, int64_t e, float *scores)
 {
-    void (*fn)(const sp_attn_args *, int64_t, int64_t, float *) = attend_any;
+    attn_group_fn fn = attend_any;
     if (a->qk_dim == 64 && a->v_dim == 64)
         fn = attend_4_4;
     else if (a->qk_dim == 128 && a->v_dim == 128)
         fn = attend_8_8;
-    for (int64_t i = b; i < e; i++)
-        fn(a, i / a->n_heads, i % a->n_heads, scores);
+    attn_rows_grouped(a, b, e, scores, fn);
 }
