@@ -14,8 +14,6 @@
 
 #include "kernels/cpu/attention.h"
 
-#include <math.h>
-
 typedef struct attn_query {
     const float *q; /* [qk_dim] */
     float *out;     /* [v_dim] */
@@ -72,7 +70,9 @@ static inline void attn_rows_grouped(const sp_attn_args *a, int64_t b, int64_t e
         }
 }
 
-/* Keys a block for rows of `row_floats` floats: about 16 KiB of rows, a multiple of 8. */
+/* Keys a block for rows of `row_floats` floats: about 8 KiB of rows, a multiple of 8. The
+ * cache's rows are a position apart (1 KiB for 4 KV heads of 64 dims), so a block's lines
+ * fall in a few of L1's sets: 16 KiB blocks of them did not stay in L1, 8 and 4 KiB did. */
 static inline int64_t attn_block_keys(int64_t row_floats)
 {
     int64_t n = 2048 / (row_floats > 0 ? row_floats : 1);
