@@ -16,6 +16,7 @@
  * The file compiles to nothing in a CPU-only build. */
 #ifdef SPECULA_HAVE_CUDA
 #include "backend/backend_cuda.h"
+#include "backend/cuda_replay_clock.h"
 #include "backend/cuda_upload.h"
 #include "backend/rec_cache.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -58,6 +59,7 @@ typedef struct cuda_backend {
     bool attn_tried;        /* the scratch was asked for */
     void *tc_scratch;       /* fast precision: x as bf16 for the tensor-core GEMM (TC_SCRATCH
                              * bytes, or NULL: the GEMM then runs 16 tokens at a time) */
+    sp_replay_clock *clock; /* SPECULA_CUDA_REPLAY_TIMES=1: replays timed on the GPU */
     sp_backend_ops ops;     /* cuda_ops, less logits_argmax with SPECULA_CUDA_ARGMAX=0 (greedy
                              * picks on the host after reading the logits back, to compare) */
 } cuda_backend;
@@ -87,6 +89,7 @@ static void cuda_destroy(sp_backend *be)
 {
     cuda_backend *c = cu(be);
     spc_stream_sync(c->stream);
+    sp_replay_clock_free(c->clock);
     sp_cuda_stager_free(c->stager);
     sp_rec_clear(&c->rec);
     spc_free(c->index_queue);
@@ -539,7 +542,9 @@ static bool cuda_replay(sp_backend *be, sp_rec_key key)
     void *g = c->graphs ? sp_rec_find(&c->rec, key) : NULL;
     if (!g)
         return false;
+    sp_replay_clock_before(c->clock, c->stream);
     check(c, "graph launch", spc_graph_launch(c->stream, g));
+    sp_replay_clock_after(c->clock, c->stream);
     return true;
 }
 
@@ -666,6 +671,9 @@ sp_status sp_cuda_backend_new(int index, sp_backend **out, sp_error *err)
     c->staged_upload = !(su && !strcmp(su, "0"));
     const char *as = env_or_null("SPECULA_CUDA_ATTN_SPLIT");
     c->attn_split = !as ? 0 : atoi(as) > 1 ? atoi(as) : 1;
+    const char *rt = env_or_null("SPECULA_CUDA_REPLAY_TIMES");
+    if (rt && !strcmp(rt, "1"))
+        c->clock = sp_replay_clock_new();
     c->rec.free_rec = spc_graph_free;
     snprintf(c->base.device_name, sizeof c->base.device_name, "cuda:%d %s (sm_%d%d, %.1f GiB)",
              index, info.name, info.cc_major, info.cc_minor, info.total_mem / 1073741824.0);

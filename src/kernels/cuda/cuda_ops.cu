@@ -141,6 +141,19 @@ extern "C" int spc_event_new(void **ev)
     return (int)r;
 }
 
+extern "C" int spc_timing_event_new(void **ev)
+{
+    cudaEvent_t e = NULL;
+    cudaError_t r = cudaEventCreate(&e);
+    *ev = r == cudaSuccess ? (void *)e : NULL;
+    return (int)r;
+}
+
+extern "C" int spc_event_elapsed_ms(void *from, void *to, float *ms)
+{
+    return (int)cudaEventElapsedTime(ms, (cudaEvent_t)from, (cudaEvent_t)to);
+}
+
 extern "C" int spc_event_record(void *ev, void *stream)
 {
     return (int)cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream);

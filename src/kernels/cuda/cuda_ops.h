@@ -75,6 +75,9 @@ int spc_host_alloc(void **p, size_t bytes);
 void spc_host_free(void *p); /* NULL ok */
 int spc_event_new(void **ev);
 int spc_event_record(void *ev, void *stream);
+/* An event that keeps a timestamp, and the GPU time between two recorded ones. */
+int spc_timing_event_new(void **ev);
+int spc_event_elapsed_ms(void *from, void *to, float *ms);
 int spc_event_sync(void *ev);
 void spc_event_free(void *ev); /* NULL ok */
 int spc_memset(void *stream, void *p, int value, size_t bytes);
