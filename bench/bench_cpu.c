@@ -393,7 +393,8 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "membw"))
         return membw(threads, mib ? mib : 1024);
     if (!strcmp(argv[1], "matmul"))
-        return matmul(threads, rows, cols, tokens ? tokens : 1, prec, fmt, mib ? (double)mib : 512.0, woff);
+        return matmul(threads, rows, cols, tokens ? tokens : 1, prec, fmt, mib ? (double)mib : 512.0,
+                      woff);
     if (!strcmp(argv[1], "attention"))
         return attention(threads, heads, kv_heads, dim, ctx, tokens ? tokens : ctx);
     if (!strcmp(argv[1], "verify") && model)

@@ -20,7 +20,6 @@
 #include "kernels/cpu/exp_avx2.h"
 
 #include <stdbool.h>
-#include <string.h>
 
 #if !SP_SIMD_AVX2
 #error "attention_avx2.c must be compiled with -mavx2 -mfma -mf16c"
@@ -147,41 +146,30 @@ static float softmax_inv(const sp_attn_args *a, const attn_query *q)
     return 1.0f / denom;
 }
 
-/* The keys of block [jb, jb + kb) that query q reads: [*lo, *hi), false when none. */
-INLINE bool in_block(const attn_query *q, int64_t jb, int64_t kb, int64_t *lo, int64_t *hi)
-{
-    *lo = jb > q->lo ? jb : q->lo;
-    *hi = jb + kb < q->hi ? jb + kb : q->hi;
-    return *lo < *hi;
-}
-
 INLINE void attend(const int nc, const sp_attn_args *a, const attn_group *g)
 {
-    int64_t kstride = a->k_stride ? a->k_stride : a->n_kv_heads * a->qk_dim;
-    int64_t vstride = a->v_stride ? a->v_stride : a->n_kv_heads * a->v_dim;
-    const float *k0 = a->k_cache + g->kvh * a->qk_dim, *v0 = a->v_cache + g->kvh * a->v_dim;
-    const int64_t kb = attn_block_keys(a->qk_dim > a->v_dim ? a->qk_dim : a->v_dim);
+    const attn_kv kv = attn_kv_of(a, g);
+    const int64_t kb = kv.kb;
     int64_t lo, hi;
     for (int64_t jb = g->lo; jb < g->hi; jb += kb)
         for (int i = 0; i < g->n; i++)
-            if (in_block(&g->q[i], jb, kb, &lo, &hi))
-                scores(nc, g->q[i].q, k0, kstride, lo, hi, a->scale, g->q[i].s + (lo - g->q[i].lo));
+            if (attn_in_block(&g->q[i], jb, kb, &lo, &hi))
+                scores(nc, g->q[i].q, kv.k, kv.kstride, lo, hi, a->scale,
+                       g->q[i].s + (lo - g->q[i].lo));
     float inv[SP_ATTN_GROUP];
-    for (int i = 0; i < g->n; i++) {
-        inv[i] = softmax_inv(a, &g->q[i]);
-        memset(g->q[i].out, 0, (size_t)a->v_dim * sizeof(float));
-    }
+    attn_group_softmax(a, g, softmax_inv, inv);
     for (int64_t jb = g->lo; jb < g->hi; jb += kb)
         for (int i = 0; i < g->n; i++) {
             const attn_query *q = &g->q[i];
-            if (!in_block(q, jb, kb, &lo, &hi))
+            if (!attn_in_block(q, jb, kb, &lo, &hi))
                 continue;
-            const float *s = q->s + (lo - q->lo), *v = v0 + lo * vstride;
+            const float *s = q->s + (lo - q->lo), *v = kv.v + lo * kv.vstride;
             int64_t d = 0;
             for (; d + 64 <= a->v_dim; d += 64)
-                weighted_sum(8, s, inv[i], v + d, vstride, hi - lo, q->out + d);
+                weighted_sum(8, s, inv[i], v + d, kv.vstride, hi - lo, q->out + d);
             if (d < a->v_dim)
-                weighted_sum((int)((a->v_dim - d) / 8), s, inv[i], v + d, vstride, hi - lo, q->out + d);
+                weighted_sum((int)((a->v_dim - d) / 8), s, inv[i], v + d, kv.vstride, hi - lo,
+                             q->out + d);
         }
 }
 

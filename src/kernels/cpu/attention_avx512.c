@@ -19,7 +19,6 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdbool.h>
-#include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -144,14 +143,6 @@ static float softmax_inv(const sp_attn_args *a, const attn_query *q)
     return 1.0f / denom;
 }
 
-/* The keys of block [jb, jb + kb) that query q reads: [*lo, *hi), false when none. */
-INLINE bool in_block(const attn_query *q, int64_t jb, int64_t kb, int64_t *lo, int64_t *hi)
-{
-    *lo = jb > q->lo ? jb : q->lo;
-    *hi = jb + kb < q->hi ? jb + kb : q->hi;
-    return *lo < *hi;
-}
-
 /* out[0, 16 nv) += sum over keys [0, n) of (s_j inv) v_j, j ascending, one FMA each. */
 INLINE void weighted_sum(const int nv, const float *s, float inv, const float *v0, int64_t vstride,
                          int64_t n, float *out)
@@ -171,32 +162,27 @@ INLINE void weighted_sum(const int nv, const float *s, float inv, const float *v
 
 INLINE void attend(const int nc, const int nv, const sp_attn_args *a, const attn_group *g)
 {
-    int64_t kstride = a->k_stride ? a->k_stride : a->n_kv_heads * a->qk_dim;
-    int64_t vstride = a->v_stride ? a->v_stride : a->n_kv_heads * a->v_dim;
-    const float *k0 = a->k_cache + g->kvh * a->qk_dim, *v0 = a->v_cache + g->kvh * a->v_dim;
-    const int64_t kb = attn_block_keys(a->qk_dim > a->v_dim ? a->qk_dim : a->v_dim);
+    const attn_kv kv = attn_kv_of(a, g);
+    const int64_t kb = kv.kb;
     int64_t lo, hi;
     for (int64_t jb = g->lo; jb < g->hi; jb += kb)
         for (int i = 0; i < g->n; i++) {
             const attn_query *q = &g->q[i];
-            if (!in_block(q, jb, kb, &lo, &hi))
+            if (!attn_in_block(q, jb, kb, &lo, &hi))
                 continue;
             __m512 qv[MAX_CHUNKS];
             for (int c = 0; c < nc; c++)
                 qv[c] = _mm512_loadu_ps(q->q + 16 * c);
-            scores(nc, qv, k0, kstride, lo, hi, a->scale, q->s + (lo - q->lo));
+            scores(nc, qv, kv.k, kv.kstride, lo, hi, a->scale, q->s + (lo - q->lo));
         }
     float inv[SP_ATTN_GROUP];
-    for (int i = 0; i < g->n; i++) {
-        inv[i] = softmax_inv(a, &g->q[i]);
-        memset(g->q[i].out, 0, (size_t)a->v_dim * sizeof(float));
-    }
+    attn_group_softmax(a, g, softmax_inv, inv);
     for (int64_t jb = g->lo; jb < g->hi; jb += kb)
         for (int i = 0; i < g->n; i++) {
             const attn_query *q = &g->q[i];
-            if (in_block(q, jb, kb, &lo, &hi))
-                weighted_sum(nv, q->s + (lo - q->lo), inv[i], v0 + lo * vstride, vstride, hi - lo,
-                             q->out);
+            if (attn_in_block(q, jb, kb, &lo, &hi))
+                weighted_sum(nv, q->s + (lo - q->lo), inv[i], kv.v + lo * kv.vstride, kv.vstride,
+                             hi - lo, q->out);
         }
 }
 

@@ -14,6 +14,9 @@
 
 #include "kernels/cpu/attention.h"
 
+#include <stdbool.h>
+#include <string.h>
+
 typedef struct attn_query {
     const float *q; /* [qk_dim] */
     float *out;     /* [v_dim] */
@@ -77,6 +80,45 @@ static inline int64_t attn_block_keys(int64_t row_floats)
 {
     int64_t n = 2048 / (row_floats > 0 ? row_floats : 1);
     return n < 8 ? 8 : n & ~(int64_t)7;
+}
+
+/* Where a group's key and value rows are: row j at k + j * kstride (v + j * vstride), and
+ * the keys a block (attn_block_keys). */
+typedef struct attn_kv {
+    const float *k, *v;
+    int64_t kstride, vstride, kb;
+} attn_kv;
+
+static inline attn_kv attn_kv_of(const sp_attn_args *a, const attn_group *g)
+{
+    attn_kv r = {a->k_cache + g->kvh * a->qk_dim, a->v_cache + g->kvh * a->v_dim,
+                 a->k_stride ? a->k_stride : a->n_kv_heads * a->qk_dim,
+                 a->v_stride ? a->v_stride : a->n_kv_heads * a->v_dim,
+                 attn_block_keys(a->qk_dim > a->v_dim ? a->qk_dim : a->v_dim)};
+    return r;
+}
+
+/* The keys of block [jb, jb + kb) that query q reads: [*lo, *hi), false when none. */
+static inline bool attn_in_block(const attn_query *q, int64_t jb, int64_t kb, int64_t *lo,
+                                 int64_t *hi)
+{
+    *lo = jb > q->lo ? jb : q->lo;
+    *hi = jb + kb < q->hi ? jb + kb : q->hi;
+    return *lo < *hi;
+}
+
+/* Between the scores and the weighted sums: each query's scores turned into exp(s - max)
+ * and 1 / their denominator (with the sink) into inv[i] by the level's softmax_inv, and
+ * its output row zeroed, where the weighted sum's blocks accumulate. */
+typedef float (*attn_softmax_fn)(const sp_attn_args *a, const attn_query *q);
+
+static inline void attn_group_softmax(const sp_attn_args *a, const attn_group *g,
+                                      attn_softmax_fn softmax_inv, float *inv)
+{
+    for (int i = 0; i < g->n; i++) {
+        inv[i] = softmax_inv(a, &g->q[i]);
+        memset(g->q[i].out, 0, (size_t)a->v_dim * sizeof(float));
+    }
 }
 
 #endif
