@@ -209,11 +209,21 @@ static int matmul(int threads, int64_t rows, int64_t cols, int64_t tokens, sp_pr
 static int attention(int threads, int64_t heads, int64_t kv_heads, int64_t dim, int64_t ctx,
                      int64_t tokens)
 {
-    if (tokens > ctx || kv_heads <= 0 || heads % kv_heads)
+    if (tokens < 1 || tokens > ctx || dim < 1 || kv_heads < 1 || heads < kv_heads ||
+        heads % kv_heads || threads < 1) {
+        fprintf(stderr, "attention: need 1 <= tokens <= ctx, dim >= 1, threads >= 1 and heads a "
+                        "multiple of kv-heads (got %lld, %lld, %lld, %d, %lld / %lld)\n",
+                (long long)tokens, (long long)ctx, (long long)dim, threads, (long long)heads,
+                (long long)kv_heads);
         return 2;
+    }
     size_t nq = (size_t)(tokens * heads * dim), nkv = (size_t)(ctx * kv_heads * dim);
     float *q = malloc(nq * 4), *k = malloc(nkv * 4), *v = malloc(nkv * 4), *o = malloc(nq * 4);
     float *scr = malloc((size_t)threads * SP_ATTN_GROUP * (size_t)ctx * 4);
+    if (!q || !k || !v || !o || !scr) {
+        fprintf(stderr, "attention: out of memory\n");
+        return 1;
+    }
     for (size_t i = 0; i < nq; i++)
         q[i] = (float)rand() / RAND_MAX - 0.5f;
     for (size_t i = 0; i < nkv; i++) {
