@@ -84,11 +84,14 @@ void sp_replay_clock_free(sp_replay_clock *c)
         return;
     if (c->n > 0)
         take(c, c->n - 1);
-    if (c->n_busy)
+    if (c->n_gap)
         fprintf(stderr,
                 "specula: cuda: %ld graph replays: each ran %.1f us on the GPU (median), and "
                 "%.1f us passed between one's end and the next's start (median of %ld)\n",
                 c->n, median(c->busy, c->n_busy), median(c->gap, c->n_gap), c->n_gap);
+    else if (c->n_busy)
+        fprintf(stderr, "specula: cuda: 1 graph replay: it ran %.1f us on the GPU\n",
+                median(c->busy, c->n_busy));
     for (int i = 0; i < RING; i++) {
         spc_event_free(c->start[i]);
         spc_event_free(c->end[i]);
