@@ -159,6 +159,12 @@ typedef struct sp_backend_ops {
      * op, with exactly those ops' results (k keeps its rotated values); NULL: the forward
      * pass issues the four. */
     void (*rope_kv_store)(sp_backend *be, const sp_rope_kv_args *a);
+    /* (optional) matmul_multi of ws = {wq, wk, wv} and x into a->q, a->k and v (biases
+     * as there; a->v == v), then rope_kv_store(a), as one op with exactly those ops'
+     * results; for a->rot_dim == a->head_dim (the forward pass calls it only then). NULL:
+     * the forward pass issues the two. */
+    void (*matmul_rope_kv)(sp_backend *be, const sp_weight *const *ws, const float *const *biases,
+                           const float *x, float *v, const sp_rope_kv_args *a);
     /* a->scratch is ignored: a backend keeps what it needs (see attn_scratch_bytes). */
     void (*attention)(sp_backend *be, const sp_attn_args *a);
     /* (optional) n independent attentions at once (the sequences of a pass); NULL: the

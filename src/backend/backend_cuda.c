@@ -12,7 +12,9 @@
  * SPECULA_CUDA_GRAPHS=0 turns it off (to measure what it buys); SPECULA_CUDA_ATTN_SPLIT=0
  * keeps each (query, head) of the few-query attention in one block, =N splits its key
  * chunks over N blocks (at most 8; default: as many as keep the grid within the SMs),
- * always with the same bits.
+ * always with the same bits; SPECULA_CUDA_QKV_ROPE=0 runs the Q/K/V product and RoPE + the
+ * cache writes as two launches, SPECULA_CUDA_ATTN_EARLY=0 has the attention load earlier
+ * passes' cache rows only after its wait (both to compare; the same bits).
  * The file compiles to nothing in a CPU-only build. */
 #ifdef SPECULA_HAVE_CUDA
 #include "backend/backend_cuda.h"
@@ -46,6 +48,9 @@ typedef struct cuda_backend {
     bool graphs;           /* recording allowed */
     bool moe_group;        /* MoE pairs grouped by expert (SPECULA_CUDA_MOE_GROUP=0: off, to compare) */
     bool moe_fold;         /* routing in the expert kernels (SPECULA_CUDA_MOE_FOLD=0: off, to compare) */
+    bool attn_early;       /* earlier passes' cache rows loaded before the attention's wait
+                            * (SPECULA_CUDA_ATTN_EARLY=0: off) */
+    bool qkv_rope;         /* RoPE and the cache writes in the Q/K/V product (SPECULA_CUDA_QKV_ROPE=0: off) */
     bool staged_upload;    /* large uploads through pinned buffers (SPECULA_CUDA_STAGED_UPLOAD=0: off) */
     bool fast;             /* SP_PRECISION_FAST: BF16 weights on tensor cores (cuda_tc.cu) */
     sp_cuda_stager *stager; /* made by the first large upload, freed by the next finish */
@@ -336,6 +341,29 @@ static void cuda_matmul_multi(sp_backend *be, int n, const sp_weight *const *ws,
         plant(c, "matmul", ys[i], n_tok * ws[i]->rows);
 }
 
+/* Q/K/V, RoPE and the cache writes in one launch (spc_matmul_qkv_rope) in exact precision;
+ * the two ops where the kernels decline the shape, in fast precision (the tensor-core rows
+ * kernel has no such epilogue), with a fault injected or planted (they name the ops), or
+ * with SPECULA_CUDA_QKV_ROPE=0 (to compare). */
+static void cuda_matmul_rope_kv(sp_backend *be, const sp_weight *const *ws,
+                                const float *const *biases, const float *x, float *v,
+                                const sp_rope_kv_args *a)
+{
+    cuda_backend *c = cu(be);
+    if (c->qkv_rope && !c->fail_op && !c->plant_op && a->rot_dim == a->head_dim &&
+        !use_tc(c, ws[0]) && !use_tc(c, ws[1]) && !use_tc(c, ws[2])) {
+        int rc = spc_matmul_qkv_rope(c->stream, ws, biases, x, a->n, a->q, a->k, v, a->head_dim,
+                                     a->cos_sin, a->pos, a->k_cache, a->v_cache);
+        if (rc != SPC_NOT_SUPPORTED) {
+            check(c, "matmul", rc);
+            return;
+        }
+    }
+    float *ys[3] = {a->q, a->k, v};
+    cuda_matmul_multi(be, 3, ws, x, a->n, ys, biases);
+    cuda_rope_kv_store(be, a);
+}
+
 static void cuda_matmul_swiglu(sp_backend *be, const sp_weight *wg, const sp_weight *wu,
                                const float *x, int64_t n_tok, float *out, float *up)
 {
@@ -388,9 +416,11 @@ static void cuda_attention(sp_backend *be, const sp_attn_args *a)
             c->attn_scratch = NULL;
         }
     }
+    /* every pass begins with a synchronous upload (cuda_upload) and writes only its own
+     * positions' rows: the rows before a segment's first position are complete */
     check(c, "attention",
-          spc_attention_split(c->stream, a, 0, c->attn_split, c->attn_scratch,
-                              c->attn_scratch ? ATTN_SCRATCH : 0));
+          spc_attention_split(c->stream, a, c->attn_early ? SPC_ATTN_PAST_READY : 0,
+                              c->attn_split, c->attn_scratch, c->attn_scratch ? ATTN_SCRATCH : 0));
     plant(c, "attention", a->out, a->n_tok * a->n_heads * a->v_dim);
 }
 
@@ -603,6 +633,7 @@ static const sp_backend_ops cuda_ops = {
     .copy2d = cuda_copy2d,
     .kv_store = cuda_kv_store,
     .rope_kv_store = cuda_rope_kv_store,
+    .matmul_rope_kv = cuda_matmul_rope_kv,
     .copy_bandwidth = cuda_copy_bandwidth,
     .scale = cuda_scale,
     .matmul_multi = cuda_matmul_multi,
@@ -667,6 +698,10 @@ sp_status sp_cuda_backend_new(int index, sp_backend **out, sp_error *err)
     c->moe_group = !(mg && !strcmp(mg, "0"));
     const char *mf = env_or_null("SPECULA_CUDA_MOE_FOLD");
     c->moe_fold = !(mf && !strcmp(mf, "0"));
+    const char *ae = env_or_null("SPECULA_CUDA_ATTN_EARLY");
+    c->attn_early = !(ae && !strcmp(ae, "0"));
+    const char *qr = env_or_null("SPECULA_CUDA_QKV_ROPE");
+    c->qkv_rope = !(qr && !strcmp(qr, "0"));
     const char *su = env_or_null("SPECULA_CUDA_STAGED_UPLOAD");
     c->staged_upload = !(su && !strcmp(su, "0"));
     const char *as = env_or_null("SPECULA_CUDA_ATTN_SPLIT");

@@ -73,6 +73,29 @@ static void qk_post(sp_pass *P, float *buf, int64_t n_heads, const float *norm)
         be->ops->rope(be, buf, P->n, n_heads, n_heads * hd, hd, m->rope.dim, P->c->rope_cs, false);
 }
 
+/* rope_kv_store's arguments for segment g of layer l. */
+static sp_rope_kv_args rope_kv_args(const sp_pass *P, int64_t l, const sp_seg *g)
+{
+    const sp_model *m = P->m;
+    const sp_compute *c = P->c;
+    const sp_kv *kv = g->seq->kv;
+    return (sp_rope_kv_args){
+        .q = c->q + g->row0 * m->q_dim,
+        .k = c->k + g->row0 * m->kv_dim_k,
+        .v = c->v + g->row0 * m->kv_dim_v,
+        .n = g->n,
+        .n_q_heads = m->n_heads,
+        .n_kv_heads = m->n_kv_heads,
+        .head_dim = m->head_dim,
+        .rot_dim = m->rope.dim,
+        .v_width = m->kv_dim_v,
+        .cos_sin = c->rope_cs + g->row0 * m->rope.dim,
+        .pos = c->pos + g->row0,
+        .k_cache = kv->k[l],
+        .v_cache = kv->v[l],
+    };
+}
+
 static void attention_gqa(sp_pass *P, int64_t l)
 {
     sp_model *m = P->m;
@@ -82,11 +105,19 @@ static void attention_gqa(sp_pass *P, int64_t l)
     const sp_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
     float *ys[3] = {c->q, c->k, c->v};
     const float *bs[3] = {L->bq, L->bk, L->bv};
-    be->ops->matmul_multi(be, 3, ws, c->xn, P->n, ys, bs);
     /* RoPE and the cache writes as one op where the backend has it and nothing observes
-     * q/k between them */
+     * q/k between them; for one sequence with every head dim rotated, also with the
+     * product before them */
     const bool fused = be->ops->rope_kv_store && !SP_TRACE_ON(P) && !L->q_norm && !L->k_norm &&
                        m->rope.dim >= 2 && m->kv_dim_k == m->n_kv_heads * m->head_dim;
+    const bool with_mm = fused && be->ops->matmul_rope_kv && P->n_segs == 1 &&
+                         P->segs[0].row0 == 0 && m->rope.dim == m->head_dim;
+    if (with_mm) {
+        sp_rope_kv_args ra = rope_kv_args(P, l, &P->segs[0]);
+        be->ops->matmul_rope_kv(be, ws, bs, c->xn, c->v, &ra);
+    } else {
+        be->ops->matmul_multi(be, 3, ws, c->xn, P->n, ys, bs);
+    }
     if (!fused) {
         qk_post(P, c->q, m->n_heads, L->q_norm);
         qk_post(P, c->k, m->n_kv_heads, L->k_norm);
@@ -102,24 +133,10 @@ static void attention_gqa(sp_pass *P, int64_t l)
         const sp_seg *g = &P->segs[i];
         sp_kv *kv = g->seq->kv;
         const int32_t *pos = c->pos + g->row0;
-        if (fused) {
-            sp_rope_kv_args ra = {
-                .q = c->q + g->row0 * m->q_dim,
-                .k = c->k + g->row0 * m->kv_dim_k,
-                .v = c->v + g->row0 * m->kv_dim_v,
-                .n = g->n,
-                .n_q_heads = m->n_heads,
-                .n_kv_heads = m->n_kv_heads,
-                .head_dim = m->head_dim,
-                .rot_dim = m->rope.dim,
-                .v_width = m->kv_dim_v,
-                .cos_sin = c->rope_cs + g->row0 * m->rope.dim,
-                .pos = pos,
-                .k_cache = kv->k[l],
-                .v_cache = kv->v[l],
-            };
+        if (fused && !with_mm) {
+            sp_rope_kv_args ra = rope_kv_args(P, l, g);
             be->ops->rope_kv_store(be, &ra);
-        } else {
+        } else if (!fused) {
             be->ops->kv_store(be, kv->k[l], m->kv_dim_k, pos, c->k + g->row0 * m->kv_dim_k,
                               m->kv_dim_k, g->n, m->kv_dim_k);
             be->ops->kv_store(be, kv->v[l], m->kv_dim_v, pos, c->v + g->row0 * m->kv_dim_v,

@@ -109,9 +109,12 @@ static void run_attn_case(const attn_case *c)
     }
     /* the block-per-(query, head) kernel staged (where the dims allow) and not, whole or
      * split over 2, 3, 8 blocks or as many as fill the device (and with too little scratch:
-     * whole), and the warp-per-(query, head) kernel: the same bits */
+     * whole), and the warp-per-(query, head) kernel: the same bits; */
     const int splits[] = {1, 0, 2, 3, 8, -1};
-    for (int which = 1; which <= 3; which++) {
+    /* the block kernel also with the earlier rows (all of them here) loaded before its wait */
+    const int whiches[] = {1, 2, 3, 1 | SPC_ATTN_PAST_READY};
+    for (size_t wi = 0; wi < sizeof whiches / sizeof whiches[0]; wi++) {
+        const int which = whiches[wi];
         for (size_t si = 0; si < sizeof splits / sizeof splits[0]; si++) {
             if (which == 2 && si > 0)
                 break;

@@ -1186,6 +1186,97 @@ static void moe_bandwidth(double copy_bw)
 
 /* ---- argmax, errors ---------------------------------------------------------------- */
 
+/* spc_matmul_qkv_rope == spc_matmul_multi then spc_rope_kv_store, bit for bit: the
+ * outputs and both caches (rows stored out of order), with and without biases, at 1-64
+ * tokens; the shapes it declines answer SPC_NOT_SUPPORTED. */
+static void run_qkv_rope(sp_wformat f, int64_t hd, int64_t n, int bias)
+{
+    const int fp4 = f == SP_WF_MXFP4 || f == SP_WF_NVFP4;
+    const int64_t cols = fp4 ? 1056 + 64 : 1059, nq = 4, nk = 2, ctx = 67;
+    const int64_t rows[3] = {nq * hd, nk * hd, nk * hd + 2}; /* v: a partial last block */
+    test_weight tw[3];
+    const sp_weight *ws[3];
+    float *bh[3], *db[3];
+    for (int i = 0; i < 3; i++) {
+        tw[i] = make_weight(f, rows[i], cols, 0);
+        ws[i] = &tw[i].d;
+        bh[i] = malloc((size_t)rows[i] * 4);
+        fill(bh[i], rows[i], 0.5f);
+        db[i] = dev_from(bh[i], (size_t)rows[i] * 4);
+    }
+    const float *bs[3] = {db[0], db[1], db[2]};
+    float *x = malloc((size_t)(n * cols) * 4), *cs = malloc((size_t)(n * hd) * 4);
+    int32_t *pos = malloc((size_t)n * 4);
+    fill(x, n * cols, 1.0f);
+    fill(cs, n * hd, 1.0f);
+    for (int64_t t = 0; t < n; t++)
+        pos[t] = (int32_t)((t * 7 + 3) % ctx);
+    float *dx = dev_from(x, (size_t)(n * cols) * 4), *dcs = dev_from(cs, (size_t)(n * hd) * 4);
+    int32_t *dpos = (int32_t *)dev_from(pos, (size_t)n * 4);
+    float *y[2][3], *kc[2], *vc[2];
+    for (int v = 0; v < 2; v++) {
+        for (int i = 0; i < 3; i++)
+            y[v][i] = dev_poison(n * rows[i]);
+        kc[v] = dev_poison(ctx * rows[1]);
+        vc[v] = dev_poison(ctx * rows[2]);
+    }
+    int rc = spc_matmul_qkv_rope(g_stream, ws, bias ? bs : NULL, dx, n, y[1][0], y[1][1], y[1][2], hd,
+                                 dcs, dpos, kc[1], vc[1]);
+    const int64_t P = (n == 1 || fp4) ? 2 : 1; /* pairs a block: (hd / 2) % P must be 0 */
+    if (f == SP_WF_F32 || f == SP_WF_F16 || (hd / 2) % P) {
+        assert_int_equal(rc, SPC_NOT_SUPPORTED);
+    } else {
+        CK(rc);
+        CK(spc_matmul_multi(g_stream, 3, ws, dx, n, y[0], bias ? bs : NULL));
+        CK(spc_rope_kv_store(g_stream, y[0][0], y[0][1], y[0][2], n, nq, nk, hd, hd, rows[2], dcs,
+                             dpos, kc[0], vc[0]));
+        const float *pairs[5][2] = {{y[0][0], y[1][0]}, {y[0][1], y[1][1]}, {y[0][2], y[1][2]},
+                                    {kc[0], kc[1]}, {vc[0], vc[1]}};
+        const int64_t lens[5] = {n * rows[0], n * rows[1], n * rows[2], ctx * rows[1], ctx * rows[2]};
+        for (int i = 0; i < 5; i++) {
+            float *a = host_of(pairs[i][0], lens[i]), *b = host_of(pairs[i][1], lens[i]);
+            int64_t bad = count_diff_bits(a, b, lens[i]);
+            if (bad)
+                fail_msg("matmul_qkv_rope %s head dim %lld n_tok %lld bias %d: %lld values of "
+                         "output %d differ from matmul_multi + rope_kv_store",
+                         sp_wformat_name(f), (long long)hd, (long long)n, bias, (long long)bad, i);
+            free(a);
+            free(b);
+        }
+    }
+    for (int v = 0; v < 2; v++) {
+        for (int i = 0; i < 3; i++)
+            spc_free(y[v][i]);
+        spc_free(kc[v]);
+        spc_free(vc[v]);
+    }
+    for (int i = 0; i < 3; i++) {
+        free_weight(&tw[i]);
+        free(bh[i]);
+        spc_free(db[i]);
+    }
+    free(x);
+    free(cs);
+    free(pos);
+    spc_free(dx);
+    spc_free(dcs);
+    spc_free(dpos);
+}
+
+static void test_fused_qkv_rope(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    const sp_wformat fs[] = {SP_WF_BF16, SP_WF_MXFP4, SP_WF_NVFP4, SP_WF_FP8_BLOCK, SP_WF_F32};
+    const int64_t ns[] = {1, 2, 3, 5, 9, 64};
+    for (size_t fi = 0; fi < sizeof fs / sizeof fs[0]; fi++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+            run_qkv_rope(fs[fi], 64, ns[ni], (int)(ni & 1));
+            run_qkv_rope(fs[fi], 6, ns[ni], 1); /* 3 pairs a head: no whole block of 2 */
+        }
+}
+
+
 /* spc_logits_argmax against sp_argmax (the host's greedy pick, which the engine replaces
  * with it): ties, NaNs (first, later, all), infinities and a partial last warp. */
 static void test_argmax(void **state)
@@ -1272,6 +1363,7 @@ int main(void)
         cmocka_unit_test(test_moe_route),
         cmocka_unit_test(test_moe_ffn),
         cmocka_unit_test(test_fused),
+        cmocka_unit_test(test_fused_qkv_rope),
         cmocka_unit_test(test_argmax),
         cmocka_unit_test(test_errors),
     };

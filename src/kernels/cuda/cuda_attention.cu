@@ -60,6 +60,7 @@ struct at_split {
     float *part;
     unsigned *cnt;
     int cmax;
+    bool early; /* SPC_ATTN_PAST_READY: earlier passes' rows staged before the wait */
 };
 
 /* The fold of one chunk's partial (m_c, ps_c) into the running (m, denom): corr and cc
@@ -162,7 +163,9 @@ template <bool STAGE>
 __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, const at_split sp)
 {
     spc_pdl_trigger();
-    spc_pdl_wait(); /* launched as a programmatic dependent */
+    const bool early = STAGE && sp.early;
+    if (!early)
+        spc_pdl_wait(); /* launched as a programmatic dependent */
     __shared__ float qs[AT_MAXD];
     __shared__ float sc[AT_CHUNK];
     __shared__ float red[AT_WARPS];
@@ -198,8 +201,20 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, 
     float *kst = (float *)at_stage, *vst = kst + AT_CHUNK * a.qk_dim;
     if constexpr (STAGE) {
         const int n0 = (int)(kend - kbeg + 1 < AT_CHUNK ? kend - kbeg + 1 : AT_CHUNK);
-        at_stage_rows(kst, kbase + kbeg * ks, ks, n0, (int)a.qk_dim);
-        at_stage_rows(vst, vbase + kbeg * vs, vs, n0, (int)a.v_dim);
+        /* early: the first chunk's rows before the segment's first position (earlier
+         * passes' rows: complete when this pass began) are copied before the wait, the
+         * rest after it (four groups instead of two: the waits below still find the keys,
+         * then the values, complete) */
+        int np = 0;
+        if (early) {
+            const int64_t first = a.q_pos ? (int64_t)a.q_pos[0] : a.pos0;
+            np = first <= kbeg ? 0 : first - kbeg < n0 ? (int)(first - kbeg) : n0;
+            at_stage_rows(kst, kbase + kbeg * ks, ks, np, (int)a.qk_dim);
+            at_stage_rows(vst, vbase + kbeg * vs, vs, np, (int)a.v_dim);
+            spc_pdl_wait();
+        }
+        at_stage_rows(kst + np * a.qk_dim, kbase + (kbeg + np) * ks, ks, n0 - np, (int)a.qk_dim);
+        at_stage_rows(vst + np * a.v_dim, vbase + (kbeg + np) * vs, vs, n0 - np, (int)a.v_dim);
     }
     for (int64_t d = threadIdx.x; d < a.qk_dim; d += AT_THREADS)
         qs[d] = q[d];
@@ -859,9 +874,12 @@ extern "C" int spc_attention_split(void *stream, const sp_attn_args *a, int whic
 {
     if (!a || a->n_tok < 0 || a->n_heads <= 0 || a->n_kv_heads <= 0 ||
         a->n_heads % a->n_kv_heads || a->qk_dim <= 0 || a->qk_dim > AT_MAXD || a->v_dim <= 0 ||
-        a->v_dim > AT_MAXD || a->n_tok > 65535 || a->pos0 < 0 || which < 0 || which > 3 ||
-        splits < 0)
+        a->v_dim > AT_MAXD || a->n_tok > 65535 || a->pos0 < 0 || splits < 0)
         return a && a->n_tok == 0 ? 0 : (int)cudaErrorInvalidValue;
+    const bool past_ready = which & SPC_ATTN_PAST_READY;
+    which &= ~SPC_ATTN_PAST_READY;
+    if (which < 0 || which > 3)
+        return (int)cudaErrorInvalidValue;
     if (a->n_tok == 0)
         return 0;
     const bool warp_kernel = which == 2 || (which == 0 && a->n_tok >= AT_WARP_MIN_TOK);
@@ -900,7 +918,7 @@ extern "C" int spc_attention_split(void *stream, const sp_attn_args *a, int whic
     const int64_t cmax = at_cmax(a), rows = a->n_tok * a->n_heads;
     int64_t S = splits ? splits : spc_sm_count > 0 ? spc_sm_count / rows : 1;
     S = S > AT_MAX_SPLIT ? AT_MAX_SPLIT : S > cmax ? cmax : S < 1 ? 1 : S;
-    at_split sp = {NULL, NULL, (int)cmax};
+    at_split sp = {NULL, NULL, (int)cmax, false};
     if (S > 1 && scratch && rows <= AT_SPLIT_ROWS && spc_attention_split_bytes(a) <= scratch_bytes &&
         cmax < INT32_MAX) {
         sp.cnt = (unsigned *)scratch;
@@ -911,6 +929,7 @@ extern "C" int spc_attention_split(void *stream, const sp_attn_args *a, int whic
     dim3 grid((unsigned)a->n_heads, (unsigned)a->n_tok, (unsigned)S);
     if (which != 3 && at_can_stage(a)) {
         const size_t smem = (size_t)AT_CHUNK * (size_t)(a->qk_dim + a->v_dim) * sizeof(float);
+        sp.early = past_ready;
         spc_launch_smem(k_attention<true>, grid, dim3(AT_THREADS), smem, (cudaStream_t)stream, true,
                         *a, sp);
     } else {

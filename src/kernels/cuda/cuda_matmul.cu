@@ -274,6 +274,158 @@ extern "C" int spc_matmul_swiglu(void *stream, const sp_weight *wg, const sp_wei
     return spc_launch_status();
 }
 
+/* ---- Q, K, V with RoPE and the cache writes in the epilogue ------------------------- */
+
+struct mm_qkv {
+    sp_weight w[3];     /* q, k, v */
+    sp_weight hi[2];    /* q, k from row `half` on: the partner rows of a block's pairs */
+    float *y[3];
+    const float *b[3];
+    unsigned blk0[4];   /* first block of each matrix; blk0[3] = total */
+    int64_t hd, half;   /* head dim, half of it (every head dim rotated) */
+    const float *cs;    /* [n_tok, hd]: half cos then half sin a token */
+    const int32_t *pos; /* [n_tok] cache rows */
+    float *kc, *vc;     /* caches, rows of w[1].rows and w[2].rows floats */
+    bool vec[3], hvec[2];
+};
+
+/* Output i of the block's TT x R sums (a register pick, not a dynamic index). */
+template <int N> static __device__ __forceinline__ float mm_pick(const float *acc, int i)
+{
+    float v = acc[0];
+#pragma unroll
+    for (int q = 1; q < N; q++)
+        if (q == i)
+            v = acc[q];
+    return v;
+}
+
+/* A Q or K block computes P = R / 2 rotated pairs (r, r + half) of one head, a V block R
+ * consecutive rows, each row as k_matmul_multi computes it (spc_block_rows: the order does
+ * not depend on which rows share a block); the epilogue is k_rope_kv_store's for the pairs
+ * (+ bias first, as spc_block_store adds it) and the cache writes. */
+template <int FMT, int TT>
+__global__ void __launch_bounds__(SPC_SLOTS)
+k_matmul_qkv_rope(const mm_qkv g, const float *__restrict__ x, int64_t n_tok, bool xvec)
+{
+    spc_pdl_trigger();
+    constexpr int R = mm_cfg<FMT, TT>::R, U = mm_cfg<FMT, TT>::U, P = R / 2;
+    const int i = blockIdx.x < g.blk0[1] ? 0 : blockIdx.x < g.blk0[2] ? 1 : 2;
+    const sp_weight &w = g.w[i];
+    const int64_t b = (int64_t)(blockIdx.x - g.blk0[i]);
+    const int64_t t0 = (int64_t)blockIdx.y * TT;
+    const int nt = (int)(n_tok - t0 < TT ? n_tok - t0 : TT);
+    const float *xt = x + t0 * w.cols;
+    float acc[TT * R];
+    const int j = threadIdx.x;
+    if (i == 2) { /* V: the output row and the cache row */
+        const int64_t r0 = b * R;
+        const int nr = (int)(w.rows - r0 < R ? w.rows - r0 : R);
+        spc_block_rows<FMT, TT, R, U>(w, w, r0, nr, xt, w.cols, nt, g.vec[2], xvec, acc);
+        const int t = j / R, rr = j % R;
+        if (j >= TT * R || t >= nt || rr >= nr)
+            return;
+        float v = mm_pick<TT * R>(acc, j);
+        if (g.b[2])
+            v = __fadd_rn(v, g.b[2][r0 + rr]);
+        g.y[2][(t0 + t) * w.rows + r0 + rr] = v;
+        g.vc[(int64_t)g.pos[t0 + t] * w.rows + r0 + rr] = v;
+        return;
+    }
+    const int64_t per_head = g.half / P, c0 = (b % per_head) * P;
+    const int64_t r0 = (b / per_head) * g.hd + c0;
+    spc_block_rows<FMT, TT, R, U, P>(w, g.hi[i], r0, P, xt, w.cols, nt, g.vec[i] && g.hvec[i], xvec,
+                                     acc);
+    const int t = j / P, p = j % P;
+    if (j >= TT * P || t >= nt)
+        return;
+    const int64_t ra = r0 + p, rb = ra + g.half, tok = t0 + t;
+    float a = mm_pick<TT * R>(acc, t * R + p), bb = mm_pick<TT * R>(acc, t * R + P + p);
+    if (g.b[i]) {
+        a = __fadd_rn(a, g.b[i][ra]);
+        bb = __fadd_rn(bb, g.b[i][rb]);
+    }
+    const float c = g.cs[tok * g.hd + c0 + p], s = g.cs[tok * g.hd + g.half + c0 + p];
+    const float o0 = __fsub_rn(__fmul_rn(a, c), __fmul_rn(bb, s));
+    const float o1 = __fadd_rn(__fmul_rn(bb, c), __fmul_rn(a, s));
+    float *y = g.y[i] + tok * w.rows;
+    y[ra] = o0;
+    y[rb] = o1;
+    if (i == 1) {
+        float *kc = g.kc + (int64_t)g.pos[tok] * w.rows;
+        kc[ra] = o0;
+        kc[rb] = o1;
+    }
+}
+
+template <int FMT>
+static void qkv_launch(cudaStream_t s, const mm_qkv &g, const float *x, int64_t n_tok, bool xvec)
+{
+    const int tt = mm_token_tile(n_tok);
+    dim3 grid(g.blk0[3], (unsigned)((n_tok + tt - 1) / tt));
+#define QKV_LAUNCH(T) spc_launch(k_matmul_qkv_rope<FMT, T>, grid, dim3(SPC_SLOTS), s, true, g, x, n_tok, xvec)
+    switch (tt) {
+    case 1: QKV_LAUNCH(1); break;
+    case 2: QKV_LAUNCH(2); break;
+    case 4: QKV_LAUNCH(4); break;
+    default: QKV_LAUNCH(8); break;
+    }
+#undef QKV_LAUNCH
+}
+
+extern "C" int spc_matmul_qkv_rope(void *stream, const sp_weight *const *ws,
+                                   const float *const *biases, const float *x, int64_t n_tok,
+                                   float *q, float *k, float *v, int64_t head_dim,
+                                   const float *cos_sin, const int32_t *pos, float *k_cache,
+                                   float *v_cache)
+{
+    if (!ws || !ws[0] || !ws[1] || !ws[2] || n_tok < 0 || head_dim < 2 || (head_dim & 1))
+        return (int)cudaErrorInvalidValue;
+    const sp_wformat f = ws[0]->format;
+    const int64_t rpb = mm_rows_per_block(f, n_tok), P = rpb / 2;
+    for (int i = 0; i < 3; i++)
+        if (ws[i]->format != f || ws[i]->cols != ws[0]->cols || ws[i]->rows <= 0)
+            return SPC_NOT_SUPPORTED;
+    if (!fused_fmt(f) || n_tok > 65535 || (head_dim / 2) % P || ws[0]->rows % head_dim ||
+        ws[1]->rows % head_dim)
+        return SPC_NOT_SUPPORTED;
+    if (n_tok == 0)
+        return 0;
+    mm_qkv g;
+    memset(&g, 0, sizeof g);
+    g.hd = head_dim;
+    g.half = head_dim / 2;
+    g.cs = cos_sin;
+    g.pos = pos;
+    g.kc = k_cache;
+    g.vc = v_cache;
+    float *ys[3] = {q, k, v};
+    g.blk0[0] = 0;
+    for (int i = 0; i < 3; i++) {
+        g.w[i] = *ws[i];
+        g.y[i] = ys[i];
+        g.b[i] = biases ? biases[i] : NULL;
+        g.vec[i] = spc_weight_vec_ok(ws[i]);
+        if (i < 2) {
+            g.hi[i] = sp_weight_rows(ws[i], g.half, ws[i]->rows - g.half);
+            g.hvec[i] = spc_weight_vec_ok(&g.hi[i]);
+        }
+        const int64_t nb = (ws[i]->rows + rpb - 1) / rpb;
+        if ((int64_t)g.blk0[i] + nb > 0x7fffffff)
+            return (int)cudaErrorInvalidValue;
+        g.blk0[i + 1] = g.blk0[i] + (unsigned)nb;
+    }
+    cudaStream_t s = (cudaStream_t)stream;
+    const bool xvec = ((uintptr_t)x % 16) == 0 && (ws[0]->cols % 4) == 0;
+    switch (f) {
+    case SP_WF_BF16: qkv_launch<SP_WF_BF16>(s, g, x, n_tok, xvec); break;
+    case SP_WF_MXFP4: qkv_launch<SP_WF_MXFP4>(s, g, x, n_tok, xvec); break;
+    case SP_WF_NVFP4: qkv_launch<SP_WF_NVFP4>(s, g, x, n_tok, xvec); break;
+    default: qkv_launch<SP_WF_FP8_BLOCK>(s, g, x, n_tok, xvec); break;
+    }
+    return spc_launch_status();
+}
+
 /* ---- transposed product ------------------------------------------------------------ */
 
 template <int FMT>

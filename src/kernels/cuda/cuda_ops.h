@@ -52,6 +52,9 @@ extern "C" {
 
 const char *spc_error_string(int code);
 
+/* cudaErrorNotSupported: a kernel declines a shape its caller can run another way. */
+#define SPC_NOT_SUPPORTED 801
+
 /* Number of usable CUDA devices; 0 when there is none, no driver, or any error. */
 int spc_device_count(void);
 
@@ -201,6 +204,19 @@ int spc_rope_kv_store(void *stream, float *q, float *k, const float *v, int64_t 
                       int64_t v_width, const float *cos_sin, const int32_t *pos, float *k_cache,
                       float *v_cache);
 
+/* spc_matmul_multi of ws = {Wq, Wk, Wv} into q, k, v (biases as there), then
+ * spc_rope_kv_store(q, k, v, n_tok, Wq rows / head_dim, Wk rows / head_dim, head_dim,
+ * rot_dim = head_dim, Wv rows, ...): one launch, the same bits as the two (RoPE and the
+ * cache writes in the product's epilogue; a block's rows are the pairs (r, r + head_dim /
+ * 2) of a head, which the order of cuda_ops.h does not see). For one sequence's rows (one
+ * cache). SPC_NOT_SUPPORTED where the kernels do not take the shape (formats that differ
+ * or have no fused kernel, head counts not whole, half a head dim not a multiple of the
+ * pairs a block takes, more than 65535 tokens): run the two ops then. */
+int spc_matmul_qkv_rope(void *stream, const sp_weight *const *ws, const float *const *biases,
+                        const float *x, int64_t n_tok, float *q, float *k, float *v,
+                        int64_t head_dim, const float *cos_sin, const int32_t *pos,
+                        float *k_cache, float *v_cache);
+
 /* ---- attention --------------------------------------------------------------------- */
 
 /* Causal attention over the cache as sp_attention (kernels/cpu/attention.h), device
@@ -222,6 +238,12 @@ int spc_attention_split(void *stream, const sp_attn_args *a, int which, int spli
 /* Scratch a launch needs to split: the counts (16 KiB), then a partial for every chunk its
  * queries may have (n_ctx or the window, 128 keys a chunk), v_dim + 2 floats each. */
 size_t spc_attention_split_bytes(const sp_attn_args *a);
+/* Or'd into spc_attention_split's `which`: the cache rows before the first query's
+ * position (q_pos[0], or pos0) are complete when the launch starts (the engine's passes:
+ * each begins with a synchronous upload, and only its own positions are written during
+ * it), so the staged block kernel copies them before it waits on the kernel before it
+ * (when launched as its programmatic dependent: after a short kernel). The same bits. */
+#define SPC_ATTN_PAST_READY 16
 /* The same with the kernel named: 1 a block per (query, head) (its keys and values staged
  * through shared memory where the dims allow), 3 the block kernel without staging, 2 a
  * warp per (query, head) (the same arithmetic operation for operation: equal bits; a warp
