@@ -560,9 +560,14 @@ extern "C" int spc_rope(void *stream, float *x, int64_t n_tok, int64_t n_heads, 
 /* ---- argmax ------------------------------------------------------------------------
  * sp_argmax's result without its scan: each thread keeps the first of the largest
  * non-NaN values it sees, the warps and then the block merge them (larger value, else the
- * lower index); a NaN at index 0 gives 0, as the scan does. */
+ * lower index: the same pick in any order); a NaN at index 0 gives 0, as the scan does.
+ * One block of AM_THREADS a row, each thread AM_LOADS loads in flight at a time (16-byte
+ * ones where the row allows): the row is read in a few memory round trips, not one a
+ * value (H200: a 201,088-entry row in one 256-thread block read a value at a time was a
+ * long dependent chain). */
 
-#define AM_THREADS 256
+#define AM_THREADS 1024
+#define AM_LOADS 8
 
 static __device__ __forceinline__ void am_take(float v, int64_t i, float &bv, int64_t &bi)
 {
@@ -573,7 +578,7 @@ static __device__ __forceinline__ void am_take(float v, int64_t i, float &bv, in
 }
 
 __global__ void __launch_bounds__(AM_THREADS)
-k_argmax(const float *logits, int64_t n, int64_t stride, int32_t *ids)
+k_argmax(const float *logits, int64_t n, int64_t stride, int32_t *ids, bool vec)
 {
     spc_pdl_trigger();
     spc_pdl_wait(); /* launched as a programmatic dependent */
@@ -582,8 +587,39 @@ k_argmax(const float *logits, int64_t n, int64_t stride, int32_t *ids)
     const float *l = logits + (int64_t)blockIdx.x * stride;
     float bv = -INFINITY;
     int64_t bi = -1;
-    for (int64_t i = threadIdx.x; i < n; i += AM_THREADS)
-        am_take(l[i], i, bv, bi);
+    int64_t tail = 0;
+    if (vec) { /* rows 16-byte aligned: float4 a load, AM_LOADS of them in flight */
+        const float4 *l4 = (const float4 *)l;
+        const int64_t n4 = n / 4;
+        for (int64_t b = threadIdx.x; b < n4; b += (int64_t)AM_THREADS * AM_LOADS) {
+            float4 v[AM_LOADS];
+#pragma unroll
+            for (int u = 0; u < AM_LOADS; u++) {
+                const int64_t j = b + (int64_t)u * AM_THREADS;
+                v[u] = j < n4 ? __ldcg(l4 + j) : make_float4(NAN, NAN, NAN, NAN);
+            }
+#pragma unroll
+            for (int u = 0; u < AM_LOADS; u++) {
+                const int64_t j = 4 * (b + (int64_t)u * AM_THREADS);
+                am_take(v[u].x, j, bv, bi);
+                am_take(v[u].y, j + 1, bv, bi);
+                am_take(v[u].z, j + 2, bv, bi);
+                am_take(v[u].w, j + 3, bv, bi);
+            }
+        }
+        tail = n4 * 4;
+    }
+    for (int64_t b = tail + threadIdx.x; b < n; b += (int64_t)AM_THREADS * AM_LOADS) {
+        float v[AM_LOADS];
+#pragma unroll
+        for (int u = 0; u < AM_LOADS; u++) {
+            const int64_t j = b + (int64_t)u * AM_THREADS;
+            v[u] = j < n ? __ldcg(l + j) : NAN;
+        }
+#pragma unroll
+        for (int u = 0; u < AM_LOADS; u++)
+            am_take(v[u], b + (int64_t)u * AM_THREADS, bv, bi);
+    }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) {
         float ov = __shfl_xor_sync(SPC_FULL_MASK, bv, off);
@@ -596,12 +632,19 @@ k_argmax(const float *logits, int64_t n, int64_t stride, int32_t *ids)
         si[threadIdx.x >> 5] = bi;
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        for (int k = 1; k < AM_THREADS / 32; k++)
-            if (si[k] >= 0)
-                am_take(sv[k], si[k], bv, bi);
+    if (threadIdx.x < 32) {
+        bv = sv[threadIdx.x];
+        bi = si[threadIdx.x];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) {
+            float ov = __shfl_xor_sync(SPC_FULL_MASK, bv, off);
+            int64_t oi = __shfl_xor_sync(SPC_FULL_MASK, bi, off);
+            if (oi >= 0)
+                am_take(ov, oi, bv, bi);
+        }
         /* sp_argmax's scan stays at 0 when the first value is a NaN */
-        ids[blockIdx.x] = (int32_t)(bi < 0 || l[0] != l[0] ? 0 : bi);
+        if (threadIdx.x == 0)
+            ids[blockIdx.x] = (int32_t)(bi < 0 || l[0] != l[0] ? 0 : bi);
     }
 }
 
@@ -612,8 +655,10 @@ extern "C" int spc_logits_argmax(void *stream, const float *logits, int64_t rows
         return (int)cudaErrorInvalidValue;
     if (!rows)
         return 0;
+    const int64_t st = stride ? stride : n_vocab;
+    const bool vec = ((uintptr_t)logits % 16) == 0 && st % 4 == 0;
     spc_launch(k_argmax, dim3((unsigned)rows), dim3(AM_THREADS), (cudaStream_t)stream, true, logits,
-               n_vocab, stride ? stride : n_vocab, ids);
+               n_vocab, st, ids, vec);
     return spc_launch_status();
 }
 
