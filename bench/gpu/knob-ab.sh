@@ -4,7 +4,7 @@
 # same bits under every setting, and the speed of each, alternating.
 #
 #   bench/gpu/knob-ab.sh [--rounds N] [--presets "llama-1b gptoss-20b"] [--tests "tc attention"]
-#                        [--ncu REGEX] SETTING [SETTING ...]
+#                        [--precision "fast exact"] [--ncu REGEX] SETTING [SETTING ...]
 #
 # A SETTING is one word of VAR=VALUE pairs joined by commas ("SPECULA_CUDA_WGMMA=0",
 # "SPECULA_CUDA_ATTN_ROWS=22,SPECULA_CUDA_WGMMA=0"), or "-" for no knob at all. Runs from
@@ -15,21 +15,23 @@
 #   2. random checkpoints of each preset in /dev/shm (kept for later calls);
 #   3. greedy `generate` of a 300-token prompt, 30 tokens, fast and exact, under every
 #      setting: the token ids must be the same for all (the settings are schedules);
-#   4. `specula bench` (fast) of a 512-token prefill and of a 128-token decode after a
-#      128-token prompt, the settings alternating, N rounds (default 2);
+#   4. `specula bench` of a 512-token prefill and of a 128-token decode after a 128-token
+#      prompt in each precision of --precision (default fast), the settings alternating,
+#      N rounds (default 2);
 #   5. with --ncu, ncu's per-kernel times of one 512-token prefill (first preset) under
 #      every setting, for the kernels whose names match REGEX.
 # Logs in $OUT (default ./gpu-out); the summary is printed last. Nothing is fetched.
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
-ROUNDS=2 PRESETS="llama-1b" TESTS="tc attention" NCU="" SETTINGS=()
+ROUNDS=2 PRESETS="llama-1b" TESTS="tc attention" NCU="" PRECS="fast" SETTINGS=()
 while [ $# -gt 0 ]; do
     case $1 in
     --rounds) ROUNDS=$2; shift 2 ;;
     --presets) PRESETS=$2; shift 2 ;;
     --tests) TESTS=$2; shift 2 ;;
     --ncu) NCU=$2; shift 2 ;;
+    --precision) PRECS=$2; shift 2 ;;
     -*) [ "$1" = - ] && { SETTINGS+=("-"); shift; continue; }
         echo "unknown option $1" >&2; exit 2 ;;
     *) SETTINGS+=("$1"); shift ;;
@@ -72,12 +74,14 @@ for p in $PRESETS; do
         done
     done
     for r in $(seq "$ROUNDS"); do
-        for s in "${SETTINGS[@]}"; do
-            pre=$(env $(envof "$s") "$S" bench -m "$d" --device cuda --prompt-len 512 --gen-len 16 \
-                  --runs 2 --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["prefill_tok_s"])' 2>/dev/null)
-            dec=$(env $(envof "$s") "$S" bench -m "$d" --device cuda --prompt-len 128 --gen-len 128 \
-                  --runs 2 --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["decode_tok_s"])' 2>/dev/null)
-            say "bench $p round $r [$s]: pp512 ${pre:-?} tok/s, decode ${dec:-?} tok/s"
+        for prec in $PRECS; do
+            for s in "${SETTINGS[@]}"; do
+                pre=$(env $(envof "$s") "$S" bench -m "$d" --device cuda --precision $prec --prompt-len 512 \
+                      --gen-len 16 --runs 2 --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["prefill_tok_s"])' 2>/dev/null)
+                dec=$(env $(envof "$s") "$S" bench -m "$d" --device cuda --precision $prec --prompt-len 128 \
+                      --gen-len 128 --runs 2 --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["decode_tok_s"])' 2>/dev/null)
+                say "bench $p $prec round $r [$s]: pp512 ${pre:-?} tok/s, decode ${dec:-?} tok/s"
+            done
         done
     done
 done
