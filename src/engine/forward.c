@@ -111,7 +111,8 @@ static void attention_gqa(sp_pass *P, int64_t l)
     const bool fused = be->ops->rope_kv_store && !SP_TRACE_ON(P) && !L->q_norm && !L->k_norm &&
                        m->rope.dim >= 2 && m->kv_dim_k == m->n_kv_heads * m->head_dim;
     const bool with_mm = fused && be->ops->matmul_rope_kv && P->n_segs == 1 &&
-                         P->segs[0].row0 == 0 && m->rope.dim == m->head_dim;
+                         P->segs[0].row0 == 0 && P->segs[0].n == P->n &&
+                         m->rope.dim == m->head_dim;
     if (with_mm) {
         sp_rope_kv_args ra = rope_kv_args(P, l, &P->segs[0]);
         be->ops->matmul_rope_kv(be, ws, bs, c->xn, c->v, &ra);

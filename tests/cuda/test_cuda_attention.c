@@ -3,7 +3,9 @@
  * case through the block kernel, its split launch and the warp kernel (staged or not),
  * which must agree bit for bit; and the fused RoPE + KV store against the unfused ops.
  * Without a GPU every test prints "no CUDA device: skipped" and is skipped (exit 77).
- * SPECULA_TEST_FILTER picks tests by name (e.g. under compute-sanitizer). */
+ * SPECULA_TEST_FILTER picks tests by name, SPECULA_TEST_ATTN_CASES test_attention's cases
+ * by a part of their names (e.g. "decode" under compute-sanitizer, where all of them take
+ * minutes). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -182,8 +184,10 @@ static void test_attention(void **state)
         {"GQA 16/4 sinks pos0 121", 16, 4, 64, 64, 0, 121, 20, 0, 1, 0},
         {"prefill GQA 32/8 from 0", 32, 8, 64, 64, 0, 0, 300, 0, 0, 0},
     };
+    const char *only = getenv("SPECULA_TEST_ATTN_CASES");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        run_attn_case(&cases[i]);
+        if (!only || strstr(cases[i].name, only))
+            run_attn_case(&cases[i]);
 }
 
 static void test_attention_long(void **state)

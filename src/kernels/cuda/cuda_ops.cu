@@ -577,6 +577,18 @@ static __device__ __forceinline__ void am_take(float v, int64_t i, float &bv, in
     }
 }
 
+/* The warp's picks merged into every lane (a lane without one has bi < 0). */
+static __device__ __forceinline__ void am_warp_merge(float &bv, int64_t &bi)
+{
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        const float ov = __shfl_xor_sync(SPC_FULL_MASK, bv, off);
+        const int64_t oi = __shfl_xor_sync(SPC_FULL_MASK, bi, off);
+        if (oi >= 0)
+            am_take(ov, oi, bv, bi);
+    }
+}
+
 __global__ void __launch_bounds__(AM_THREADS)
 k_argmax(const float *logits, int64_t n, int64_t stride, int32_t *ids, bool vec)
 {
@@ -620,13 +632,7 @@ k_argmax(const float *logits, int64_t n, int64_t stride, int32_t *ids, bool vec)
         for (int u = 0; u < AM_LOADS; u++)
             am_take(v[u], b + (int64_t)u * AM_THREADS, bv, bi);
     }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-        float ov = __shfl_xor_sync(SPC_FULL_MASK, bv, off);
-        int64_t oi = __shfl_xor_sync(SPC_FULL_MASK, bi, off);
-        if (oi >= 0)
-            am_take(ov, oi, bv, bi);
-    }
+    am_warp_merge(bv, bi);
     if ((threadIdx.x & 31) == 0) {
         sv[threadIdx.x >> 5] = bv;
         si[threadIdx.x >> 5] = bi;
@@ -635,13 +641,7 @@ k_argmax(const float *logits, int64_t n, int64_t stride, int32_t *ids, bool vec)
     if (threadIdx.x < 32) {
         bv = sv[threadIdx.x];
         bi = si[threadIdx.x];
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) {
-            float ov = __shfl_xor_sync(SPC_FULL_MASK, bv, off);
-            int64_t oi = __shfl_xor_sync(SPC_FULL_MASK, bi, off);
-            if (oi >= 0)
-                am_take(ov, oi, bv, bi);
-        }
+        am_warp_merge(bv, bi);
         /* sp_argmax's scan stays at 0 when the first value is a NaN */
         if (threadIdx.x == 0)
             ids[blockIdx.x] = (int32_t)(bi < 0 || l[0] != l[0] ? 0 : bi);
