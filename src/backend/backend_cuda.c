@@ -50,7 +50,8 @@ typedef struct cuda_backend {
     bool moe_fold;         /* routing in the expert kernels (SPECULA_CUDA_MOE_FOLD=0: off, to compare) */
     bool attn_early;       /* earlier passes' cache rows loaded before the attention's wait
                             * (SPECULA_CUDA_ATTN_EARLY=0: off) */
-    bool qkv_rope;         /* RoPE and the cache writes in the Q/K/V product (SPECULA_CUDA_QKV_ROPE=0: off) */
+    bool qkv_rope;         /* RoPE and the cache writes in the Q/K/V product
+                            * (SPECULA_CUDA_QKV_ROPE=0: off) */
     bool staged_upload;    /* large uploads through pinned buffers (SPECULA_CUDA_STAGED_UPLOAD=0: off) */
     bool fast;             /* SP_PRECISION_FAST: BF16 weights on tensor cores (cuda_tc.cu) */
     sp_cuda_stager *stager; /* made by the first large upload, freed by the next finish */

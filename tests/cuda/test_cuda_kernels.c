@@ -1220,8 +1220,8 @@ static void run_qkv_rope(sp_wformat f, int64_t hd, int64_t n, int bias)
         kc[v] = dev_poison(ctx * rows[1]);
         vc[v] = dev_poison(ctx * rows[2]);
     }
-    int rc = spc_matmul_qkv_rope(g_stream, ws, bias ? bs : NULL, dx, n, y[1][0], y[1][1], y[1][2], hd,
-                                 dcs, dpos, kc[1], vc[1]);
+    int rc = spc_matmul_qkv_rope(g_stream, ws, bias ? bs : NULL, dx, n, y[1][0], y[1][1],
+                                 y[1][2], hd, dcs, dpos, kc[1], vc[1]);
     const int64_t P = (n == 1 || fp4) ? 2 : 1; /* pairs a block: (hd / 2) % P must be 0 */
     if (f == SP_WF_F32 || f == SP_WF_F16 || (hd / 2) % P) {
         assert_int_equal(rc, SPC_NOT_SUPPORTED);
@@ -1232,7 +1232,8 @@ static void run_qkv_rope(sp_wformat f, int64_t hd, int64_t n, int bias)
                              dpos, kc[0], vc[0]));
         const float *pairs[5][2] = {{y[0][0], y[1][0]}, {y[0][1], y[1][1]}, {y[0][2], y[1][2]},
                                     {kc[0], kc[1]}, {vc[0], vc[1]}};
-        const int64_t lens[5] = {n * rows[0], n * rows[1], n * rows[2], ctx * rows[1], ctx * rows[2]};
+        const int64_t lens[5] = {n * rows[0], n * rows[1], n * rows[2], ctx * rows[1],
+                                 ctx * rows[2]};
         for (int i = 0; i < 5; i++) {
             float *a = host_of(pairs[i][0], lens[i]), *b = host_of(pairs[i][1], lens[i]);
             int64_t bad = count_diff_bits(a, b, lens[i]);

@@ -363,7 +363,8 @@ static void qkv_launch(cudaStream_t s, const mm_qkv &g, const float *x, int64_t 
 {
     const int tt = mm_token_tile(n_tok);
     dim3 grid(g.blk0[3], (unsigned)((n_tok + tt - 1) / tt));
-#define QKV_LAUNCH(T) spc_launch(k_matmul_qkv_rope<FMT, T>, grid, dim3(SPC_SLOTS), s, true, g, x, n_tok, xvec)
+#define QKV_LAUNCH(T)                                                                          \
+    spc_launch(k_matmul_qkv_rope<FMT, T>, grid, dim3(SPC_SLOTS), s, true, g, x, n_tok, xvec)
     switch (tt) {
     case 1: QKV_LAUNCH(1); break;
     case 2: QKV_LAUNCH(2); break;
