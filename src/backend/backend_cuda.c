@@ -671,6 +671,13 @@ static const char *env_or_null(const char *name)
     return v && *v ? v : NULL;
 }
 
+/* A schedule knob that is on unless the environment sets it to "0". */
+static bool env_on(const char *name)
+{
+    const char *v = env_or_null(name);
+    return !(v && !strcmp(v, "0"));
+}
+
 sp_status sp_cuda_backend_new(int index, sp_backend **out, sp_error *err)
 {
     *out = NULL;
@@ -686,25 +693,18 @@ sp_status sp_cuda_backend_new(int index, sp_backend **out, sp_error *err)
     }
     c->index = index;
     c->ops = cuda_ops;
-    const char *am = env_or_null("SPECULA_CUDA_ARGMAX");
-    if (am && !strcmp(am, "0"))
+    if (!env_on("SPECULA_CUDA_ARGMAX"))
         c->ops.logits_argmax = NULL;
     c->base.ops = &c->ops;
     c->base.total_bytes = info.total_mem;
     c->fail_op = env_or_null("SPECULA_CUDA_FAIL_OP");
     c->plant_op = env_or_null("SPECULA_CUDA_PLANT_BUG");
-    const char *gr = env_or_null("SPECULA_CUDA_GRAPHS");
-    c->graphs = !c->fail_op && !c->plant_op && !(gr && !strcmp(gr, "0"));
-    const char *mg = env_or_null("SPECULA_CUDA_MOE_GROUP");
-    c->moe_group = !(mg && !strcmp(mg, "0"));
-    const char *mf = env_or_null("SPECULA_CUDA_MOE_FOLD");
-    c->moe_fold = !(mf && !strcmp(mf, "0"));
-    const char *ae = env_or_null("SPECULA_CUDA_ATTN_EARLY");
-    c->attn_early = !(ae && !strcmp(ae, "0"));
-    const char *qr = env_or_null("SPECULA_CUDA_QKV_ROPE");
-    c->qkv_rope = !(qr && !strcmp(qr, "0"));
-    const char *su = env_or_null("SPECULA_CUDA_STAGED_UPLOAD");
-    c->staged_upload = !(su && !strcmp(su, "0"));
+    c->graphs = !c->fail_op && !c->plant_op && env_on("SPECULA_CUDA_GRAPHS");
+    c->moe_group = env_on("SPECULA_CUDA_MOE_GROUP");
+    c->moe_fold = env_on("SPECULA_CUDA_MOE_FOLD");
+    c->attn_early = env_on("SPECULA_CUDA_ATTN_EARLY");
+    c->qkv_rope = env_on("SPECULA_CUDA_QKV_ROPE");
+    c->staged_upload = env_on("SPECULA_CUDA_STAGED_UPLOAD");
     const char *as = env_or_null("SPECULA_CUDA_ATTN_SPLIT");
     c->attn_split = !as ? 0 : atoi(as) > 1 ? atoi(as) : 1;
     const char *rt = env_or_null("SPECULA_CUDA_REPLAY_TIMES");

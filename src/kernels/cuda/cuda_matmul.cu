@@ -11,6 +11,7 @@
 #include "kernels/cuda/decode.cuh"
 
 #include <string.h>
+#include <type_traits>
 
 #define MT_THREADS 128
 #define MT_TT 8
@@ -58,6 +59,18 @@ static bool fmt_ok(sp_wformat f)
            f == SP_WF_NVFP4 || f == SP_WF_FP8_BLOCK;
 }
 
+/* Calls f(std::integral_constant<int, T>) with the token tile T = tt (1, 2, 4, else 8): the
+ * one switch from a runtime tile to a kernel instance, for every launcher below. */
+template <typename F> static void mm_by_tile(int tt, F f)
+{
+    switch (tt) {
+    case 1: f(std::integral_constant<int, 1>()); break;
+    case 2: f(std::integral_constant<int, 2>()); break;
+    case 4: f(std::integral_constant<int, 4>()); break;
+    default: f(std::integral_constant<int, 8>()); break;
+    }
+}
+
 template <int FMT>
 static void mm_launch(cudaStream_t s, const sp_weight &w, const float *x, int64_t n_tok, float *y,
                       const float *bias, bool vec, bool xvec, int tt)
@@ -65,13 +78,10 @@ static void mm_launch(cudaStream_t s, const sp_weight &w, const float *x, int64_
     const int64_t rows_per_block = mm_rows_per_block(w.format, n_tok);
     dim3 grid((unsigned)((w.rows + rows_per_block - 1) / rows_per_block),
               (unsigned)((n_tok + tt - 1) / tt));
-    switch (tt) {
-    case 1: spc_launch(k_matmul<FMT, 1>, grid, dim3(SPC_SLOTS), s, true, w, x, n_tok, y, bias, vec, xvec); break;
-    case 2: spc_launch(k_matmul<FMT, 2>, grid, dim3(SPC_SLOTS), s, true, w, x, n_tok, y, bias, vec, xvec); break;
-    case 4: spc_launch(k_matmul<FMT, 4>, grid, dim3(SPC_SLOTS), s, true, w, x, n_tok, y, bias, vec, xvec); break;
-    default: spc_launch(k_matmul<FMT, 8>, grid, dim3(SPC_SLOTS), s, true, w, x, n_tok, y, bias, vec,
-                        xvec); break;
-    }
+    mm_by_tile(tt, [&](auto T) {
+        spc_launch(k_matmul<FMT, T.value>, grid, dim3(SPC_SLOTS), s, true, w, x, n_tok, y, bias, vec,
+                   xvec);
+    });
 }
 
 /* The token tile: 1, 2, 4 or 8 by n_tok (registers only; never a token's arithmetic). */
@@ -172,14 +182,9 @@ static void multi_launch(cudaStream_t s, const mm_multi &g, const float *x, int6
 {
     const int tt = mm_token_tile(n_tok);
     dim3 grid(g.blk0[g.n], (unsigned)((n_tok + tt - 1) / tt));
-#define MULTI_LAUNCH(T) spc_launch(k_matmul_multi<FMT, T>, grid, dim3(SPC_SLOTS), s, true, g, x, n_tok, xvec)
-    switch (tt) {
-    case 1: MULTI_LAUNCH(1); break;
-    case 2: MULTI_LAUNCH(2); break;
-    case 4: MULTI_LAUNCH(4); break;
-    default: MULTI_LAUNCH(8); break;
-    }
-#undef MULTI_LAUNCH
+    mm_by_tile(tt, [&](auto T) {
+        spc_launch(k_matmul_multi<FMT, T.value>, grid, dim3(SPC_SLOTS), s, true, g, x, n_tok, xvec);
+    });
 }
 
 extern "C" int spc_matmul_multi(void *stream, int n, const sp_weight *const *ws, const float *x,
@@ -240,15 +245,10 @@ static void glu_launch(cudaStream_t s, const sp_weight &wg, const sp_weight &wu,
     const int64_t rpb = mm_rows_per_block(wg.format, n_tok) / 2; /* gate + up rows share R */
     dim3 grid((unsigned)((wg.rows + rpb - 1) / rpb), (unsigned)((n_tok + tt - 1) / tt));
     const bool vec = spc_weight_vec_ok(&wg) && spc_weight_vec_ok(&wu);
-#define GLU_LAUNCH(T)                                                                          \
-    spc_launch(k_matmul_swiglu<FMT, T>, grid, dim3(SPC_SLOTS), s, true, wg, wu, x, n_tok, y, vec, xvec)
-    switch (tt) {
-    case 1: GLU_LAUNCH(1); break;
-    case 2: GLU_LAUNCH(2); break;
-    case 4: GLU_LAUNCH(4); break;
-    default: GLU_LAUNCH(8); break;
-    }
-#undef GLU_LAUNCH
+    mm_by_tile(tt, [&](auto T) {
+        spc_launch(k_matmul_swiglu<FMT, T.value>, grid, dim3(SPC_SLOTS), s, true, wg, wu, x, n_tok, y,
+                   vec, xvec);
+    });
 }
 
 extern "C" int spc_swiglu(void *stream, const float *g, const float *u, int64_t n, float *out);
@@ -363,15 +363,9 @@ static void qkv_launch(cudaStream_t s, const mm_qkv &g, const float *x, int64_t 
 {
     const int tt = mm_token_tile(n_tok);
     dim3 grid(g.blk0[3], (unsigned)((n_tok + tt - 1) / tt));
-#define QKV_LAUNCH(T)                                                                          \
-    spc_launch(k_matmul_qkv_rope<FMT, T>, grid, dim3(SPC_SLOTS), s, true, g, x, n_tok, xvec)
-    switch (tt) {
-    case 1: QKV_LAUNCH(1); break;
-    case 2: QKV_LAUNCH(2); break;
-    case 4: QKV_LAUNCH(4); break;
-    default: QKV_LAUNCH(8); break;
-    }
-#undef QKV_LAUNCH
+    mm_by_tile(tt, [&](auto T) {
+        spc_launch(k_matmul_qkv_rope<FMT, T.value>, grid, dim3(SPC_SLOTS), s, true, g, x, n_tok, xvec);
+    });
 }
 
 extern "C" int spc_matmul_qkv_rope(void *stream, const sp_weight *const *ws,
