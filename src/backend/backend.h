@@ -69,6 +69,13 @@ typedef struct sp_moe_args {
     sp_wformat row_format;    /* the format of every row-major expert matrix, SP_WF_NONE
                                  when they differ */
     bool row_major_only;      /* no expert is stored input-major */
+    /* Only where the backend's moe_adds_norm is true (else ignored): with then_x set, the
+     * op goes on with add_rmsnorm(then_x, out, then_w, n_tok, n_embd, then_eps, then_xn)
+     * and exactly its results, the residual step after the block. */
+    float *then_x;
+    const float *then_w;
+    float then_eps;
+    float *then_xn;
 } sp_moe_args;
 
 /* Scratch bytes moe_ffn needs for up to n_tok tokens (any backend). */
@@ -221,6 +228,7 @@ struct sp_backend {
     char device_name[320]; /* "cpu (2 threads)", "cuda:0 NVIDIA H100 80GB HBM3" */
     uint64_t total_bytes;  /* the device's memory (0 when it is the host's) */
     bool host_memory;      /* backend memory is host memory (weights need no copy) */
+    bool moe_adds_norm;    /* moe_ffn and moe_route_ffn honour sp_moe_args.then_x */
 };
 
 /* Opens the backend a device string names: "cpu", "cuda", "cuda:N", or "auto"/NULL (the

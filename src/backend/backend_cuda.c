@@ -463,6 +463,10 @@ static spc_moe_args moe_args(cuda_backend *c, const sp_moe_args *a)
         .scratch_c = c->moe_group ? sc : NULL,
         .group_ints = c->moe_group ? gi : NULL,
         .fast = c->fast,
+        .then_x = a->then_x,
+        .then_w = a->then_w,
+        .then_eps = a->then_eps,
+        .then_xn = a->then_xn,
     };
     return g;
 }
@@ -704,6 +708,9 @@ sp_status sp_cuda_backend_new(int index, sp_backend **out, sp_error *err)
     c->moe_fold = env_on("SPECULA_CUDA_MOE_FOLD");
     c->attn_early = env_on("SPECULA_CUDA_ATTN_EARLY");
     c->qkv_rope = env_on("SPECULA_CUDA_QKV_ROPE");
+    /* the expert sum, residual add and next norm in one launch (SPECULA_CUDA_MOE_NORM=0:
+     * off, to compare); not where a planted bug or failure must reach the ops as issued */
+    c->base.moe_adds_norm = !c->fail_op && !c->plant_op && env_on("SPECULA_CUDA_MOE_NORM");
     c->staged_upload = env_on("SPECULA_CUDA_STAGED_UPLOAD");
     const char *as = env_or_null("SPECULA_CUDA_ATTN_SPLIT");
     c->attn_split = !as ? 0 : atoi(as) > 1 ? atoi(as) : 1;

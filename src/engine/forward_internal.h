@@ -82,8 +82,10 @@ sp_status sp_mtp_upload(sp_pass *P);
 void sp_mtp_begin(sp_pass *P);
 sp_status sp_hidden_download(sp_pass *P);
 
-/* xn [n, H] -> c->ffn [n, H] */
-void sp_forward_moe(sp_pass *P, int64_t l);
+/* xn [n, H] -> c->ffn [n, H]; with next_norm (the backend's moe_adds_norm, no shared
+ * experts, no observer), then x += ffn and xn = rmsnorm(x) * next_norm in the same op:
+ * returns whether it did. */
+bool sp_forward_moe(sp_pass *P, int64_t l, const float *next_norm);
 /* xn [n, H] -> c->o [n, H] (after o_proj); stores the pass's k/v rows in the caches. */
 void sp_forward_mla(sp_pass *P, int64_t l);
 

@@ -101,7 +101,7 @@ static void shared_experts(sp_pass *P, const sp_layer *L)
     be->ops->add(be, c->ffn, c->o, P->n * H);
 }
 
-void sp_forward_moe(sp_pass *P, int64_t l)
+bool sp_forward_moe(sp_pass *P, int64_t l, const float *next_norm)
 {
     sp_model *m = P->m;
     sp_backend *be = P->be;
@@ -129,6 +129,14 @@ void sp_forward_moe(sp_pass *P, int64_t l)
         .scratch = c->moe_scratch,
     };
     expert_formats(&m->layers[l], &a.row_format, &a.row_major_only);
+    const bool then_norm = next_norm && be->moe_adds_norm && !SP_TRACE_ON(P) &&
+                           L->sh_gate.format == SP_WF_NONE;
+    if (then_norm) {
+        a.then_x = c->x;
+        a.then_w = next_norm;
+        a.then_eps = (float)m->cfg->rms_norm_eps;
+        a.then_xn = c->xn;
+    }
     if (be->ops->moe_route_ffn) { /* one op; the selection is read back after it */
         be->ops->moe_route_ffn(be, &rc, c->router, c->moe_ids, c->moe_w, &a);
         if (SP_TRACE_ON(P))
@@ -141,4 +149,5 @@ void sp_forward_moe(sp_pass *P, int64_t l)
     }
     if (L->sh_gate.format != SP_WF_NONE)
         shared_experts(P, L);
+    return then_norm;
 }

@@ -4,7 +4,8 @@
  * scales from 2^-127 to 2^127 and NaN included), then the whole expert pass: each token
  * alone equals the batch, pairs grouped by expert equal pairs alone, bit for bit, and the
  * pass stays within BF16 rounding of the exact one; gpt-oss's routing folded into the pass
- * equals the routing launch before it. Without a GPU every test skips. */
+ * equals the routing launch before it; the residual step folded into the expert sum's
+ * launch equals the ops it replaces. Without a GPU every test skips. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -450,12 +451,126 @@ static void test_route_folded(void **state)
     route_folded(128);
 }
 
+/* The residual step inside the expert op (spc_moe_args.then_x: the expert sum, x += out,
+ * xn = rmsnorm(x) in the sum's launch) against spc_moe_ffn then spc_add_rmsnorm: out, x
+ * and xn bit for bit. One case: H, I, N tokens, top k of E, precision, grouping scratch or
+ * not, routing folded or not; token 1 (when there) names one expert twice (the sum takes
+ * it once, as k_moe_combine). */
+static int64_t then_norm(int64_t H, int64_t I, int64_t N, int64_t k, int64_t E, bool fast,
+                         bool grouped, bool routed)
+{
+    const int64_t P = N * k, wide = 2 * I > H ? 2 * I : H;
+    experts x = make_experts(E, H, I, 0, 0);
+    int32_t *ids = malloc((size_t)P * 4);
+    float *w = malloc((size_t)P * 4), *xin = malloc((size_t)(N * H) * 4);
+    float *res = malloc((size_t)(N * H) * 4), *nw = malloc((size_t)H * 4);
+    const int64_t NL = N > 7 ? N : 7; /* route_logits writes 7 rows */
+    float *l = malloc((size_t)(NL * E) * 4);
+    route(N, k, E, ids, w);
+    if (N > 1 && k > 1)
+        ids[k + 1] = ids[k];
+    fill(xin, N * H, 1.0f);
+    fill(res, N * H, 3.0f);
+    fill(nw, H, 1.0f);
+    route_logits(NL, E, l);
+    for (int64_t i = 0; i < N * E; i++) /* finite logits: every token routed */
+        l[i] = l[i] == l[i] && !isinf(l[i]) ? l[i] : 0.5f;
+    int32_t *dids = dev_from(ids, (size_t)P * 4), *dgi;
+    float *dw = dev_from(w, (size_t)P * 4), *dx = dev_from(xin, (size_t)(N * H) * 4);
+    float *dnw = dev_from(nw, (size_t)H * 4), *dl = dev_from(l, (size_t)(N * E) * 4);
+    float *da = dev_poison(P * wide), *db = dev_poison(P * wide), *dc = dev_poison(P * H);
+    CK(spc_malloc((void **)&dgi, (size_t)spc_moe_group_ints(P) * 4));
+    const sp_route_cfg rc = {.kind = SP_MOE_TOPK_SOFTMAX, .n_experts = E, .top_k = k};
+    float *got[2][3]; /* [fused][out, x, xn] */
+    for (int fused = 0; fused < 2; fused++) {
+        float *dout = dev_poison(N * H), *dres = dev_from(res, (size_t)(N * H) * 4);
+        float *dxn = dev_poison(N * H);
+        int32_t *rids = (int32_t *)dev_poison(P);
+        float *rw = dev_poison(P);
+        spc_moe_args a = moe_args(&x, N, k, dids, fast);
+        a.x = dx, a.w = dw, a.out = dout, a.scratch_a = da, a.scratch_b = db;
+        a.scratch_c = grouped ? dc : NULL;
+        a.group_ints = grouped ? dgi : NULL;
+        if (fused)
+            a.then_x = dres, a.then_w = dnw, a.then_eps = 1e-5f, a.then_xn = dxn;
+        if (routed)
+            CK(spc_moe_route_ffn(g_stream, &rc, dl, rids, rw, &a));
+        else
+            CK(spc_moe_ffn(g_stream, &a));
+        if (!fused)
+            CK(spc_add_rmsnorm(g_stream, dres, H, dout, H, dnw, N, H, 1e-5f, dxn, H));
+        got[fused][0] = host_of(dout, N * H);
+        got[fused][1] = host_of(dres, N * H);
+        got[fused][2] = host_of(dxn, N * H);
+        spc_free(dout);
+        spc_free(dres);
+        spc_free(dxn);
+        spc_free(rids);
+        spc_free(rw);
+    }
+    int64_t bad = 0;
+    for (int i = 0; i < 3; i++) {
+        bad += count_diff_bits(got[0][i], got[1][i], N * H);
+        free(got[0][i]);
+        free(got[1][i]);
+    }
+    free(ids);
+    free(w);
+    free(xin);
+    free(res);
+    free(nw);
+    free(l);
+    spc_free(dids);
+    spc_free(dgi);
+    spc_free(dw);
+    spc_free(dx);
+    spc_free(dnw);
+    spc_free(dl);
+    spc_free(da);
+    spc_free(db);
+    spc_free(dc);
+    free_experts(&x);
+    return bad;
+}
+
+static void test_then_norm(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    static const struct {
+        int64_t H, I, N, k, E;
+        bool fast, grouped, routed;
+    } c[] = {
+        {320, 352, 1, 4, 32, true, false, true},   /* a gpt-oss decode step, routing folded */
+        {320, 352, 5, 4, 32, true, false, true},   /* a verify batch */
+        {320, 352, 1, 4, 32, false, false, false}, /* exact precision */
+        {320, 352, 37, 4, 8, true, true, false},   /* grouped by expert (prefill) */
+        {320, 352, 37, 4, 8, false, true, false},
+        {4128, 96, 3, 8, 16, true, false, false},  /* past the norm's registers; k = 8 */
+        {320, 96, 3, 9, 16, true, false, false},   /* k = 9: the two launches */
+        {352, 96, 2, 1, 4, false, false, false},   /* k = 1 */
+    };
+    int64_t bad = 0;
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        const int64_t b = then_norm(c[i].H, c[i].I, c[i].N, c[i].k, c[i].E, c[i].fast,
+                                    c[i].grouped, c[i].routed);
+        if (b)
+            printf("then_norm case %zu: %lld values differ\n", i, (long long)b);
+        bad += b;
+    }
+    printf("moe sum + residual + norm in one launch against the three ops: %lld values differ\n",
+           (long long)bad);
+    if (bad)
+        fail_msg("moe then_norm: %lld values differ", (long long)bad);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stage_reference),
         cmocka_unit_test(test_pass_invariance),
         cmocka_unit_test(test_route_folded),
+        cmocka_unit_test(test_then_norm),
     };
     return cmocka_run_group_tests(tests, cuda_group_setup, cuda_group_teardown);
 }

@@ -16,6 +16,7 @@
 #include "kernels/cuda/cuda_moe_tc.cuh"
 #include "kernels/cuda/decode.cuh"
 #include "kernels/cuda/moe_route_warp.cuh"
+#include "kernels/cuda/rmsnorm_row.cuh"
 
 #include <math.h>
 
@@ -580,7 +581,108 @@ __global__ void k_moe_combine(const int32_t *__restrict__ ids, const float *__re
     }
 }
 
+#define MC_KMAX 8 /* slots a token the summing norm kernel takes (more: the two launches) */
+
+/* k_moe_combine's sum of one token at its elements i: its slots in ascending expert id
+ * (slot[j] < 0: none), each product rounded, added in that order. rn_row fetches an
+ * element's K values (all of them issued before any is used), then takes the sum. */
+template <int K> struct mc_sum {
+    const float *y; /* the token's first pair row */
+    int64_t H;
+    int slot[K];
+    float w[K];
+    float got[RN_REG][K];
+    __device__ __forceinline__ void fetch(int q, int64_t i)
+    {
+#pragma unroll
+        for (int j = 0; j < K; j++)
+            got[q][j] = slot[j] >= 0 ? __ldg(y + slot[j] * H + i) : 0.0f;
+    }
+    __device__ __forceinline__ float value(int q) const
+    {
+        float o = 0.0f;
+#pragma unroll
+        for (int j = 0; j < K; j++)
+            if (slot[j] >= 0)
+                o = __fadd_rn(o, __fmul_rn(got[q][j], w[j]));
+        return o;
+    }
+    __device__ __forceinline__ float operator()(int64_t i) const
+    {
+        float o = 0.0f;
+#pragma unroll
+        for (int j = 0; j < K; j++)
+            if (slot[j] >= 0)
+                o = __fadd_rn(o, __fmul_rn(__ldg(y + slot[j] * H + i), w[j]));
+        return o;
+    }
+};
+
+/* k_moe_combine's pick order of one token's k <= MC_KMAX slots: rank j the slot of the
+ * j-th smallest id above the one before (a repeated id taken once, as there). */
+template <int K>
+static __device__ __forceinline__ void mc_order(const int32_t *id, const float *wt, int64_t k,
+                                                mc_sum<K> &f)
+{
+    int32_t v[K];
+#pragma unroll
+    for (int q = 0; q < K; q++)
+        v[q] = q < k ? __ldg(id + q) : 0;
+    int32_t done = -1;
+    bool more = true;
+#pragma unroll
+    for (int j = 0; j < K; j++) {
+        int pick = -1;
+        int32_t best = 0;
+#pragma unroll
+        for (int q = 0; q < K; q++)
+            if (q < k && v[q] > done && (pick < 0 || v[q] < best))
+                pick = q, best = v[q];
+        more = more && j < k && pick >= 0;
+        f.slot[j] = more ? pick : -1;
+        f.w[j] = more ? __ldg(wt + pick) : 0.0f;
+        done = more ? best : done;
+    }
+}
+
+/* One token a block: the expert sum (k_moe_combine's, into out), then x += it and xn =
+ * rmsnorm(x) * nw (k_add_rmsnorm's row): three ops' results in one launch. */
+template <int K>
+__global__ void __launch_bounds__(RN_THREADS)
+k_moe_combine_add_rmsnorm(const int32_t *__restrict__ ids, const float *__restrict__ wts,
+                          const float *__restrict__ ys, int64_t k, int64_t H, float *out, float *x,
+                          const float *__restrict__ nw, float eps, float *xn)
+{
+    spc_pdl_trigger();
+    rn_prefetch(nw, H); /* the norm weights do not depend on the kernels before */
+    spc_pdl_wait();     /* launched as a programmatic dependent */
+    const int64_t t = blockIdx.x;
+    mc_sum<K> f;
+    f.y = ys + t * k * H, f.H = H;
+    mc_order(ids + t * k, wts + t * k, k, f);
+    float *xr = x + t * H;
+    rn_row<true>(xr, xr, f, nw, H, eps, xn + t * H, out + t * H);
+}
+
 static unsigned ew(int64_t n) { return spc_grid_blocks(n, 256); }
+
+/* out = the weighted sum of the pair rows ys, then the residual step when a->then_x asks:
+ * one launch (top_k <= MC_KMAX) or k_moe_combine then spc_add_rmsnorm. */
+static void moe_sum(cudaStream_t s, const spc_moe_args *a, const float *ys)
+{
+    const int64_t H = a->H;
+    if (a->then_x && a->k <= MC_KMAX && a->n_tok <= 0x7fffffff) {
+        spc_launch(a->k <= 4 ? k_moe_combine_add_rmsnorm<4> : k_moe_combine_add_rmsnorm<MC_KMAX>,
+                   dim3((unsigned)a->n_tok), dim3(RN_THREADS), s, true,
+                   a->ids, a->w, ys, a->k, H, a->out, a->then_x, a->then_w, a->then_eps, a->then_xn);
+        return;
+    }
+    spc_launch(k_moe_combine, dim3(ew(a->n_tok * H)), dim3(256), s, true, a->ids, a->w, ys,
+               a->n_tok, a->k, H, a->out);
+    if (a->then_x)
+        (void)spc_add_rmsnorm(s, a->then_x, H, a->out, H, a->then_w, a->n_tok, H, a->then_eps,
+                              a->then_xn, H); /* its checks hold: n_tok, H > 0 */
+}
 
 /* gpt-oss's gate_up product and activation into h ([pairs, I]) on tensor cores, the
  * activation in the product's epilogue (spc_glu_oss, as spc_gptoss_glu computes it):
@@ -616,8 +718,7 @@ static int moe_tc_gemm_pass(cudaStream_t s, const spc_moe_args *a)
         rc = spc_moe_tc_gemm(s, j, gy);
     if (rc)
         return rc;
-    spc_launch(k_moe_combine, dim3(ew(a->n_tok * H)), dim3(256), s, true, a->ids, a->w,
-               (const float *)a->scratch_a, a->n_tok, a->k, H, a->out);
+    moe_sum(s, a, (const float *)a->scratch_a);
     return spc_launch_status();
 }
 
@@ -640,16 +741,14 @@ static int moe_ffn_grouped(cudaStream_t s, const spc_moe_args *a)
             (void)spc_gptoss_glu(s, A, P, I, a->alpha, a->limit, B); /* P, I > 0: no error */
         }
         moe_rows_grouped_launch(s, a, 2, true, B, I, H, true, A);
-        spc_launch(k_moe_combine, dim3(ew(a->n_tok * H)), dim3(256), s, true, a->ids, a->w,
-                   (const float *)A, a->n_tok, a->k, H, a->out);
+        moe_sum(s, a, (const float *)A);
     } else {
         moe_rows_grouped_launch(s, a, 0, false, C, H, I, false, A);
         moe_rows_grouped_launch(s, a, 1, false, C, H, I, false, B);
         spc_launch(k_moe_swiglu, dim3(ew(P * I)), dim3(256), s, true, (const float *)A,
                    (const float *)B, P * I, a->act == SPC_ACT_SWIGLU_LIMIT, a->limit, A);
         moe_rows_grouped_launch(s, a, 2, false, A, I, H, true, B);
-        spc_launch(k_moe_combine, dim3(ew(a->n_tok * H)), dim3(256), s, true, a->ids, a->w,
-                   (const float *)B, a->n_tok, a->k, H, a->out);
+        moe_sum(s, a, (const float *)B);
     }
     return spc_launch_status();
 }
@@ -697,16 +796,14 @@ static int moe_ffn_pairs(cudaStream_t s, const spc_moe_args *a, const spc_route_
         }
         ROWS(2, B, 1, I, H, A);
         COLS(2, B, 1, I, I, H, A);
-        spc_launch(k_moe_combine, dim3(ew(a->n_tok * H)), dim3(256), s, true, a->ids, a->w,
-                   (const float *)A, a->n_tok, a->k, H, a->out);
+        moe_sum(s, a, (const float *)A);
     } else {
         ROWS(0, a->x, a->k, H, I, A);
         ROWS(1, a->x, a->k, H, I, B);
         spc_launch(k_moe_swiglu, dim3(ew(P * I)), dim3(256), s, true, (const float *)A,
                    (const float *)B, P * I, a->act == SPC_ACT_SWIGLU_LIMIT, a->limit, A);
         ROWS(2, A, 1, I, H, B);
-        spc_launch(k_moe_combine, dim3(ew(a->n_tok * H)), dim3(256), s, true, a->ids, a->w,
-                   (const float *)B, a->n_tok, a->k, H, a->out);
+        moe_sum(s, a, (const float *)B);
     }
 #undef ROWS
 #undef COLS

@@ -1,5 +1,6 @@
 /* cuda_ops.cu: devices, memory, and the per-row / element-wise kernels (see cuda_ops.h). */
 #include "kernels/cuda/decode.cuh"
+#include "kernels/cuda/rmsnorm_row.cuh"
 
 #include <stdlib.h>
 
@@ -180,84 +181,6 @@ static unsigned ew_blocks(int64_t n) { return spc_grid_blocks(n, EW_THREADS); }
 
 /* ---- RMSNorm ----------------------------------------------------------------------- */
 
-#define RN_THREADS 256
-
-/* Starts bringing the norm weights into L2 (one prefetch per 128-byte line). */
-static __device__ __forceinline__ void rn_prefetch(const float *w, int64_t dim)
-{
-    if (!w)
-        return;
-    for (int64_t i = (int64_t)threadIdx.x * 32; i < dim; i += (int64_t)RN_THREADS * 32)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(w + i));
-}
-
-#define RN_REG 16 /* elements per thread held in registers (dims up to 4096; more are re-read) */
-
-/* One row: v = x (+ r, stored back to x when ADD), out = rmsnorm(v) * w. Thread t takes
- * elements t, t + RN_THREADS, ... in ascending order (its first RN_REG loaded together, so
- * their loads are in flight at once) for the sum of squares (fmaf), then the warp
- * butterflies and the eight warp sums by a second butterfly. */
-template <bool ADD>
-static __device__ __forceinline__ void rn_row(float *x, const float *xin, const float *r,
-                                              const float *w, int64_t dim, float eps, float *o)
-{
-    __shared__ float part[RN_THREADS / 32];
-    __shared__ float inv_s;
-    const int64_t t0 = threadIdx.x;
-    float v[RN_REG];
-#pragma unroll
-    for (int q = 0; q < RN_REG; q++) {
-        const int64_t i = t0 + (int64_t)q * RN_THREADS;
-        v[q] = i < dim ? (ADD ? __fadd_rn(xin[i], r[i]) : xin[i]) : 0.0f;
-    }
-    float s = 0.0f;
-#pragma unroll
-    for (int q = 0; q < RN_REG; q++) {
-        const int64_t i = t0 + (int64_t)q * RN_THREADS;
-        if (i < dim) {
-            if (ADD)
-                x[i] = v[q];
-            s = fmaf(v[q], v[q], s);
-        }
-    }
-    for (int64_t i = t0 + (int64_t)RN_REG * RN_THREADS; i < dim; i += RN_THREADS) {
-        float a = ADD ? __fadd_rn(xin[i], r[i]) : xin[i];
-        if (ADD)
-            x[i] = a;
-        s = fmaf(a, a, s);
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-        s = __fadd_rn(s, __shfl_xor_sync(SPC_FULL_MASK, s, off));
-    if ((threadIdx.x & 31) == 0)
-        part[threadIdx.x >> 5] = s;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        float u = threadIdx.x < RN_THREADS / 32 ? part[threadIdx.x] : 0.0f;
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1)
-            u = __fadd_rn(u, __shfl_xor_sync(SPC_FULL_MASK, u, off));
-        if (threadIdx.x == 0) {
-            float ms = __fdiv_rn(u, (float)dim);
-            inv_s = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, eps)));
-        }
-    }
-    __syncthreads();
-    const float inv = inv_s;
-#pragma unroll
-    for (int q = 0; q < RN_REG; q++) {
-        const int64_t i = t0 + (int64_t)q * RN_THREADS;
-        if (i < dim) {
-            float a = __fmul_rn(v[q], inv);
-            o[i] = w ? __fmul_rn(w[i], a) : a;
-        }
-    }
-    for (int64_t i = t0 + (int64_t)RN_REG * RN_THREADS; i < dim; i += RN_THREADS) {
-        float a = __fmul_rn(ADD ? x[i] : xin[i], inv);
-        o[i] = w ? __fmul_rn(w[i], a) : a;
-    }
-}
-
 __global__ void __launch_bounds__(RN_THREADS)
 k_rmsnorm(const float *x, int64_t xs, const float *__restrict__ w, int64_t dim, float eps,
           float *out, int64_t os)
@@ -265,7 +188,7 @@ k_rmsnorm(const float *x, int64_t xs, const float *__restrict__ w, int64_t dim, 
     spc_pdl_trigger();
     rn_prefetch(w, dim); /* the norm weights do not depend on the previous kernel */
     spc_pdl_wait(); /* launched as a programmatic dependent */
-    rn_row<false>(NULL, x + (int64_t)blockIdx.x * xs, NULL, w, dim, eps,
+    rn_row<false>(NULL, x + (int64_t)blockIdx.x * xs, rn_res_mem{NULL}, w, dim, eps,
                   out + (int64_t)blockIdx.x * os);
 }
 
@@ -280,7 +203,7 @@ k_add_rmsnorm(float *x, int64_t xs, const float *__restrict__ r, int64_t rs,
     rn_prefetch(w, dim); /* the norm weights do not depend on the previous kernel */
     spc_pdl_wait(); /* launched as a programmatic dependent */
     float *xr = x + (int64_t)blockIdx.x * xs;
-    rn_row<true>(xr, xr, r + (int64_t)blockIdx.x * rs, w, dim, eps, out + (int64_t)blockIdx.x * os);
+    rn_row<true>(xr, xr, rn_res_mem{r + (int64_t)blockIdx.x * rs}, w, dim, eps, out + (int64_t)blockIdx.x * os);
 }
 
 extern "C" int spc_add_rmsnorm(void *stream, float *x, int64_t x_stride, const float *r,

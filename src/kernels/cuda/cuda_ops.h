@@ -297,6 +297,13 @@ typedef struct spc_moe_args {
     float *scratch_c;         /* n_tok * k * H floats: inputs gathered in expert order */
     int32_t *group_ints;      /* spc_moe_group_ints(n_tok * k) ints */
     bool fast;                /* fast precision: MXFP4 experts on tensor cores (below) */
+    /* (optional) then spc_add_rmsnorm(then_x, out, then_w, n_tok, H, then_eps, then_xn)
+     * (rows H floats apart), bit for bit: with top_k <= 8 in the expert sum's launch (each
+     * token's block sums its slots, adds the residual and normalizes). then_x NULL: none. */
+    float *then_x;
+    const float *then_w;
+    float then_eps;
+    float *then_xn;
 } spc_moe_args;
 
 /* Fast precision (spc_moe_args.fast) with every expert row-major MXFP4 (row_fmt), H and I

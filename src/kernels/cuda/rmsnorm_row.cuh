@@ -1,0 +1,123 @@
+/* rmsnorm_row.cuh: one row's RMSNorm, optionally after a residual add, for one block of
+ * RN_THREADS threads: the order every norm on the device uses (cuda_ops.h, spc_rmsnorm and
+ * spc_add_rmsnorm), shared by the kernels that end in a norm (cuda_ops.cu's, and
+ * cuda_moe.cu's expert sum + residual + norm). Internal to the CUDA kernels. */
+#ifndef SP_KERNELS_CUDA_RMSNORM_ROW_CUH
+#define SP_KERNELS_CUDA_RMSNORM_ROW_CUH
+
+#include "kernels/cuda/decode.cuh"
+
+#include <stdint.h>
+
+#define RN_THREADS 256
+
+/* Starts bringing the norm weights into L2 (one prefetch per 128-byte line). */
+static __device__ __forceinline__ void rn_prefetch(const float *w, int64_t dim)
+{
+    if (!w)
+        return;
+    for (int64_t i = (int64_t)threadIdx.x * 32; i < dim; i += (int64_t)RN_THREADS * 32)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(w + i));
+}
+
+#define RN_REG 16 /* elements per thread held in registers (dims up to 4096; more are re-read) */
+
+/* The residual of rn_row read from memory: r[i]. */
+struct rn_res_mem {
+    const float *r;
+    float got[RN_REG];
+    __device__ __forceinline__ void fetch(int q, int64_t i) { got[q] = r[i]; }
+    __device__ __forceinline__ float value(int q) const { return got[q]; }
+    __device__ __forceinline__ float operator()(int64_t i) const { return r[i]; }
+};
+
+/* One row: v = x (+ r(i), stored back to x when ADD; r(i) also to rout[i] when rout is
+ * given), out = rmsnorm(v) * w. Thread t takes elements t, t + RN_THREADS, ... in
+ * ascending order (its first RN_REG residuals, then its first RN_REG x values, loaded
+ * together, so their loads are in flight at once; nothing is stored before they are all
+ * issued) for the sum of squares (fmaf), then the warp butterflies and the eight warp sums
+ * by a second butterfly. r gives the residual (rn_res_mem, or a value computed from other
+ * rows, cuda_moe.cu's expert sum): r.fetch(q, i) issues the loads of element i into slot q
+ * (< RN_REG), r.value(q) is its residual after every fetch was issued, and r(i) that of an
+ * element past the first RN_REG (loaded and used at once). */
+template <bool ADD, typename R>
+static __device__ __forceinline__ void rn_row(float *x, const float *xin, R r,
+                                              const float *w, int64_t dim, float eps, float *o,
+                                              float *rout = NULL)
+{
+    __shared__ float part[RN_THREADS / 32];
+    __shared__ float inv_s;
+    const int64_t t0 = threadIdx.x;
+    float v[RN_REG], rv[RN_REG] = {};
+    if constexpr (ADD) {
+#pragma unroll
+        for (int q = 0; q < RN_REG; q++) {
+            const int64_t i = t0 + (int64_t)q * RN_THREADS;
+            if (i < dim)
+                r.fetch(q, i);
+        }
+#pragma unroll
+        for (int q = 0; q < RN_REG; q++) {
+            const int64_t i = t0 + (int64_t)q * RN_THREADS;
+            rv[q] = i < dim ? r.value(q) : 0.0f;
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < RN_REG; q++) {
+        const int64_t i = t0 + (int64_t)q * RN_THREADS;
+        v[q] = i < dim ? (ADD ? __fadd_rn(xin[i], rv[q]) : xin[i]) : 0.0f;
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int q = 0; q < RN_REG; q++) {
+        const int64_t i = t0 + (int64_t)q * RN_THREADS;
+        if (i < dim) {
+            if (ADD)
+                x[i] = v[q];
+            if (ADD && rout)
+                rout[i] = rv[q];
+            s = fmaf(v[q], v[q], s);
+        }
+    }
+    for (int64_t i = t0 + (int64_t)RN_REG * RN_THREADS; i < dim; i += RN_THREADS) {
+        const float ri = ADD ? r(i) : 0.0f;
+        float a = ADD ? __fadd_rn(xin[i], ri) : xin[i];
+        if (ADD)
+            x[i] = a;
+        if (ADD && rout)
+            rout[i] = ri;
+        s = fmaf(a, a, s);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+        s = __fadd_rn(s, __shfl_xor_sync(SPC_FULL_MASK, s, off));
+    if ((threadIdx.x & 31) == 0)
+        part[threadIdx.x >> 5] = s;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float u = threadIdx.x < RN_THREADS / 32 ? part[threadIdx.x] : 0.0f;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1)
+            u = __fadd_rn(u, __shfl_xor_sync(SPC_FULL_MASK, u, off));
+        if (threadIdx.x == 0) {
+            float ms = __fdiv_rn(u, (float)dim);
+            inv_s = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(ms, eps)));
+        }
+    }
+    __syncthreads();
+    const float inv = inv_s;
+#pragma unroll
+    for (int q = 0; q < RN_REG; q++) {
+        const int64_t i = t0 + (int64_t)q * RN_THREADS;
+        if (i < dim) {
+            float a = __fmul_rn(v[q], inv);
+            o[i] = w ? __fmul_rn(w[i], a) : a;
+        }
+    }
+    for (int64_t i = t0 + (int64_t)RN_REG * RN_THREADS; i < dim; i += RN_THREADS) {
+        float a = __fmul_rn(ADD ? x[i] : xin[i], inv);
+        o[i] = w ? __fmul_rn(w[i], a) : a;
+    }
+}
+
+#endif
