@@ -63,6 +63,10 @@ typedef struct cuda_backend {
     int attn_split;         /* blocks a query's key chunks may take: 0 as many as fill the
                              * device (SPECULA_CUDA_ATTN_SPLIT=N: N, 1 or 0: one) */
     bool attn_tried;        /* the scratch was asked for */
+    void *argmax_scratch;   /* greedy picks split across blocks (ARGMAX_SCRATCH bytes, or NULL:
+                             * one block a row) */
+    bool argmax_split;      /* the scratch may be asked for (SPECULA_CUDA_ARGMAX_SPLIT=0: no) */
+    bool argmax_tried;
     void *tc_scratch;       /* fast precision: x as bf16 for the tensor-core GEMM (TC_SCRATCH
                              * bytes, or NULL: the GEMM then runs 16 tokens at a time) */
     sp_replay_clock *clock; /* SPECULA_CUDA_REPLAY_TIMES=1: replays timed on the GPU */
@@ -100,6 +104,7 @@ static void cuda_destroy(sp_backend *be)
     sp_rec_clear(&c->rec);
     spc_free(c->index_queue);
     spc_free(c->attn_scratch);
+    spc_free(c->argmax_scratch);
     spc_free(c->tc_scratch);
     spc_stream_destroy(c->stream);
     free(c);
@@ -494,11 +499,25 @@ static void cuda_moe_route_ffn(sp_backend *be, const sp_route_cfg *cfg, const fl
     plant(c, "moe_ffn", a->out, a->n_tok * a->n_embd);
 }
 
+/* The greedy picks' scratch: fixed, as the attention's (one launch splits up to about
+ * 500 rows of gpt-oss's vocabulary; more rows take a block each, the same ids). */
+#define ARGMAX_SCRATCH ((size_t)256 << 10)
+
 static void cuda_logits_argmax(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
                                int32_t *ids)
 {
-    check(cu(be), "logits_argmax",
-          spc_logits_argmax(cu(be)->stream, logits, rows, n_vocab, n_vocab, ids));
+    cuda_backend *c = cu(be);
+    if (c->argmax_split && !c->argmax_tried && !c->capturing) {
+        c->argmax_tried = true;
+        if (spc_malloc(&c->argmax_scratch, ARGMAX_SCRATCH) ||
+            spc_memset(c->stream, c->argmax_scratch, 0, ARGMAX_SCRATCH)) {
+            spc_free(c->argmax_scratch);
+            c->argmax_scratch = NULL;
+        }
+    }
+    check(c, "logits_argmax",
+          spc_logits_argmax(c->stream, logits, rows, n_vocab, n_vocab, ids, c->argmax_scratch,
+                            c->argmax_scratch ? ARGMAX_SCRATCH : 0));
 }
 
 /* ---- DeepSeek-V4 ----------------------------------------------------------------- */
@@ -712,6 +731,7 @@ sp_status sp_cuda_backend_new(int index, sp_backend **out, sp_error *err)
      * off, to compare); not where a planted bug or failure must reach the ops as issued */
     c->base.moe_adds_norm = !c->fail_op && !c->plant_op && env_on("SPECULA_CUDA_MOE_NORM");
     c->staged_upload = env_on("SPECULA_CUDA_STAGED_UPLOAD");
+    c->argmax_split = env_on("SPECULA_CUDA_ARGMAX_SPLIT");
     const char *as = env_or_null("SPECULA_CUDA_ATTN_SPLIT");
     c->attn_split = !as ? 0 : atoi(as) > 1 ? atoi(as) : 1;
     const char *rt = env_or_null("SPECULA_CUDA_REPLAY_TIMES");

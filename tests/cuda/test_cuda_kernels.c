@@ -1279,12 +1279,13 @@ static void test_fused_qkv_rope(void **state)
 
 
 /* spc_logits_argmax against sp_argmax (the host's greedy pick, which the engine replaces
- * with it): ties, NaNs (first, later, all), infinities and a partial last warp. */
+ * with it): ties, NaNs (first, later, all), infinities and a partial last warp; one block a
+ * row and each row split across blocks (ties across pieces, the last piece's last value). */
 static void test_argmax(void **state)
 {
     (void)state;
     NEED_GPU();
-    enum { ROWS = 8 };
+    enum { ROWS = 10 };
     int64_t rows = ROWS, V = 50001, stride = V + 3;
     float *l = malloc((size_t)(rows * stride) * 4);
     for (int64_t i = 0; i < rows * stride; i++)
@@ -1302,20 +1303,38 @@ static void test_argmax(void **state)
     l[6 * stride + 12345] = INFINITY;
     l[6 * stride + 23456] = INFINITY;
     l[7 * stride + 0] = 10.0f; /* the first is the largest */
+    l[8 * stride + 8191] = 7e3f; /* the last of the first piece of a split row... */
+    l[8 * stride + 8192] = 7e3f; /* ... ties the first of the second */
+    l[9 * stride + V - 1] = 7e3f; /* the last piece's last value */
     float *dl = dev_from(l, (size_t)(rows * stride) * 4);
     int32_t *dids = dev_alloc((size_t)rows * 4), ids[ROWS];
-    CK(spc_logits_argmax(g_stream, dl, rows, V, stride, dids));
+    const size_t sb = spc_argmax_split_bytes(rows, V);
+    assert_true(sb > 0);
+    void *scratch = dev_alloc(sb);
+    CK(spc_memset(g_stream, scratch, 0, sb));
+    /* one block a row (no scratch, too little), then split twice (the counts reset) and
+     * on a row pointer 4 bytes off 16 (the scalar loads) */
+    for (int run = 0; run < 5; run++) {
+        const int64_t off = run == 4 ? 1 : 0, n = V - off;
+        CK(spc_logits_argmax(g_stream, dl + off, rows, n, stride, dids, run == 0 ? NULL : scratch,
+                             run == 1 ? sb - 1 : sb));
+        to_host(ids, dids, sizeof ids);
+        for (int64_t r = 0; r < rows; r++)
+            assert_int_equal(ids[r], sp_argmax(l + off + r * stride, n));
+    }
+    CK(spc_logits_argmax(g_stream, dl, rows, V, stride, dids, scratch, sb));
     to_host(ids, dids, sizeof ids);
-    for (int64_t r = 0; r < rows; r++)
-        assert_int_equal(ids[r], sp_argmax(l + r * stride, V));
     assert_int_equal(ids[1], 777);
     assert_int_equal(ids[2], V - 1);
     assert_int_equal(ids[3], 0);
     assert_int_equal(ids[6], 12345);
     assert_int_equal(ids[7], 0);
+    assert_int_equal(ids[8], 8191);
+    assert_int_equal(ids[9], V - 1);
     free(l);
     spc_free(dl);
     spc_free(dids);
+    spc_free(scratch);
 }
 
 static void test_errors(void **state)

@@ -484,13 +484,16 @@ extern "C" int spc_rope(void *stream, float *x, int64_t n_tok, int64_t n_heads, 
  * sp_argmax's result without its scan: each thread keeps the first of the largest
  * non-NaN values it sees, the warps and then the block merge them (larger value, else the
  * lower index: the same pick in any order); a NaN at index 0 gives 0, as the scan does.
- * One block of AM_THREADS a row, each thread AM_LOADS loads in flight at a time (16-byte
- * ones where the row allows): the row is read in a few memory round trips, not one a
- * value (H200: a 201,088-entry row in one 256-thread block read a value at a time was a
- * long dependent chain). */
+ * Each thread keeps AM_LOADS loads in flight at a time (16-byte ones where the row
+ * allows): a row is read in a few memory round trips, not one a value. With scratch, a
+ * row's AMS_CHUNK-value pieces go to blocks of their own (a gpt-oss row of 201,088 values
+ * to 25 SMs instead of one: 25.7 us for the one block on an H200), each writing its pick to
+ * the scratch; the block that completes a row's count merges them, the same rule again. */
 
-#define AM_THREADS 1024
+#define AM_THREADS 1024 /* one block a row */
 #define AM_LOADS 8
+#define AMS_THREADS 256 /* a block a piece of the row */
+#define AMS_CHUNK ((int64_t)AMS_THREADS * AM_LOADS * 4)
 
 static __device__ __forceinline__ void am_take(float v, int64_t i, float &bv, int64_t &bi)
 {
@@ -512,49 +515,52 @@ static __device__ __forceinline__ void am_warp_merge(float &bv, int64_t &bi)
     }
 }
 
-__global__ void __launch_bounds__(AM_THREADS)
-k_argmax(const float *logits, int64_t n, int64_t stride, int32_t *ids, bool vec)
+/* The thread's pick of values [c0, c1) of row l (c0 a multiple of 4), T threads. */
+template <int T>
+static __device__ __forceinline__ void am_scan(const float *l, int64_t c0, int64_t c1, bool vec,
+                                               float &bv, int64_t &bi)
 {
-    spc_pdl_trigger();
-    spc_pdl_wait(); /* launched as a programmatic dependent */
-    __shared__ float sv[AM_THREADS / 32];
-    __shared__ int64_t si[AM_THREADS / 32];
-    const float *l = logits + (int64_t)blockIdx.x * stride;
-    float bv = -INFINITY;
-    int64_t bi = -1;
-    int64_t tail = 0;
+    int64_t tail = c0;
     if (vec) { /* rows 16-byte aligned: float4 a load, AM_LOADS of them in flight */
         const float4 *l4 = (const float4 *)l;
-        const int64_t n4 = n / 4;
-        for (int64_t b = threadIdx.x; b < n4; b += (int64_t)AM_THREADS * AM_LOADS) {
+        const int64_t e4 = c1 / 4;
+        for (int64_t b = c0 / 4 + threadIdx.x; b < e4; b += (int64_t)T * AM_LOADS) {
             float4 v[AM_LOADS];
 #pragma unroll
             for (int u = 0; u < AM_LOADS; u++) {
-                const int64_t j = b + (int64_t)u * AM_THREADS;
-                v[u] = j < n4 ? __ldcg(l4 + j) : make_float4(NAN, NAN, NAN, NAN);
+                const int64_t j = b + (int64_t)u * T;
+                v[u] = j < e4 ? __ldcg(l4 + j) : make_float4(NAN, NAN, NAN, NAN);
             }
 #pragma unroll
             for (int u = 0; u < AM_LOADS; u++) {
-                const int64_t j = 4 * (b + (int64_t)u * AM_THREADS);
+                const int64_t j = 4 * (b + (int64_t)u * T);
                 am_take(v[u].x, j, bv, bi);
                 am_take(v[u].y, j + 1, bv, bi);
                 am_take(v[u].z, j + 2, bv, bi);
                 am_take(v[u].w, j + 3, bv, bi);
             }
         }
-        tail = n4 * 4;
+        tail = e4 * 4 > c0 ? e4 * 4 : c0;
     }
-    for (int64_t b = tail + threadIdx.x; b < n; b += (int64_t)AM_THREADS * AM_LOADS) {
+    for (int64_t b = tail + threadIdx.x; b < c1; b += (int64_t)T * AM_LOADS) {
         float v[AM_LOADS];
 #pragma unroll
         for (int u = 0; u < AM_LOADS; u++) {
-            const int64_t j = b + (int64_t)u * AM_THREADS;
-            v[u] = j < n ? __ldcg(l + j) : NAN;
+            const int64_t j = b + (int64_t)u * T;
+            v[u] = j < c1 ? __ldcg(l + j) : NAN;
         }
 #pragma unroll
         for (int u = 0; u < AM_LOADS; u++)
-            am_take(v[u], b + (int64_t)u * AM_THREADS, bv, bi);
+            am_take(v[u], b + (int64_t)u * T, bv, bi);
     }
+}
+
+/* The block's picks merged into thread 0's (T threads, a multiple of 32 up to 1024). The
+ * shared memory is reused: a second call needs a barrier after the first one's reads. */
+template <int T> static __device__ __forceinline__ void am_block_merge(float &bv, int64_t &bi)
+{
+    __shared__ float sv[T / 32];
+    __shared__ int64_t si[T / 32];
     am_warp_merge(bv, bi);
     if ((threadIdx.x & 31) == 0) {
         sv[threadIdx.x >> 5] = bv;
@@ -562,17 +568,88 @@ k_argmax(const float *logits, int64_t n, int64_t stride, int32_t *ids, bool vec)
     }
     __syncthreads();
     if (threadIdx.x < 32) {
-        bv = sv[threadIdx.x];
-        bi = si[threadIdx.x];
+        bv = threadIdx.x < T / 32 ? sv[threadIdx.x] : -INFINITY;
+        bi = threadIdx.x < T / 32 ? si[threadIdx.x] : -1;
         am_warp_merge(bv, bi);
-        /* sp_argmax's scan stays at 0 when the first value is a NaN */
-        if (threadIdx.x == 0)
-            ids[blockIdx.x] = (int32_t)(bi < 0 || l[0] != l[0] ? 0 : bi);
     }
 }
 
+/* sp_argmax's scan stays at 0 when the first value is a NaN */
+static __device__ __forceinline__ int32_t am_id(const float *l, int64_t bi)
+{
+    return (int32_t)(bi < 0 || l[0] != l[0] ? 0 : bi);
+}
+
+__global__ void __launch_bounds__(AM_THREADS)
+k_argmax(const float *logits, int64_t n, int64_t stride, int32_t *ids, bool vec)
+{
+    spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
+    const float *l = logits + (int64_t)blockIdx.x * stride;
+    float bv = -INFINITY;
+    int64_t bi = -1;
+    am_scan<AM_THREADS>(l, 0, n, vec, bv, bi);
+    am_block_merge<AM_THREADS>(bv, bi);
+    if (threadIdx.x == 0)
+        ids[blockIdx.x] = am_id(l, bi);
+}
+
+/* One piece's pick in the scratch. */
+struct am_part {
+    float v;
+    int64_t i; /* < 0: none */
+};
+
+/* Block (x, y): piece x of row y; count[y] (zero between launches) counts the pieces in,
+ * part[y * gridDim.x + x] holds their picks. */
+__global__ void __launch_bounds__(AMS_THREADS)
+k_argmax_split(const float *logits, int64_t n, int64_t stride, int32_t *ids, bool vec,
+               unsigned *count, am_part *part)
+{
+    spc_pdl_trigger();
+    spc_pdl_wait(); /* launched as a programmatic dependent */
+    const int64_t row = blockIdx.y, S = gridDim.x, c0 = (int64_t)blockIdx.x * AMS_CHUNK;
+    const float *l = logits + row * stride;
+    float bv = -INFINITY;
+    int64_t bi = -1;
+    am_scan<AMS_THREADS>(l, c0, c0 + AMS_CHUNK < n ? c0 + AMS_CHUNK : n, vec, bv, bi);
+    am_block_merge<AMS_THREADS>(bv, bi);
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+        part[row * S + blockIdx.x] = am_part{bv, bi};
+        __threadfence(); /* the pick before the count */
+        last = atomicAdd(count + row, 1u) == (unsigned)(S - 1);
+    }
+    __syncthreads(); /* also: the first merge's shared reads are done */
+    if (!last)
+        return;
+    __threadfence(); /* every piece's pick after the count */
+    bv = -INFINITY, bi = -1;
+    for (int64_t p = threadIdx.x; p < S; p += AMS_THREADS) {
+        const am_part *q = part + row * S + p;
+        const int64_t qi = __ldcg(&q->i);
+        if (qi >= 0)
+            am_take(__ldcg(&q->v), qi, bv, bi);
+    }
+    am_block_merge<AMS_THREADS>(bv, bi);
+    if (threadIdx.x == 0) {
+        ids[row] = am_id(l, bi);
+        count[row] = 0; /* for the next launch */
+    }
+}
+
+/* Pieces of a row of n values. */
+static int64_t am_pieces(int64_t n) { return (n + AMS_CHUNK - 1) / AMS_CHUNK; }
+
+extern "C" size_t spc_argmax_split_bytes(int64_t rows, int64_t n_vocab)
+{
+    if (rows <= 0 || n_vocab <= 0 || rows > 65535)
+        return 0;
+    return (size_t)((rows * 4 + 15) / 16 * 16) + (size_t)(rows * am_pieces(n_vocab)) * sizeof(am_part);
+}
+
 extern "C" int spc_logits_argmax(void *stream, const float *logits, int64_t rows, int64_t n_vocab,
-                                 int64_t stride, int32_t *ids)
+                                 int64_t stride, int32_t *ids, void *scratch, size_t scratch_bytes)
 {
     if (rows < 0 || n_vocab <= 0 || rows > 0x7fffffff)
         return (int)cudaErrorInvalidValue;
@@ -580,8 +657,17 @@ extern "C" int spc_logits_argmax(void *stream, const float *logits, int64_t rows
         return 0;
     const int64_t st = stride ? stride : n_vocab;
     const bool vec = ((uintptr_t)logits % 16) == 0 && st % 4 == 0;
-    spc_launch(k_argmax, dim3((unsigned)rows), dim3(AM_THREADS), (cudaStream_t)stream, true, logits,
-               n_vocab, st, ids, vec);
+    const int64_t S = am_pieces(n_vocab);
+    const size_t need = spc_argmax_split_bytes(rows, n_vocab);
+    if (scratch && S > 1 && need && need <= scratch_bytes && S <= 65535) {
+        unsigned *count = (unsigned *)scratch;
+        am_part *part = (am_part *)((char *)scratch + (rows * 4 + 15) / 16 * 16);
+        spc_launch(k_argmax_split, dim3((unsigned)S, (unsigned)rows), dim3(AMS_THREADS),
+                   (cudaStream_t)stream, true, logits, n_vocab, st, ids, vec, count, part);
+    } else {
+        spc_launch(k_argmax, dim3((unsigned)rows), dim3(AM_THREADS), (cudaStream_t)stream, true,
+                   logits, n_vocab, st, ids, vec);
+    }
     return spc_launch_status();
 }
 

@@ -380,7 +380,11 @@ int spc_swiglu_limit(void *stream, const float *gate, const float *up, int64_t n
  * (runtime/sampler.c) scans a row: the lowest index on ties, a NaN never wins, and a NaN
  * first element gives 0 (no later value compares greater than it). */
 int spc_logits_argmax(void *stream, const float *logits, int64_t rows, int64_t n_vocab,
-                      int64_t stride, int32_t *ids);
+                      int64_t stride, int32_t *ids, void *scratch, size_t scratch_bytes);
+/* Scratch (zeroed once before its first use; every launch leaves it so) with which
+ * spc_logits_argmax splits each row across blocks: the same ids, a row read by many SMs.
+ * 0: that many rows are never split; less scratch or NULL: one block a row. */
+size_t spc_argmax_split_bytes(int64_t rows, int64_t n_vocab);
 
 /* ---- recorded work (CUDA graphs) ---------------------------------------------------- */
 
