@@ -405,23 +405,29 @@ static void cuda_scale(sp_backend *be, float *x, int64_t n, float f)
     check(cu(be), "scale", spc_scale(cu(be)->stream, x, n, f));
 }
 
-/* The split attention's scratch: fixed, so that recorded graphs keep a valid address;
- * launches that need more (very long contexts with several queries) run one block per
- * (query, head), with the same bits. Allocated by the first attention outside a capture
- * (the first pass of every key runs unrecorded). */
+/* A fixed scratch (so that recorded graphs keep a valid address) of `bytes`, zeroed,
+ * allocated by the first call outside a capture (the first pass of every key runs
+ * unrecorded); *p stays NULL when it cannot be had. */
+static void scratch_once(cuda_backend *c, void **p, bool *tried, size_t bytes)
+{
+    if (*tried || c->capturing)
+        return;
+    *tried = true;
+    if (spc_malloc(p, bytes) || spc_memset(c->stream, *p, 0, bytes)) {
+        spc_free(*p);
+        *p = NULL;
+    }
+}
+
+/* The split attention's scratch: launches that need more (very long contexts with several
+ * queries) run one block per (query, head), with the same bits. */
 #define ATTN_SCRATCH ((size_t)16 << 20)
 
 static void cuda_attention(sp_backend *be, const sp_attn_args *a)
 {
     cuda_backend *c = cu(be);
-    if (c->attn_split != 1 && !c->attn_tried && !c->capturing) {
-        c->attn_tried = true;
-        if (spc_malloc(&c->attn_scratch, ATTN_SCRATCH) ||
-            spc_memset(c->stream, c->attn_scratch, 0, ATTN_SCRATCH)) {
-            spc_free(c->attn_scratch);
-            c->attn_scratch = NULL;
-        }
-    }
+    if (c->attn_split != 1)
+        scratch_once(c, &c->attn_scratch, &c->attn_tried, ATTN_SCRATCH);
     /* every pass begins with a synchronous upload (cuda_upload) and writes only its own
      * positions' rows: the rows before a segment's first position are complete */
     check(c, "attention",
@@ -499,22 +505,16 @@ static void cuda_moe_route_ffn(sp_backend *be, const sp_route_cfg *cfg, const fl
     plant(c, "moe_ffn", a->out, a->n_tok * a->n_embd);
 }
 
-/* The greedy picks' scratch: fixed, as the attention's (one launch splits up to about
- * 500 rows of gpt-oss's vocabulary; more rows take a block each, the same ids). */
+/* The greedy picks' scratch (one launch splits up to about 500 rows of gpt-oss's
+ * vocabulary; more rows take a block each, the same ids). */
 #define ARGMAX_SCRATCH ((size_t)256 << 10)
 
 static void cuda_logits_argmax(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
                                int32_t *ids)
 {
     cuda_backend *c = cu(be);
-    if (c->argmax_split && !c->argmax_tried && !c->capturing) {
-        c->argmax_tried = true;
-        if (spc_malloc(&c->argmax_scratch, ARGMAX_SCRATCH) ||
-            spc_memset(c->stream, c->argmax_scratch, 0, ARGMAX_SCRATCH)) {
-            spc_free(c->argmax_scratch);
-            c->argmax_scratch = NULL;
-        }
-    }
+    if (c->argmax_split)
+        scratch_once(c, &c->argmax_scratch, &c->argmax_tried, ARGMAX_SCRATCH);
     check(c, "logits_argmax",
           spc_logits_argmax(c->stream, logits, rows, n_vocab, n_vocab, ids, c->argmax_scratch,
                             c->argmax_scratch ? ARGMAX_SCRATCH : 0));
