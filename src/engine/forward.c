@@ -214,7 +214,7 @@ static void layer_forward(sp_pass *P, int64_t l)
         attention_gqa(P, l);
     sp_emit(P, (int)l, SP_OP_ATTN_O_PROJ, H, c->o);
     add_norm(P, c->o, (int)l, SP_OP_ATTN_RESIDUAL, L->mlp_norm, (int)l, SP_OP_MLP_NORM);
-    const bool last = l + 1 == m->n_layers;
+    const bool last = l + 1 >= m->n_layers; /* also an MTP layer, past them */
     if (L->moe && sp_forward_moe(P, l, last ? NULL : P->w->layers[l + 1].attn_norm))
         return; /* the residual step and the next norm ran in the expert op */
     if (!L->moe)

@@ -639,12 +639,12 @@ k_argmax_split(const float *logits, int64_t n, int64_t stride, int32_t *ids, boo
 }
 
 /* Pieces of a row of n values. */
-static int64_t am_pieces(int64_t n) { return (n + AMS_CHUNK - 1) / AMS_CHUNK; }
+static int64_t am_pieces(int64_t n) { return n / AMS_CHUNK + (n % AMS_CHUNK != 0); }
 
 extern "C" size_t spc_argmax_split_bytes(int64_t rows, int64_t n_vocab)
 {
-    if (rows <= 0 || n_vocab <= 0 || rows > 65535)
-        return 0;
+    if (rows <= 0 || n_vocab <= 0 || rows > 65535 || am_pieces(n_vocab) > 65535)
+        return 0; /* a grid dimension's limit; also keeps the product below 2^32 */
     return (size_t)((rows * 4 + 15) / 16 * 16) + (size_t)(rows * am_pieces(n_vocab)) * sizeof(am_part);
 }
 
@@ -659,7 +659,7 @@ extern "C" int spc_logits_argmax(void *stream, const float *logits, int64_t rows
     const bool vec = ((uintptr_t)logits % 16) == 0 && st % 4 == 0;
     const int64_t S = am_pieces(n_vocab);
     const size_t need = spc_argmax_split_bytes(rows, n_vocab);
-    if (scratch && S > 1 && need && need <= scratch_bytes && S <= 65535) {
+    if (scratch && S > 1 && need && need <= scratch_bytes) {
         unsigned *count = (unsigned *)scratch;
         am_part *part = (am_part *)((char *)scratch + (rows * 4 + 15) / 16 * 16);
         spc_launch(k_argmax_split, dim3((unsigned)S, (unsigned)rows), dim3(AMS_THREADS),
