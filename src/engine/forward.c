@@ -215,10 +215,10 @@ static void layer_forward(sp_pass *P, int64_t l)
     sp_emit(P, (int)l, SP_OP_ATTN_O_PROJ, H, c->o);
     add_norm(P, c->o, (int)l, SP_OP_ATTN_RESIDUAL, L->mlp_norm, (int)l, SP_OP_MLP_NORM);
     const bool last = l + 1 >= m->n_layers; /* also an MTP layer, past them */
-    if (L->moe && sp_forward_moe(P, l, last ? NULL : P->w->layers[l + 1].attn_norm))
-        return; /* the residual step and the next norm ran in the expert op */
     if (!L->moe)
         mlp_dense(P, L);
+    else if (sp_forward_moe(P, l, last ? NULL : P->w->layers[l + 1].attn_norm))
+        return; /* the residual step and the next norm ran in the expert op */
     sp_emit(P, (int)l, SP_OP_MLP_OUT, H, c->ffn);
     if (!last) {
         add_norm(P, c->ffn, (int)l, SP_OP_MLP_RESIDUAL, P->w->layers[l + 1].attn_norm, (int)l + 1,

@@ -1277,7 +1277,6 @@ static void test_fused_qkv_rope(void **state)
         }
 }
 
-
 /* spc_logits_argmax against sp_argmax (the host's greedy pick, which the engine replaces
  * with it): ties, NaNs (first, later, all), infinities and a partial last warp; one block a
  * row and each row split across blocks (ties across pieces, the last piece's last value). */

@@ -79,8 +79,8 @@ static void mm_launch(cudaStream_t s, const sp_weight &w, const float *x, int64_
     dim3 grid((unsigned)((w.rows + rows_per_block - 1) / rows_per_block),
               (unsigned)((n_tok + tt - 1) / tt));
     mm_by_tile(tt, [&](auto T) {
-        spc_launch(k_matmul<FMT, T.value>, grid, dim3(SPC_SLOTS), s, true, w, x, n_tok, y, bias, vec,
-                   xvec);
+        spc_launch(k_matmul<FMT, T.value>, grid, dim3(SPC_SLOTS), s, true, w, x, n_tok, y, bias,
+                   vec, xvec);
     });
 }
 
@@ -177,6 +177,18 @@ static bool fused_fmt(sp_wformat f)
     return f == SP_WF_BF16 || f == SP_WF_MXFP4 || f == SP_WF_NVFP4 || f == SP_WF_FP8_BLOCK;
 }
 
+/* Calls fn(std::integral_constant<int, FMT>) for a fused_fmt format f: the one switch from
+ * a runtime format to a fused kernel's instance. */
+template <typename F> static void mm_by_fused_fmt(sp_wformat f, F fn)
+{
+    switch (f) {
+    case SP_WF_BF16: fn(std::integral_constant<int, SP_WF_BF16>()); break;
+    case SP_WF_MXFP4: fn(std::integral_constant<int, SP_WF_MXFP4>()); break;
+    case SP_WF_NVFP4: fn(std::integral_constant<int, SP_WF_NVFP4>()); break;
+    default: fn(std::integral_constant<int, SP_WF_FP8_BLOCK>()); break;
+    }
+}
+
 template <int FMT>
 static void multi_launch(cudaStream_t s, const mm_multi &g, const float *x, int64_t n_tok, bool xvec)
 {
@@ -228,12 +240,7 @@ extern "C" int spc_matmul_multi(void *stream, int n, const sp_weight *const *ws,
         return 0;
     cudaStream_t s = (cudaStream_t)stream;
     const bool xvec = ((uintptr_t)x % 16) == 0 && (ws[0]->cols % 4) == 0;
-    switch (ws[0]->format) {
-    case SP_WF_BF16: multi_launch<SP_WF_BF16>(s, g, x, n_tok, xvec); break;
-    case SP_WF_MXFP4: multi_launch<SP_WF_MXFP4>(s, g, x, n_tok, xvec); break;
-    case SP_WF_NVFP4: multi_launch<SP_WF_NVFP4>(s, g, x, n_tok, xvec); break;
-    default: multi_launch<SP_WF_FP8_BLOCK>(s, g, x, n_tok, xvec); break;
-    }
+    mm_by_fused_fmt(ws[0]->format, [&](auto F) { multi_launch<F.value>(s, g, x, n_tok, xvec); });
     return spc_launch_status();
 }
 
@@ -246,8 +253,8 @@ static void glu_launch(cudaStream_t s, const sp_weight &wg, const sp_weight &wu,
     dim3 grid((unsigned)((wg.rows + rpb - 1) / rpb), (unsigned)((n_tok + tt - 1) / tt));
     const bool vec = spc_weight_vec_ok(&wg) && spc_weight_vec_ok(&wu);
     mm_by_tile(tt, [&](auto T) {
-        spc_launch(k_matmul_swiglu<FMT, T.value>, grid, dim3(SPC_SLOTS), s, true, wg, wu, x, n_tok, y,
-                   vec, xvec);
+        spc_launch(k_matmul_swiglu<FMT, T.value>, grid, dim3(SPC_SLOTS), s, true, wg, wu, x,
+                   n_tok, y, vec, xvec);
     });
 }
 
@@ -265,12 +272,8 @@ extern "C" int spc_matmul_swiglu(void *stream, const sp_weight *wg, const sp_wei
         return (int)cudaErrorInvalidValue; /* callers run the unfused ops */
     cudaStream_t s = (cudaStream_t)stream;
     const bool xvec = ((uintptr_t)x % 16) == 0 && (wg->cols % 4) == 0;
-    switch (wg->format) {
-    case SP_WF_BF16: glu_launch<SP_WF_BF16>(s, *wg, *wu, x, n_tok, y, xvec); break;
-    case SP_WF_MXFP4: glu_launch<SP_WF_MXFP4>(s, *wg, *wu, x, n_tok, y, xvec); break;
-    case SP_WF_NVFP4: glu_launch<SP_WF_NVFP4>(s, *wg, *wu, x, n_tok, y, xvec); break;
-    default: glu_launch<SP_WF_FP8_BLOCK>(s, *wg, *wu, x, n_tok, y, xvec); break;
-    }
+    mm_by_fused_fmt(wg->format,
+                    [&](auto F) { glu_launch<F.value>(s, *wg, *wu, x, n_tok, y, xvec); });
     return spc_launch_status();
 }
 
@@ -364,7 +367,8 @@ static void qkv_launch(cudaStream_t s, const mm_qkv &g, const float *x, int64_t 
     const int tt = mm_token_tile(n_tok);
     dim3 grid(g.blk0[3], (unsigned)((n_tok + tt - 1) / tt));
     mm_by_tile(tt, [&](auto T) {
-        spc_launch(k_matmul_qkv_rope<FMT, T.value>, grid, dim3(SPC_SLOTS), s, true, g, x, n_tok, xvec);
+        spc_launch(k_matmul_qkv_rope<FMT, T.value>, grid, dim3(SPC_SLOTS), s, true, g, x, n_tok,
+                   xvec);
     });
 }
 
@@ -412,12 +416,7 @@ extern "C" int spc_matmul_qkv_rope(void *stream, const sp_weight *const *ws,
     }
     cudaStream_t s = (cudaStream_t)stream;
     const bool xvec = ((uintptr_t)x % 16) == 0 && (ws[0]->cols % 4) == 0;
-    switch (f) {
-    case SP_WF_BF16: qkv_launch<SP_WF_BF16>(s, g, x, n_tok, xvec); break;
-    case SP_WF_MXFP4: qkv_launch<SP_WF_MXFP4>(s, g, x, n_tok, xvec); break;
-    case SP_WF_NVFP4: qkv_launch<SP_WF_NVFP4>(s, g, x, n_tok, xvec); break;
-    default: qkv_launch<SP_WF_FP8_BLOCK>(s, g, x, n_tok, xvec); break;
-    }
+    mm_by_fused_fmt(f, [&](auto F) { qkv_launch<F.value>(s, g, x, n_tok, xvec); });
     return spc_launch_status();
 }
 

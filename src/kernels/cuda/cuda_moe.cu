@@ -674,7 +674,8 @@ static void moe_sum(cudaStream_t s, const spc_moe_args *a, const float *ys)
     if (a->then_x && a->k <= MC_KMAX && a->n_tok <= 0x7fffffff) {
         spc_launch(a->k <= 4 ? k_moe_combine_add_rmsnorm<4> : k_moe_combine_add_rmsnorm<MC_KMAX>,
                    dim3((unsigned)a->n_tok), dim3(RN_THREADS), s, true,
-                   a->ids, a->w, ys, a->k, H, a->out, a->then_x, a->then_w, a->then_eps, a->then_xn);
+                   a->ids, a->w, ys, a->k, H, a->out, a->then_x, a->then_w, a->then_eps,
+                   a->then_xn);
         return;
     }
     spc_launch(k_moe_combine, dim3(ew(a->n_tok * H)), dim3(256), s, true, a->ids, a->w, ys,

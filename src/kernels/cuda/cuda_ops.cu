@@ -203,7 +203,8 @@ k_add_rmsnorm(float *x, int64_t xs, const float *__restrict__ r, int64_t rs,
     rn_prefetch(w, dim); /* the norm weights do not depend on the previous kernel */
     spc_pdl_wait(); /* launched as a programmatic dependent */
     float *xr = x + (int64_t)blockIdx.x * xs;
-    rn_row<true>(xr, xr, rn_res_mem{r + (int64_t)blockIdx.x * rs}, w, dim, eps, out + (int64_t)blockIdx.x * os);
+    rn_row<true>(xr, xr, rn_res_mem{r + (int64_t)blockIdx.x * rs}, w, dim, eps,
+                 out + (int64_t)blockIdx.x * os);
 }
 
 extern "C" int spc_add_rmsnorm(void *stream, float *x, int64_t x_stride, const float *r,
@@ -638,6 +639,9 @@ k_argmax_split(const float *logits, int64_t n, int64_t stride, int32_t *ids, boo
     }
 }
 
+/* The scratch's counts, one a row, before the picks (16-byte aligned). */
+static size_t am_counts_bytes(int64_t rows) { return (size_t)(rows * 4 + 15) / 16 * 16; }
+
 /* Pieces of a row of n values. */
 static int64_t am_pieces(int64_t n) { return n / AMS_CHUNK + (n % AMS_CHUNK != 0); }
 
@@ -645,7 +649,7 @@ extern "C" size_t spc_argmax_split_bytes(int64_t rows, int64_t n_vocab)
 {
     if (rows <= 0 || n_vocab <= 0 || rows > 65535 || am_pieces(n_vocab) > 65535)
         return 0; /* a grid dimension's limit; also keeps the product below 2^32 */
-    return (size_t)((rows * 4 + 15) / 16 * 16) + (size_t)(rows * am_pieces(n_vocab)) * sizeof(am_part);
+    return am_counts_bytes(rows) + (size_t)(rows * am_pieces(n_vocab)) * sizeof(am_part);
 }
 
 extern "C" int spc_logits_argmax(void *stream, const float *logits, int64_t rows, int64_t n_vocab,
@@ -661,7 +665,7 @@ extern "C" int spc_logits_argmax(void *stream, const float *logits, int64_t rows
     const size_t need = spc_argmax_split_bytes(rows, n_vocab);
     if (scratch && S > 1 && need && need <= scratch_bytes) {
         unsigned *count = (unsigned *)scratch;
-        am_part *part = (am_part *)((char *)scratch + (rows * 4 + 15) / 16 * 16);
+        am_part *part = (am_part *)((char *)scratch + am_counts_bytes(rows));
         spc_launch(k_argmax_split, dim3((unsigned)S, (unsigned)rows), dim3(AMS_THREADS),
                    (cudaStream_t)stream, true, logits, n_vocab, st, ids, vec, count, part);
     } else {
