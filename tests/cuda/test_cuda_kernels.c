@@ -1321,6 +1321,21 @@ static void test_argmax(void **state)
         for (int64_t r = 0; r < rows; r++)
             assert_int_equal(ids[r], sp_argmax(l + off + r * stride, n));
     }
+    /* one scratch for launches of different row counts in turn (decode steps of one row
+     * between verify passes of several): the rows of each launch right */
+    const int64_t seq[] = {1, 5, 1, 10, 3, 1, 5, 10};
+    for (size_t k = 0; k < sizeof seq / sizeof seq[0]; k++) {
+        const int64_t r0 = (int64_t)k % 3, nr = seq[k] + r0 > rows ? rows - r0 : seq[k];
+        CK(spc_memset(g_stream, dids, 0xff, (size_t)rows * 4));
+        CK(spc_logits_argmax(g_stream, dl + r0 * stride, nr, V, stride, dids, scratch, sb));
+        to_host(ids, dids, sizeof ids);
+        for (int64_t r = 0; r < nr; r++)
+            if (ids[r] != sp_argmax(l + (r0 + r) * stride, V))
+                fail_msg("launch %zu (%lld rows from row %lld): row %lld picked %d, want %d", k,
+                         (long long)nr, (long long)r0, (long long)r, ids[r],
+                         sp_argmax(l + (r0 + r) * stride, V));
+    }
+    assert_int_equal(spc_argmax_split_bytes(1025, V), 0);
     CK(spc_logits_argmax(g_stream, dl, rows, V, stride, dids, scratch, sb));
     to_host(ids, dids, sizeof ids);
     assert_int_equal(ids[1], 777);

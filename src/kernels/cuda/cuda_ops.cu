@@ -639,17 +639,23 @@ k_argmax_split(const float *logits, int64_t n, int64_t stride, int32_t *ids, boo
     }
 }
 
-/* The scratch's counts, one a row, before the picks (16-byte aligned). */
-static size_t am_counts_bytes(int64_t rows) { return (size_t)(rows * 4 + 15) / 16 * 16; }
+/* The scratch's counts, one a row for up to AMS_COUNT_ROWS rows, in a fixed region before
+ * the picks: a launch's picks never overlap the count of a row another launch (of more
+ * rows) starts from. (With the region sized by the launch's rows, a one-row decode's pick
+ * left bytes in what a five-row verify then read as its fifth row's count: that row's
+ * merge never ran and its id stayed stale, every bonus token of a fully accepted k = 4
+ * draft.) */
+#define AMS_COUNT_ROWS 1024
+static size_t am_counts_bytes(void) { return AMS_COUNT_ROWS * sizeof(unsigned); }
 
 /* Pieces of a row of n values. */
 static int64_t am_pieces(int64_t n) { return n / AMS_CHUNK + (n % AMS_CHUNK != 0); }
 
 extern "C" size_t spc_argmax_split_bytes(int64_t rows, int64_t n_vocab)
 {
-    if (rows <= 0 || n_vocab <= 0 || rows > 65535 || am_pieces(n_vocab) > 65535)
-        return 0; /* a grid dimension's limit; also keeps the product below 2^32 */
-    return am_counts_bytes(rows) + (size_t)(rows * am_pieces(n_vocab)) * sizeof(am_part);
+    if (rows <= 0 || n_vocab <= 0 || rows > AMS_COUNT_ROWS || am_pieces(n_vocab) > 65535)
+        return 0; /* the counts' region; a grid dimension's limit */
+    return am_counts_bytes() + (size_t)(rows * am_pieces(n_vocab)) * sizeof(am_part);
 }
 
 extern "C" int spc_logits_argmax(void *stream, const float *logits, int64_t rows, int64_t n_vocab,
@@ -665,7 +671,7 @@ extern "C" int spc_logits_argmax(void *stream, const float *logits, int64_t rows
     const size_t need = spc_argmax_split_bytes(rows, n_vocab);
     if (scratch && S > 1 && need && need <= scratch_bytes) {
         unsigned *count = (unsigned *)scratch;
-        am_part *part = (am_part *)((char *)scratch + am_counts_bytes(rows));
+        am_part *part = (am_part *)((char *)scratch + am_counts_bytes());
         spc_launch(k_argmax_split, dim3((unsigned)S, (unsigned)rows), dim3(AMS_THREADS),
                    (cudaStream_t)stream, true, logits, n_vocab, st, ids, vec, count, part);
     } else {

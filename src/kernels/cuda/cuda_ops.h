@@ -240,8 +240,8 @@ int spc_attention_split(void *stream, const sp_attn_args *a, int which, int spli
 size_t spc_attention_split_bytes(const sp_attn_args *a);
 /* Or'd into spc_attention_split's `which`: the cache rows before the first query's
  * position (q_pos[0], or pos0) are complete when the launch starts (the engine's passes:
- * each begins with a synchronous upload, and only its own positions are written during
- * it), so the staged block kernel copies them before it waits on the kernel before it
+ * each starts after the passes before it completed, behind the copy of its inputs, and
+ * only its own positions are written during it), so the staged block kernel copies them before it waits on the kernel before it
  * (when launched as its programmatic dependent: after a short kernel). The same bits. */
 #define SPC_ATTN_PAST_READY 16
 /* The same with the kernel named: 1 a block per (query, head) (its keys and values staged
@@ -383,7 +383,8 @@ int spc_logits_argmax(void *stream, const float *logits, int64_t rows, int64_t n
                       int64_t stride, int32_t *ids, void *scratch, size_t scratch_bytes);
 /* Scratch (zeroed once before its first use; every launch leaves it so) with which
  * spc_logits_argmax splits each row across blocks: the same ids, a row read by many SMs.
- * 0: that many rows are never split; less scratch or NULL: one block a row. */
+ * One scratch serves launches of any number of rows in turn (on one stream). 0: that many
+ * rows (more than 1024) are never split; less scratch or NULL: one block a row. */
 size_t spc_argmax_split_bytes(int64_t rows, int64_t n_vocab);
 
 /* ---- recorded work (CUDA graphs) ---------------------------------------------------- */
