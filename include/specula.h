@@ -200,6 +200,20 @@ SP_API sp_status sp_session_eval(sp_session *session, const int32_t *tokens, siz
  * back as by sp_session_eval and stay readable. */
 SP_API sp_status sp_session_eval_greedy(sp_session *session, const int32_t *tokens,
                                         size_t n_tokens, int32_t *next, sp_error *err);
+/* Called with each greedy pick in order; returns whether to go on. */
+typedef bool (*sp_pick_fn)(void *ctx, int32_t pick);
+/* Greedy decoding from `first`: evaluates first, then each pick in turn, handing every
+ * pick to on_pick (NULL: take them all), until max_new picks (at most the context left,
+ * n_ctx - n_past) or on_pick returns false. *n_new receives the number of picks; the
+ * session then holds first and every pick but the last (n_past grows by *n_new): the picks
+ * and the session are those of sp_session_eval_greedy called in a loop. Where the backend
+ * picks on the device (CUDA), a step's token goes from the pick before to the step on the
+ * device and the next step is queued before the host reads this one's pick, so the GPU does
+ * not wait for the host between tokens; stopping early then costs the one step queued
+ * ahead, and the model serves no other session until the call returns. */
+SP_API sp_status sp_session_decode_greedy(sp_session *session, int32_t first, size_t max_new,
+                                          sp_pick_fn on_pick, void *ctx, size_t *n_new,
+                                          sp_error *err);
 /* sp_session_eval with every row's greedy pick in picks[n_tokens] (what greedy speculative
  * verification compares drafts with): where the backend picks on the device and the rows
  * fit one pass of the LM head (n_tokens <= 32 and the session's batch), only the picks

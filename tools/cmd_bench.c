@@ -402,13 +402,13 @@ int cmd_bench(int argc, char **argv)
             goto done;
         }
         double t1 = cli_now_ms();
-        for (int64_t g = 0; g < (r < 0 && gen_len > 2 ? 2 : gen_len); g++) {
-            int32_t next;
-            if (sp_session_eval_greedy(s, &tok, 1, &next, &err) != SP_OK) {
-                rc = cli_fail(&err);
-                goto done;
-            }
-            tok = next;
+        /* greedy decoding as generate does it (each step fed on the device where the
+         * backend picks there) */
+        size_t n_new = 0;
+        if (sp_session_decode_greedy(s, tok, (size_t)(r < 0 && gen_len > 2 ? 2 : gen_len), NULL,
+                                     NULL, &n_new, &err) != SP_OK) {
+            rc = cli_fail(&err);
+            goto done;
         }
         double t2 = cli_now_ms();
         if (r < 0)

@@ -14,7 +14,8 @@
 #      test_cuda_attention) under every setting;
 #   2. random checkpoints of each preset in /dev/shm (kept for later calls);
 #   3. greedy `generate` of a 300-token prompt, 30 tokens, fast and exact, under every
-#      setting: the token ids must be the same for all (the settings are schedules);
+#      setting: the token ids must be the same for all (the settings are schedules), and
+#      the same again drafting for itself (--draft self, default settings);
 #   4. `specula bench` of a 512-token prefill and of a 128-token decode after a 128-token
 #      prompt in each precision of --precision (default fast), the settings alternating,
 #      N rounds (default 2);
@@ -72,6 +73,12 @@ for p in $PRESETS; do
             [ -z "$first" ] && first=$h
             say "ids $p $prec [$s]: $h $([ -n "$ids" ] && [ "$h" = "$first" ] && echo same || echo DIFFER)"
         done
+        # the model drafting for itself: every draft accepted, verify passes of k + 1 rows
+        # between one-row steps (what caught the split argmax's scratch overlap)
+        ids=$(timeout 120 "$S" generate -m "$d" --device cuda --precision $prec --tokens "$TOK" -n 30 \
+              --temp 0 --draft self --json 2>/dev/null | grep -oE '"tokens": \[[^]]*\]')
+        h=$(echo "$ids" | md5sum | cut -c1-12)
+        say "ids $p $prec --draft self: $h $([ -n "$ids" ] && [ "$h" = "$first" ] && echo same || echo DIFFER)"
     done
     for r in $(seq "$ROUNDS"); do
         for prec in $PRECS; do

@@ -106,6 +106,9 @@ typedef struct sp_rope_kv_args {
     float *k_cache, *v_cache;
 } sp_rope_kv_args;
 
+#define SP_QUEUED_READS 4       /* download_queued's slots */
+#define SP_QUEUED_READ_BYTES 64 /* and the bytes each holds */
+
 typedef struct sp_backend_ops {
     const char *name; /* "cpu", "cuda" */
     void (*destroy)(sp_backend *be);
@@ -114,6 +117,19 @@ typedef struct sp_backend_ops {
     void (*free)(sp_backend *be, void *p);
     sp_status (*upload)(sp_backend *be, void *dst, const void *src, size_t bytes, sp_error *err);
     sp_status (*download)(sp_backend *be, void *dst, const void *src, size_t bytes, sp_error *err);
+    /* (optional) upload without waiting: the copy is ordered before every op issued after
+     * it and src may be reused as soon as this returns; a failure shows at finish. NULL:
+     * callers use upload. For a pass's small inputs (its first op). */
+    sp_status (*upload_queued)(sp_backend *be, void *dst, const void *src, size_t bytes,
+                               sp_error *err);
+    /* (optional, both or neither) a read back without waiting: download_queued copies
+     * bytes (at most SP_QUEUED_READ_BYTES) from src into the backend's slot `slot` (0 ..
+     * SP_QUEUED_READS - 1) behind the ops issued so far; download_wait waits for that copy
+     * and gives its bytes to dst, or returns the first failure since the last finish. A
+     * slot holds one read until it is waited for. */
+    sp_status (*download_queued)(sp_backend *be, int slot, const void *src, size_t bytes,
+                                 sp_error *err);
+    sp_status (*download_wait)(sp_backend *be, int slot, void *dst, size_t bytes, sp_error *err);
     /* The host-readable contents of n bytes at p: p itself where backend memory is host
      * memory, else a copy in `staging` (n bytes). NULL (and the error recorded) on failure. */
     const void *(*view)(sp_backend *be, const void *p, size_t n, void *staging);

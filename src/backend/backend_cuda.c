@@ -3,7 +3,9 @@
  *
  * Ops only enqueue; the first failed launch is recorded with the op's name and returned
  * by finish (after a stream sync, which also catches faults inside kernels). Uploads and
- * downloads are synchronous. Fault injection for tests (never set in normal use):
+ * downloads are synchronous, but for a pass's inputs (upload_queued) and the chained
+ * greedy decode's picks (download_queued). Fault injection for tests (never set in normal
+ * use):
  *   SPECULA_CUDA_FAIL_OP=NAME     the first launch of op NAME reports a launch failure
  *   SPECULA_CUDA_PLANT_BUG=NAME   op NAME's output is scaled by (1 + 1e-3) at its 3rd call:
  *                                 a wrong kernel, for `specula diff` to find
@@ -14,7 +16,9 @@
  * chunks over N blocks (at most 8; default: as many as keep the grid within the SMs),
  * always with the same bits; SPECULA_CUDA_QKV_ROPE=0 runs the Q/K/V product and RoPE + the
  * cache writes as two launches, SPECULA_CUDA_ATTN_EARLY=0 has the attention load earlier
- * passes' cache rows only after its wait (both to compare; the same bits).
+ * passes' cache rows only after its wait (both to compare; the same bits);
+ * SPECULA_CUDA_QUEUED_UPLOAD=0 has a pass wait for its inputs' upload before its kernels
+ * are issued (to compare).
  * The file compiles to nothing in a CPU-only build. */
 #ifdef SPECULA_HAVE_CUDA
 #include "backend/backend_cuda.h"
@@ -36,6 +40,8 @@ _Static_assert(sizeof(spc_expert) == sizeof(sp_expert) &&
                "spc_expert mirrors sp_expert");
 
 #define ERR_LAUNCH_FAILURE 719 /* cudaErrorLaunchFailure */
+#define QUEUED_SLOTS 2                 /* pinned slots of upload_queued */
+#define QUEUED_BYTES ((size_t)64 << 10) /* each: a decode or verify pass's inputs fit */
 
 typedef struct cuda_backend {
     sp_backend base;
@@ -55,6 +61,15 @@ typedef struct cuda_backend {
     bool staged_upload;    /* large uploads through pinned buffers (SPECULA_CUDA_STAGED_UPLOAD=0: off) */
     bool fast;             /* SP_PRECISION_FAST: BF16 weights on tensor cores (cuda_tc.cu) */
     sp_cuda_stager *stager; /* made by the first large upload, freed by the next finish */
+    bool queued_on;         /* upload_queued through pinned slots (SPECULA_CUDA_QUEUED_UPLOAD=0:
+                             * off, every upload waits) */
+    void *queued_host;      /* QUEUED_SLOTS x QUEUED_BYTES of pinned memory, made on first use */
+    void *queued_ev[QUEUED_SLOTS]; /* recorded behind each slot's last copy */
+    bool queued_used[QUEUED_SLOTS];
+    int queued_next;
+    void *reads_host;       /* download_queued's slots: SP_QUEUED_READS x SP_QUEUED_READ_BYTES
+                             * of pinned memory, made on first use */
+    void *reads_ev[SP_QUEUED_READS];
     sp_rec_cache rec;
     sp_rec_slot *capturing; /* the slot being recorded, or NULL */
     void *index_queue;      /* DeepSeek-V4 indexer scratch (grown on demand) */
@@ -71,7 +86,9 @@ typedef struct cuda_backend {
                              * bytes, or NULL: the GEMM then runs 16 tokens at a time) */
     sp_replay_clock *clock; /* SPECULA_CUDA_REPLAY_TIMES=1: replays timed on the GPU */
     sp_backend_ops ops;     /* cuda_ops, less logits_argmax with SPECULA_CUDA_ARGMAX=0 (greedy
-                             * picks on the host after reading the logits back, to compare) */
+                             * picks on the host after reading the logits back, to compare),
+                             * less the queued reads with SPECULA_CUDA_CHAIN=0 (greedy steps
+                             * not fed on the device: each pick read back before the next) */
 } cuda_backend;
 
 static cuda_backend *cu(sp_backend *be) { return (cuda_backend *)be; }
@@ -95,12 +112,37 @@ static void plant(cuda_backend *c, const char *op, float *out, int64_t n)
         check(c, op, spc_scale(c->stream, out, n, 1.001f));
 }
 
+/* The queued uploads' pinned slots and events. */
+static void queued_free(cuda_backend *c)
+{
+    for (int i = 0; i < QUEUED_SLOTS; i++) {
+        spc_event_free(c->queued_ev[i]);
+        c->queued_ev[i] = NULL;
+        c->queued_used[i] = false;
+    }
+    spc_host_free(c->queued_host);
+    c->queued_host = NULL;
+}
+
+/* The queued reads' pinned slots and events. */
+static void reads_free(cuda_backend *c)
+{
+    for (int i = 0; i < SP_QUEUED_READS; i++) {
+        spc_event_free(c->reads_ev[i]);
+        c->reads_ev[i] = NULL;
+    }
+    spc_host_free(c->reads_host);
+    c->reads_host = NULL;
+}
+
 static void cuda_destroy(sp_backend *be)
 {
     cuda_backend *c = cu(be);
     spc_stream_sync(c->stream);
     sp_replay_clock_free(c->clock);
     sp_cuda_stager_free(c->stager);
+    queued_free(c);
+    reads_free(c);
     sp_rec_clear(&c->rec);
     spc_free(c->index_queue);
     spc_free(c->attn_scratch);
@@ -156,6 +198,85 @@ static sp_status cuda_upload(sp_backend *be, void *dst, const void *src, size_t 
         return copy_status(be, sp_cuda_staged_upload(c->stager, c->stream, dst, src, bytes), "upload",
                            bytes, err);
     return copy_status(be, spc_memcpy_h2d_sync(c->stream, dst, src, bytes), "upload", bytes, err);
+}
+
+/* A pass's inputs are copied through one of QUEUED_SLOTS pinned slots of QUEUED_BYTES,
+ * asynchronously: the pass's kernels (or its recorded graph) follow on the stream without
+ * the host waiting for the copy (llama-1b decode: one round trip less a step). A slot is
+ * reused only after the event recorded behind its last copy; larger inputs (a long
+ * prefill) take the plain upload. */
+static sp_status cuda_upload_queued(sp_backend *be, void *dst, const void *src, size_t bytes,
+                                    sp_error *err)
+{
+    cuda_backend *c = cu(be);
+    if (!c->queued_on || bytes > QUEUED_BYTES)
+        return cuda_upload(be, dst, src, bytes, err);
+    spc_device_open(c->index, NULL, NULL); /* as cuda_upload: this thread, our device */
+    if (!c->queued_host) {
+        bool ok = !spc_host_alloc(&c->queued_host, QUEUED_SLOTS * QUEUED_BYTES);
+        for (int i = 0; ok && i < QUEUED_SLOTS; i++)
+            ok = !spc_event_new(&c->queued_ev[i]);
+        if (!ok) { /* no pinned memory or events here: the plain way from now on */
+            queued_free(c);
+            c->queued_on = false;
+            return cuda_upload(be, dst, src, bytes, err);
+        }
+    }
+    if (!bytes)
+        return SP_OK;
+    const int i = c->queued_next;
+    c->queued_next = (i + 1) % QUEUED_SLOTS;
+    unsigned char *slot = (unsigned char *)c->queued_host + (size_t)i * QUEUED_BYTES;
+    int rc = c->queued_used[i] ? spc_event_sync(c->queued_ev[i]) : 0; /* its last copy is done */
+    if (!rc) {
+        memcpy(slot, src, bytes);
+        rc = spc_memcpy_h2d(c->stream, dst, slot, bytes);
+    }
+    if (!rc && !(rc = spc_event_record(c->queued_ev[i], c->stream)))
+        c->queued_used[i] = true;
+    return copy_status(be, rc, "upload", bytes, err);
+}
+
+static sp_status cuda_finish(sp_backend *be, sp_error *err);
+
+/* A read into pinned slot `slot`, an event behind it (the chained greedy decode's picks:
+ * the host issues the next step before it waits for this one's pick). */
+static sp_status cuda_download_queued(sp_backend *be, int slot, const void *src, size_t bytes,
+                                      sp_error *err)
+{
+    cuda_backend *c = cu(be);
+    if (slot < 0 || slot >= SP_QUEUED_READS || bytes > SP_QUEUED_READ_BYTES)
+        return sp_err(err, SP_ERR_INTERNAL, "cuda:%d: queued read %d of %zu bytes", c->index, slot,
+                      bytes);
+    int rc = 0;
+    if (!c->reads_host) {
+        rc = spc_host_alloc(&c->reads_host, SP_QUEUED_READS * SP_QUEUED_READ_BYTES);
+        for (int i = 0; !rc && i < SP_QUEUED_READS; i++)
+            rc = spc_event_new(&c->reads_ev[i]);
+        if (rc)
+            reads_free(c); /* tried again by the next read */
+    }
+    if (!rc)
+        rc = spc_memcpy_d2h(c->stream, (char *)c->reads_host + slot * SP_QUEUED_READ_BYTES, src,
+                            bytes);
+    if (!rc)
+        rc = spc_event_record(c->reads_ev[slot], c->stream);
+    return copy_status(be, rc, "queued read back", bytes, err);
+}
+
+static sp_status cuda_download_wait(sp_backend *be, int slot, void *dst, size_t bytes, sp_error *err)
+{
+    cuda_backend *c = cu(be);
+    if (slot < 0 || slot >= SP_QUEUED_READS || bytes > SP_QUEUED_READ_BYTES || !c->reads_ev[slot])
+        return sp_err(err, SP_ERR_INTERNAL, "cuda:%d: wait for queued read %d, never issued",
+                      c->index, slot);
+    int rc = spc_event_sync(c->reads_ev[slot]);
+    if (!rc && c->status) /* a launch before it failed: what came back means nothing */
+        return cuda_finish(be, err);
+    if (rc)
+        return copy_status(be, rc, "queued read back", bytes, err);
+    memcpy(dst, (const char *)c->reads_host + slot * SP_QUEUED_READ_BYTES, bytes);
+    return SP_OK;
 }
 
 static sp_status cuda_download(sp_backend *be, void *dst, const void *src, size_t bytes, sp_error *err)
@@ -428,8 +549,9 @@ static void cuda_attention(sp_backend *be, const sp_attn_args *a)
     cuda_backend *c = cu(be);
     if (c->attn_split != 1)
         scratch_once(c, &c->attn_scratch, &c->attn_tried, ATTN_SCRATCH);
-    /* every pass begins with a synchronous upload (cuda_upload) and writes only its own
-     * positions' rows: the rows before a segment's first position are complete */
+    /* every pass runs after the passes before it have completed (each ends waiting for
+     * its work, and its inputs' upload precedes its kernels on the stream) and writes only
+     * its own positions' rows: the rows before a segment's first position are complete */
     check(c, "attention",
           spc_attention_split(c->stream, a, c->attn_early ? SPC_ATTN_PAST_READY : 0,
                               c->attn_split, c->attn_scratch, c->attn_scratch ? ATTN_SCRATCH : 0));
@@ -642,6 +764,9 @@ static const sp_backend_ops cuda_ops = {
     .free = cuda_free,
     .upload = cuda_upload,
     .download = cuda_download,
+    .upload_queued = cuda_upload_queued,
+    .download_queued = cuda_download_queued,
+    .download_wait = cuda_download_wait,
     .view = cuda_view,
     .finish = cuda_finish,
     .free_bytes = cuda_free_bytes,
@@ -718,6 +843,8 @@ sp_status sp_cuda_backend_new(int index, sp_backend **out, sp_error *err)
     c->ops = cuda_ops;
     if (!env_on("SPECULA_CUDA_ARGMAX"))
         c->ops.logits_argmax = NULL;
+    if (!env_on("SPECULA_CUDA_CHAIN")) /* greedy steps each read back before the next */
+        c->ops.download_queued = NULL, c->ops.download_wait = NULL;
     c->base.ops = &c->ops;
     c->base.total_bytes = info.total_mem;
     c->fail_op = env_or_null("SPECULA_CUDA_FAIL_OP");
@@ -731,6 +858,7 @@ sp_status sp_cuda_backend_new(int index, sp_backend **out, sp_error *err)
      * off, to compare); not where a planted bug or failure must reach the ops as issued */
     c->base.moe_adds_norm = !c->fail_op && !c->plant_op && env_on("SPECULA_CUDA_MOE_NORM");
     c->staged_upload = env_on("SPECULA_CUDA_STAGED_UPLOAD");
+    c->queued_on = env_on("SPECULA_CUDA_QUEUED_UPLOAD");
     c->argmax_split = env_on("SPECULA_CUDA_ARGMAX_SPLIT");
     const char *as = env_or_null("SPECULA_CUDA_ATTN_SPLIT");
     c->attn_split = !as ? 0 : atoi(as) > 1 ? atoi(as) : 1;

@@ -41,8 +41,13 @@ void sp_emit_rows(sp_pass *P, const sp_seg *g, int layer, sp_op op, int64_t widt
     o->cb(o->ctx, &ev);
 }
 
+static void pack(sp_pass *P, const sp_seq_eval *seqs, int64_t n_seqs, int64_t max, int64_t *idx,
+                 int64_t *off);
+static sp_status reserve_segs(sp_compute *c, int64_t n, sp_error *err);
+
 /* Each row's token id, position and RoPE cos/sin, computed on the host (exactly the same
- * tables on every backend) and uploaded in one copy. */
+ * tables on every backend) and uploaded in one copy, queued where the backend can: the
+ * pass's ops follow it on the backend's queue without the host waiting for it. */
 static sp_status upload_inputs(sp_pass *P)
 {
     sp_model *m = P->m;
@@ -57,8 +62,9 @@ static sp_status upload_inputs(sp_pass *P)
                 sp_rope_cos_sin(&m->rope, g->pos0 + t, c->h_rope_cs + (g->row0 + t) * rd);
         }
     }
-    return P->be->ops->upload(P->be, c->tokens, c->h_inputs,
-                              sp_compute_inputs_bytes(c, P->n, rd), P->err);
+    sp_backend *be = P->be;
+    return (be->ops->upload_queued ? be->ops->upload_queued : be->ops->upload)(
+        be, c->tokens, c->h_inputs, sp_compute_inputs_bytes(c, P->n, rd), P->err);
 }
 
 /* Per-head RMSNorm (Qwen3 q_norm/k_norm) and RoPE on the first rope.dim dims of each head. */
@@ -245,7 +251,7 @@ static bool pass_key(sp_pass *P, sp_rec_key *key)
     }
     uint64_t *w = (uint64_t *)(void *)c->rec_key;
     w[0] = c->serial;
-    w[1] = (uint64_t)P->n | (uint64_t)P->ids_only << 63;
+    w[1] = (uint64_t)P->n | (uint64_t)P->ids_only << 63 | (uint64_t)P->chained << 62;
     w[2] = (uint64_t)P->n_segs;
     for (int64_t i = 0; i < P->n_segs; i++) {
         const sp_seg *g = &P->segs[i];
@@ -283,7 +289,8 @@ static void issue_body(sp_pass *P, bool gathered)
             sp_head_gathered(P);
         return;
     }
-    be->ops->embed(be, &P->w->tok_embd, c->tokens, P->n, c->x);
+    /* a chained step's token is the pick the pass before left on the device */
+    be->ops->embed(be, &P->w->tok_embd, P->chained ? c->logit_ids : c->tokens, P->n, c->x);
     sp_emit(P, -1, SP_OP_EMBED, m->n_embd, c->x);
     if (m->n_layers > 0) {
         be->ops->rmsnorm(be, c->x, m->n_embd, P->w->layers[0].attn_norm, P->n, m->n_embd,
@@ -358,6 +365,27 @@ static sp_status run_pass(sp_pass *P)
         st = P->st;
     sp_status fin = be->ops->finish(be, st == SP_OK ? P->err : NULL);
     return st != SP_OK ? st : fin;
+}
+
+sp_status sp_forward_queue_step(sp_model *m, const sp_seq_eval *q, bool chained, sp_error *err)
+{
+    if (q->n != 1 || !q->last_id || q->logits || q->obs || q->hidden_in || q->hidden_out)
+        return sp_err(err, SP_ERR_INTERNAL, "a queued step is one token wanting its pick");
+    sp_status st = reserve_segs(m->compute, 1, err);
+    if (st != SP_OK)
+        return st;
+    sp_pass P = {.m = m, .be = m->be, .c = m->compute, .w = &m->exec, .segs = m->compute->segs,
+                 .chained = chained, .err = err};
+    int64_t idx = 0, off = 0;
+    pack(&P, q, 1, 1, &idx, &off);
+    if ((st = upload_inputs(&P)) != SP_OK)
+        return st;
+    P.ids_only = ids_only(&P);
+    if (!P.ids_only || m->arch->attn == SP_ATTN_DSV4)
+        return sp_err(err, SP_ERR_INTERNAL, "a queued step needs picks on the device");
+    P.hx = P.c->x;
+    run_body(&P, true);
+    return P.st;
 }
 
 sp_status sp_model_reserve(sp_model *m, int64_t cap, sp_error *err)

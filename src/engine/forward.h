@@ -58,6 +58,20 @@ typedef struct sp_seq_eval {
 sp_status sp_forward(sp_model *m, const sp_seq_eval *seqs, int64_t n_seqs, int64_t max_tokens,
                      sp_error *err);
 
+/* Greedy decoding of one sequence (cache kv, length pos0) with each step's token fed on
+ * the device (forward_chain.c): evaluates `first` at pos0, then each step's pick at the
+ * next position, handing the picks to cb in order, until max_steps picks or cb returns
+ * false (cb NULL: every step). The picks, and the cache rows of positions pos0 .. pos0 +
+ * *n_steps - 1, are those of evaluating the steps one at a time with last_id; rows past
+ * them may have been written by a step queued ahead. Only where sp_forward_chain_ok
+ * (picks on the device, queued copies; not DeepSeek-V4, not observed, not MTP); the model is
+ * held for the whole chain. max_steps <= kv->n_ctx - pos0. */
+typedef bool (*sp_chain_cb)(void *ctx, int32_t pick);
+bool sp_forward_chain_ok(const sp_model *m, const sp_observer *obs);
+sp_status sp_forward_greedy_chain(sp_model *m, sp_kv *kv, int64_t pos0, int32_t first,
+                                  int64_t max_steps, sp_chain_cb cb, void *ctx,
+                                  int64_t *n_steps, sp_error *err);
+
 /* Grows the model's pass buffers to hold cap tokens (never shrinks). */
 sp_status sp_model_reserve(sp_model *m, int64_t cap, sp_error *err);
 

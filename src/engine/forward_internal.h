@@ -26,6 +26,8 @@ typedef struct sp_pass {
     bool observed;     /* some segment has an observer */
     bool mtp;          /* an MTP pass (forward_mtp.c): w is the model's exec_mtp */
     bool ids_only;     /* every logits row wanted is a last_id alone, picked on the device */
+    bool chained;      /* one token whose id is the pick of the pass before, read on the
+                        * device (forward_chain.c) */
     sp_status st;      /* first failure reading an output back for an observer (or, in
                         * forward_dsv4.c, uploading mid-pass) */
     float *hx;         /* rows the final norm reads: c->x, or DeepSeek-V4's collapsed streams */
@@ -55,6 +57,13 @@ static inline void sp_emit(sp_pass *P, int layer, sp_op op, int64_t width, float
             sp_emit_rows(P, &P->segs[i], layer, op, width, data + P->segs[i].row0 * width, 0,
                          P->segs[i].n);
 }
+
+/* forward.c. Queues the pass of one token of q (q->n == 1, wanting only its pick:
+ * q->last_id, not observed, not MTP) without reading anything back: its inputs' upload and
+ * its ops (recorded and replayed as any pass). chained: the token's id is not q->tokens[0]
+ * but the pick the pass before left in the compute buffers (logit_ids[0]). The caller holds
+ * the model's lock; the pick stays in logit_ids[0] until the next pass. */
+sp_status sp_forward_queue_step(sp_model *m, const sp_seq_eval *q, bool chained, sp_error *err);
 
 /* forward_head.c. Logits rows segment g wants (its first in *r0): all, its last, or none. */
 int64_t sp_head_seg_rows(const sp_seg *g, int64_t *r0);

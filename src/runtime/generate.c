@@ -28,6 +28,41 @@ int32_t sp_model_draft_tokens(const sp_model *m)
     return k > INT32_MAX ? INT32_MAX : (int32_t)k;
 }
 
+/* The greedy picks after the first on their way through the stop rules. */
+typedef struct emit_ctx {
+    const sp_stop_rules *rules;
+    int32_t *out_tokens;
+    sp_generate_stats *stats;
+    bool stopped;
+} emit_ctx;
+
+static bool emit_pick(void *p, int32_t tok)
+{
+    emit_ctx *e = p;
+    e->stopped = !sp_stop_emit(e->rules, tok, e->out_tokens, e->stats);
+    return !e->stopped;
+}
+
+/* Greedy decoding after the prompt's pick `first`: the loop below, with the steps fed on
+ * the device where the backend picks there (sp_session_decode_greedy), asked for no more
+ * steps than the context and n_predict leave. */
+static sp_status decode_greedy(sp_session *s, int32_t first, const sp_stop_rules *rules,
+                               int32_t *out_tokens, sp_generate_stats *stats, sp_error *err)
+{
+    if (!sp_stop_emit(rules, first, out_tokens, stats))
+        return SP_OK;
+    int64_t room = sp_session_n_ctx(s) - sp_session_n_past(s);
+    int64_t left = rules->gp->n_predict - stats->n_generated; /* > 0: emit went on */
+    emit_ctx e = {rules, out_tokens, stats, false};
+    size_t n = 0;
+    sp_status st = room <= 0 ? SP_OK
+                             : sp_session_decode_greedy(s, first, (size_t)(left < room ? left : room),
+                                                        emit_pick, &e, &n, err);
+    if (st == SP_OK && !e.stopped)
+        stats->stop_reason = "context";
+    return st;
+}
+
 sp_status sp_generate(sp_session *s, const int32_t *prompt, size_t n_prompt,
                       const sp_generate_params *gp, sp_token_fn on_token, void *ctx,
                       int32_t *out_tokens, sp_generate_stats *stats, sp_error *err)
@@ -58,16 +93,17 @@ sp_status sp_generate(sp_session *s, const int32_t *prompt, size_t n_prompt,
     double t1 = sp_now_ms();
     stats->prefill_ms = t1 - t0;
     sp_stop_rules rules = {sp_session_model(s), gp, on_token, ctx};
-    while (st == SP_OK && gp->n_predict > 0) {
-        int32_t tok = greedy ? next : sp_sampler_sample(smp, sp_session_last_logits(s), &rng);
+    if (st == SP_OK && gp->n_predict > 0 && greedy)
+        st = decode_greedy(s, next, &rules, out_tokens, stats, err);
+    while (st == SP_OK && gp->n_predict > 0 && !greedy) {
+        int32_t tok = sp_sampler_sample(smp, sp_session_last_logits(s), &rng);
         if (!sp_stop_emit(&rules, tok, out_tokens, stats))
             break;
         if (sp_session_n_past(s) >= sp_session_n_ctx(s)) {
             stats->stop_reason = "context";
             break;
         }
-        st = greedy ? sp_session_eval_greedy(s, &tok, 1, &next, err)
-                    : sp_session_eval(s, &tok, 1, NULL, err);
+        st = sp_session_eval(s, &tok, 1, NULL, err);
     }
     stats->decode_ms = sp_now_ms() - t1;
     sp_sampler_free(smp);

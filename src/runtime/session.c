@@ -158,6 +158,44 @@ sp_status sp_session_eval_greedy(sp_session *s, const int32_t *tokens, size_t n_
     return SP_OK;
 }
 
+sp_status sp_session_decode_greedy(sp_session *s, int32_t first, size_t max_new, sp_pick_fn on_pick,
+                                   void *ctx, size_t *n_new, sp_error *err)
+{
+    if (!n_new)
+        return sp_err(err, SP_ERR_INVALID_ARG, "no place for the count of picks (n_new is NULL)");
+    *n_new = 0;
+    if (max_new == 0)
+        return SP_OK;
+    sp_status st = check_tokens(s, &first, 1, err);
+    if (st != SP_OK)
+        return st;
+    if (max_new > (size_t)(s->n_ctx - s->n_past))
+        return sp_err(err, SP_ERR_LIMIT,
+                      "%zu greedy steps do not fit: %lld of the %lld-token context are used",
+                      max_new, (long long)s->n_past, (long long)s->n_ctx);
+    /* the chain on the device; not for sessions recording hidden states (MTP) */
+    if (!s->target && !s->hidden && sp_forward_chain_ok(s->m, s->observed ? &s->obs : NULL)) {
+        int64_t n = 0;
+        s->has_logits = false;
+        st = sp_forward_greedy_chain(s->m, s->kv, s->n_past, first, (int64_t)max_new, on_pick, ctx,
+                                     &n, err);
+        s->n_past += n; /* first and every pick but the last: no tokens recorded (no MTP) */
+        *n_new = (size_t)n;
+        return st;
+    }
+    int32_t tok = first;
+    for (size_t i = 0; i < max_new; i++) {
+        int32_t next = -1;
+        if ((st = sp_session_eval_greedy(s, &tok, 1, &next, err)) != SP_OK)
+            return st;
+        (*n_new)++;
+        if (on_pick && !on_pick(ctx, next))
+            break;
+        tok = next;
+    }
+    return SP_OK;
+}
+
 _Static_assert(SP_LOGIT_ROWS == 32, "specula.h documents sp_session_eval_picks' 32 rows");
 
 sp_status sp_session_eval_picks(sp_session *s, const int32_t *tokens, size_t n, float *logits,

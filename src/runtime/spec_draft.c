@@ -105,6 +105,24 @@ sp_pick sp_drafter_take(const sp_drafter *d, int32_t tok)
     return SP_PICK_MORE;
 }
 
+/* The draft's greedy picks on their way into the proposal (sp_drafter_take's rule). */
+typedef struct draft_picks {
+    const sp_drafter *d;
+    int32_t *out, *n_out;
+    const double **q;
+} draft_picks;
+
+static bool take_pick(void *p, int32_t tok)
+{
+    draft_picks *c = p;
+    sp_pick r = sp_drafter_take(c->d, tok);
+    if (r == SP_PICK_END)
+        return false;
+    c->q[*c->n_out] = NULL;
+    c->out[(*c->n_out)++] = tok;
+    return r != SP_PICK_LAST;
+}
+
 static sp_status propose_model(sp_drafter *d, const int32_t *seq, int64_t n_seq, int64_t base,
                                int32_t k, int32_t *out, const double **q, int64_t *n_q,
                                int32_t *n_out, sp_error *err)
@@ -120,22 +138,22 @@ static sp_status propose_model(sp_drafter *d, const int32_t *seq, int64_t n_seq,
     int32_t next = -1;
     if (k <= 0 || !catch_up(d, seq, n_seq, base, picks ? &next : NULL, &st, err))
         return st;
+    if (picks) { /* the picks only: the draft's steps fed on the device where it can */
+        draft_picks c = {d, out, n_out, q};
+        size_t n = 0;
+        if (!take_pick(&c, next) || k == 1)
+            return SP_OK;
+        return sp_session_decode_greedy(s, next, (size_t)(k - 1), take_pick, &c, &n, err);
+    }
     for (int32_t i = 0; i < k; i++) {
-        int32_t tok = next;
-        sp_pick r;
-        if (picks) {
-            q[i] = NULL;
-            r = sp_drafter_take(d, tok);
-        } else {
-            r = sp_drafter_pick(d, sp_session_last_logits(s), i, &tok, &q[i]);
-        }
+        int32_t tok = -1;
+        sp_pick r = sp_drafter_pick(d, sp_session_last_logits(s), i, &tok, &q[i]);
         if (r == SP_PICK_END)
             break;
         out[(*n_out)++] = tok;
         if (r == SP_PICK_LAST)
             break;
-        if (i + 1 < k && (st = picks ? sp_session_eval_greedy(s, &tok, 1, &next, err)
-                                     : sp_session_eval(s, &tok, 1, NULL, err)) != SP_OK)
+        if (i + 1 < k && (st = sp_session_eval(s, &tok, 1, NULL, err)) != SP_OK)
             return st;
     }
     return SP_OK;

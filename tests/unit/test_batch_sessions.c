@@ -3,7 +3,8 @@
  * steps, several sessions with different lengths, items asking for every row's logits or
  * only the last one (the LM head then runs over rows gathered from several sequences) —
  * greedy picks made without reading the logits back (sp_session_eval_greedy) equal the
- * argmax of the logits, and two threads evaluating two
+ * argmax of the logits, greedy decoding with the steps fed on the device
+ * (sp_session_decode_greedy) picks what the step-by-step loop picks, and two threads evaluating two
  * sessions of one model get the same results as one thread doing both (the model's pass
  * is serialized; run under ThreadSanitizer by scripts/test.sh). */
 #include "runtime/sampler.h"
@@ -299,6 +300,98 @@ static void test_greedy_picks(void **state)
     check_batch_picks("gptoss_mxfp4");
 }
 
+/* ---- greedy decoding fed on the device --------------------------------------------- */
+
+/* Collects picks; stops after `stop_after` of them (0: never). */
+typedef struct picks_cb {
+    int32_t got[64];
+    size_t n, stop_after;
+} picks_cb;
+
+static bool collect(void *p, int32_t pick)
+{
+    picks_cb *c = p;
+    assert_true(c->n < 64);
+    c->got[c->n++] = pick;
+    return !c->stop_after || c->n < c->stop_after;
+}
+
+/* sp_session_decode_greedy gives the picks of sp_session_eval_greedy in a loop: all at once;
+ * stopped by its callback after 5 and resumed (the step queued ahead of the stop wrote a
+ * cache row the resumed steps overwrite); then the session goes on as the loop's did. On
+ * CUDA the steps take their tokens from the device picks (the chain); elsewhere the loop. */
+static void check_decode_greedy(const char *name)
+{
+    sp_model *m = open_fixture_model(name, 2);
+    const int64_t V = sp_model_n_vocab(m);
+    sp_session_params sp = {.n_ctx = 48, .n_batch = 16};
+    sp_session *loop, *all, *parts;
+    sp_error err = {0};
+    assert_int_equal(sp_session_new(m, &sp, &loop, &err), SP_OK);
+    assert_int_equal(sp_session_new(m, &sp, &all, &err), SP_OK);
+    assert_int_equal(sp_session_new(m, &sp, &parts, &err), SP_OK);
+    int32_t prompt[9], first = -1, f2 = -1, f3 = -1, want[20];
+    for (int i = 0; i < 9; i++)
+        prompt[i] = (int32_t)((i * 29 + 3) % V);
+    if (sp_session_eval_greedy(loop, prompt, 9, &first, &err) != SP_OK ||
+        sp_session_eval_greedy(all, prompt, 9, &f2, &err) != SP_OK ||
+        sp_session_eval_greedy(parts, prompt, 9, &f3, &err) != SP_OK)
+        fail_msg("%s: %s", name, err.msg);
+    assert_int_equal(f2, first);
+    assert_int_equal(f3, first);
+    int32_t tok = first;
+    for (int i = 0; i < 20; i++) {
+        if (sp_session_eval_greedy(loop, &tok, 1, &want[i], &err) != SP_OK)
+            fail_msg("%s: %s", name, err.msg);
+        tok = want[i];
+    }
+    /* refused before anything runs */
+    size_t n = 99;
+    assert_int_equal(sp_session_decode_greedy(all, first, 4, NULL, NULL, NULL, &err), SP_ERR_INVALID_ARG);
+    assert_int_equal(sp_session_decode_greedy(all, first, 40, NULL, NULL, &n, &err), SP_ERR_LIMIT);
+    assert_int_equal(sp_session_decode_greedy(all, (int32_t)V, 4, NULL, NULL, &n, &err), SP_ERR_INVALID_ARG);
+    assert_int_equal(sp_session_decode_greedy(all, first, 0, NULL, NULL, &n, &err), SP_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(sp_session_n_past(all), 9);
+    picks_cb a = {.n = 0};
+    if (sp_session_decode_greedy(all, first, 20, collect, &a, &n, &err) != SP_OK)
+        fail_msg("%s: %s", name, err.msg);
+    assert_int_equal(n, 20);
+    assert_int_equal(a.n, 20);
+    assert_memory_equal(a.got, want, sizeof want);
+    assert_int_equal(sp_session_n_past(all), 29);
+    picks_cb b = {.stop_after = 5};
+    if (sp_session_decode_greedy(parts, first, 20, collect, &b, &n, &err) != SP_OK)
+        fail_msg("%s: %s", name, err.msg);
+    assert_int_equal(n, 5);
+    assert_int_equal(sp_session_n_past(parts), 14);
+    b.stop_after = 0;
+    if (sp_session_decode_greedy(parts, b.got[4], 15, collect, &b, &n, &err) != SP_OK)
+        fail_msg("%s: %s", name, err.msg);
+    assert_int_equal(n, 15);
+    assert_int_equal(b.n, 20);
+    assert_memory_equal(b.got, want, sizeof want);
+    /* the sessions go on as the loop's: the next pick after want[19] */
+    int32_t p_loop = -1, p_all = -1, p_parts = -1;
+    if (sp_session_eval_greedy(loop, &want[19], 1, &p_loop, &err) != SP_OK ||
+        sp_session_eval_greedy(all, &want[19], 1, &p_all, &err) != SP_OK ||
+        sp_session_eval_greedy(parts, &want[19], 1, &p_parts, &err) != SP_OK)
+        fail_msg("%s: %s", name, err.msg);
+    assert_int_equal(p_all, p_loop);
+    assert_int_equal(p_parts, p_loop);
+    sp_session_free(loop);
+    sp_session_free(all);
+    sp_session_free(parts);
+    sp_model_close(m);
+}
+
+static void test_decode_greedy(void **state)
+{
+    (void)state;
+    check_decode_greedy("llama_gqa4_tied_f16");
+    check_decode_greedy("gptoss_mxfp4");
+}
+
 /* ---- two threads, one model ---------------------------------------------------------- */
 
 typedef struct worker {
@@ -356,6 +449,7 @@ int main(void)
         cmocka_unit_test(test_batch_moe_mla),
         cmocka_unit_test(test_batch_bad_items),
         cmocka_unit_test(test_greedy_picks),
+        cmocka_unit_test(test_decode_greedy),
         cmocka_unit_test(test_two_threads_one_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
