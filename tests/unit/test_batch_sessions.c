@@ -7,6 +7,9 @@
  * (sp_session_decode_greedy) picks what the step-by-step loop picks, and two threads evaluating two
  * sessions of one model get the same results as one thread doing both (the model's pass
  * is serialized; run under ThreadSanitizer by scripts/test.sh). */
+#include "backend/backend.h"
+#include "engine/forward.h"
+#include "model/model.h"
 #include "runtime/sampler.h"
 #include "test_util.h"
 
@@ -316,13 +319,62 @@ static bool collect(void *p, int32_t pick)
     return !c->stop_after || c->n < c->stop_after;
 }
 
+/* The chain (engine/forward_chain.c) on the CPU: the CPU backend's ops with the picks and
+ * the queued copies added in host memory, as a GPU backend has them, so that the engine's
+ * chained passes (each step's token read from the pick before) also run here, under the
+ * sanitizers. */
+static int g_queued_reads;
+static int32_t g_read_slot[SP_QUEUED_READS];
+static sp_backend_ops g_chain_ops;
+
+static void host_argmax(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
+                        int32_t *ids)
+{
+    (void)be;
+    for (int64_t r = 0; r < rows; r++)
+        ids[r] = sp_argmax(logits + r * n_vocab, n_vocab);
+}
+
+static sp_status host_read_queued(sp_backend *be, int slot, const void *src, size_t bytes,
+                                  sp_error *err)
+{
+    (void)be, (void)err;
+    assert_true(slot >= 0 && slot < SP_QUEUED_READS && bytes == sizeof(int32_t));
+    memcpy(&g_read_slot[slot], src, bytes);
+    g_queued_reads++;
+    return SP_OK;
+}
+
+static sp_status host_read_wait(sp_backend *be, int slot, void *dst, size_t bytes, sp_error *err)
+{
+    (void)be, (void)err;
+    assert_true(slot >= 0 && slot < SP_QUEUED_READS && bytes == sizeof(int32_t));
+    memcpy(dst, &g_read_slot[slot], bytes);
+    return SP_OK;
+}
+
+/* Gives m's backend the ops the chain needs (the CPU's, plus the above). */
+static void chain_on_cpu(sp_model *m)
+{
+    g_chain_ops = *m->be->ops;
+    g_chain_ops.logits_argmax = host_argmax;
+    g_chain_ops.upload_queued = g_chain_ops.upload;
+    g_chain_ops.download_queued = host_read_queued;
+    g_chain_ops.download_wait = host_read_wait;
+    m->be->ops = &g_chain_ops;
+}
+
 /* sp_session_decode_greedy gives the picks of sp_session_eval_greedy in a loop: all at once;
  * stopped by its callback after 5 and resumed (the step queued ahead of the stop wrote a
  * cache row the resumed steps overwrite); then the session goes on as the loop's did. On
- * CUDA the steps take their tokens from the device picks (the chain); elsewhere the loop. */
-static void check_decode_greedy(const char *name)
+ * CUDA the steps take their tokens from the device picks (the chain); on the CPU the loop,
+ * and the chain again with the CPU backend's ops given picks and queued copies. */
+static void check_decode_greedy(const char *name, bool chain_cpu)
 {
     sp_model *m = open_fixture_model(name, 2);
+    const sp_backend_ops *own = m->be->ops;
+    if (chain_cpu)
+        chain_on_cpu(m);
     const int64_t V = sp_model_n_vocab(m);
     sp_session_params sp = {.n_ctx = 48, .n_batch = 16};
     sp_session *loop, *all, *parts;
@@ -382,14 +434,23 @@ static void check_decode_greedy(const char *name)
     sp_session_free(loop);
     sp_session_free(all);
     sp_session_free(parts);
+    m->be->ops = own;
     sp_model_close(m);
 }
 
 static void test_decode_greedy(void **state)
 {
     (void)state;
-    check_decode_greedy("llama_gqa4_tied_f16");
-    check_decode_greedy("gptoss_mxfp4");
+    check_decode_greedy("llama_gqa4_tied_f16", false);
+    check_decode_greedy("gptoss_mxfp4", false);
+    if (strcmp(test_device(), "cpu") != 0)
+        return; /* a GPU backend ran the chain above */
+    g_queued_reads = 0;
+    check_decode_greedy("llama_gqa4_tied_f16", true);
+    check_decode_greedy("gptoss_mxfp4", true);
+    /* the chain ran, every step a queued read: 20 steps, then 5 + the one queued ahead of
+     * the stop + 15, for each model */
+    assert_int_equal(g_queued_reads, 2 * (20 + 6 + 15));
 }
 
 /* ---- two threads, one model ---------------------------------------------------------- */
