@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "test_util.h"
+#include "util/error.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -345,10 +346,14 @@ static sp_status host_read_queued(sp_backend *be, int slot, const void *src, siz
     return SP_OK;
 }
 
+static int g_waits, g_fail_wait = -1; /* the wait that fails (counted from 0), -1 none */
+
 static sp_status host_read_wait(sp_backend *be, int slot, void *dst, size_t bytes, sp_error *err)
 {
-    (void)be, (void)err;
+    (void)be;
     assert_true(slot >= 0 && slot < SP_QUEUED_READS && bytes == sizeof(int32_t));
+    if (g_waits++ == g_fail_wait)
+        return sp_err(err, SP_ERR_INTERNAL, "planted failure of queued read %d", slot);
     memcpy(dst, &g_read_slot[slot], bytes);
     return SP_OK;
 }
@@ -438,6 +443,54 @@ static void check_decode_greedy(const char *name, bool chain_cpu)
     sp_model_close(m);
 }
 
+/* A read back failing inside the chain: the error comes back with the picks delivered
+ * before it, the session holds just those steps, and the model and the session go on
+ * (the lock released, the rows the failed steps wrote overwritten). */
+static void check_chain_failure(const char *name)
+{
+    sp_model *m = open_fixture_model(name, 2);
+    const sp_backend_ops *own = m->be->ops;
+    chain_on_cpu(m);
+    sp_session_params sp = {.n_ctx = 48, .n_batch = 16};
+    sp_session *loop, *s;
+    sp_error err = {0};
+    assert_int_equal(sp_session_new(m, &sp, &loop, &err), SP_OK);
+    assert_int_equal(sp_session_new(m, &sp, &s, &err), SP_OK);
+    int32_t prompt[7], first = -1, f2 = -1, want[12];
+    for (int i = 0; i < 7; i++)
+        prompt[i] = (int32_t)((i * 17 + 11) % sp_model_n_vocab(m));
+    if (sp_session_eval_greedy(loop, prompt, 7, &first, &err) != SP_OK ||
+        sp_session_eval_greedy(s, prompt, 7, &f2, &err) != SP_OK)
+        fail_msg("%s: %s", name, err.msg);
+    int32_t tok = first;
+    for (int i = 0; i < 12; i++) {
+        if (sp_session_eval_greedy(loop, &tok, 1, &want[i], &err) != SP_OK)
+            fail_msg("%s: %s", name, err.msg);
+        tok = want[i];
+    }
+    picks_cb a = {.n = 0};
+    size_t n = 99;
+    g_waits = 0;
+    g_fail_wait = 3;
+    assert_int_equal(sp_session_decode_greedy(s, first, 12, collect, &a, &n, &err), SP_ERR_INTERNAL);
+    g_fail_wait = -1;
+    assert_non_null(strstr(err.msg, "planted failure"));
+    assert_int_equal(n, 3);
+    assert_int_equal(a.n, 3);
+    assert_memory_equal(a.got, want, 3 * sizeof(int32_t));
+    assert_int_equal(sp_session_n_past(s), 7 + 3);
+    /* it evaluated first, want[0] and want[1]: want[2] is next, and gives want[3] .. */
+    picks_cb b = {.n = 0};
+    if (sp_session_decode_greedy(s, want[2], 9, collect, &b, &n, &err) != SP_OK)
+        fail_msg("%s: %s", name, err.msg);
+    assert_int_equal(n, 9);
+    assert_memory_equal(b.got, want + 3, 9 * sizeof(int32_t));
+    sp_session_free(loop);
+    sp_session_free(s);
+    m->be->ops = own;
+    sp_model_close(m);
+}
+
 static void test_decode_greedy(void **state)
 {
     (void)state;
@@ -451,6 +504,7 @@ static void test_decode_greedy(void **state)
     /* the chain ran, every step a queued read: 20 steps, then 5 + the one queued ahead of
      * the stop + 15, for each model */
     assert_int_equal(g_queued_reads, 2 * (20 + 6 + 15));
+    check_chain_failure("llama_gqa4_tied_f16");
 }
 
 /* ---- two threads, one model ---------------------------------------------------------- */
