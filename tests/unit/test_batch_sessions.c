@@ -4,7 +4,8 @@
  * only the last one (the LM head then runs over rows gathered from several sequences) —
  * greedy picks made without reading the logits back (sp_session_eval_greedy) equal the
  * argmax of the logits, greedy decoding with the steps fed on the device
- * (sp_session_decode_greedy) picks what the step-by-step loop picks, and two threads evaluating two
+ * (sp_session_decode_greedy) picks what the step-by-step loop picks (also beside another
+ * thread's passes), and two threads evaluating two
  * sessions of one model get the same results as one thread doing both (the model's pass
  * is serialized; run under ThreadSanitizer by scripts/test.sh). */
 #include "backend/backend.h"
@@ -557,6 +558,76 @@ static void test_two_threads_one_model(void **state)
     sp_model_close(m);
 }
 
+/* A chain (the CPU shim above) in one thread while another thread evaluates another session
+ * of the same model token by token: the chain holds the model for its whole length, the
+ * other thread's passes wait, and both get what they get alone (TSan: no race). */
+typedef struct chainer {
+    sp_model *m;
+    int32_t first;
+    int32_t picks[24];
+    int n;
+    sp_status st;
+} chainer;
+
+static bool keep_pick(void *p, int32_t pick)
+{
+    chainer *c = p; /* no cmocka asserts off the main thread: the count is checked after */
+    if (c->n < 24)
+        c->picks[c->n] = pick;
+    c->n++;
+    return true;
+}
+
+static void *chain_work(void *arg)
+{
+    chainer *c = arg;
+    sp_session *s;
+    sp_session_params sp = {.n_ctx = 64, .n_batch = 8};
+    c->st = sp_session_new(c->m, &sp, &s, NULL);
+    size_t n = 0;
+    if (c->st == SP_OK)
+        c->st = sp_session_decode_greedy(s, c->first, 24, keep_pick, c, &n, NULL);
+    if (c->st == SP_OK && (n != 24 || c->n != 24))
+        c->st = SP_ERR_INTERNAL;
+    sp_session_free(s);
+    return NULL;
+}
+
+static void test_chain_beside_a_thread(void **state)
+{
+    (void)state;
+    if (strcmp(test_device(), "cpu") != 0)
+        skip(); /* the shim is the CPU backend's */
+    sp_model *m = open_fixture_model("qwen3moe_mixed_bf16", 2);
+    const sp_backend_ops *own = m->be->ops;
+    chain_on_cpu(m);
+    int64_t V = sp_model_n_vocab(m);
+    worker w, ref;
+    w.m = ref.m = m;
+    for (int i = 0; i < 32; i++)
+        w.toks[i] = ref.toks[i] = (int32_t)((i * 5 + 3) % V);
+    w.logits = malloc(32 * (size_t)V * sizeof(float));
+    ref.logits = malloc(32 * (size_t)V * sizeof(float));
+    work(&ref);
+    assert_int_equal(ref.st, SP_OK);
+    chainer c = {.m = m, .first = 7}, cref = {.m = m, .first = 7};
+    chain_work(&cref);
+    assert_int_equal(cref.st, SP_OK);
+    pthread_t th[2];
+    assert_int_equal(pthread_create(&th[0], NULL, chain_work, &c), 0);
+    assert_int_equal(pthread_create(&th[1], NULL, work, &w), 0);
+    for (int k = 0; k < 2; k++)
+        pthread_join(th[k], NULL);
+    assert_int_equal(c.st, SP_OK);
+    assert_int_equal(w.st, SP_OK);
+    assert_memory_equal(c.picks, cref.picks, sizeof c.picks);
+    assert_memory_equal(w.logits, ref.logits, 32 * (size_t)V * sizeof(float));
+    free(w.logits);
+    free(ref.logits);
+    m->be->ops = own;
+    sp_model_close(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -566,6 +637,7 @@ int main(void)
         cmocka_unit_test(test_greedy_picks),
         cmocka_unit_test(test_decode_greedy),
         cmocka_unit_test(test_two_threads_one_model),
+        cmocka_unit_test(test_chain_beside_a_thread),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
