@@ -344,20 +344,28 @@ static bool ids_only(const sp_pass *P)
     return wanted > 0;
 }
 
-static sp_status run_pass(sp_pass *P)
+/* The pass up to its results: its inputs uploaded and its body issued (replayed or
+ * recorded where it can). gathered: the wanted logits rows fit one pass of the head. */
+static sp_status issue_pass(sp_pass *P, bool gathered)
 {
-    sp_backend *be = P->be;
     sp_status st = upload_inputs(P);
     if (st == SP_OK && P->mtp)
         st = sp_mtp_upload(P);
     if (st != SP_OK)
         return st;
-    bool gathered = sp_head_rows_wanted(P) <= SP_LOGIT_ROWS;
     P->ids_only = gathered && ids_only(P);
     P->hx = P->m->arch->attn == SP_ATTN_DSV4 ? P->c->v4.head : P->c->x;
     run_body(P, gathered);
-    if (P->st != SP_OK)
-        return P->st;
+    return P->st;
+}
+
+static sp_status run_pass(sp_pass *P)
+{
+    sp_backend *be = P->be;
+    bool gathered = sp_head_rows_wanted(P) <= SP_LOGIT_ROWS;
+    sp_status st = issue_pass(P, gathered);
+    if (st != SP_OK)
+        return st;
     if ((st = sp_hidden_download(P)) != SP_OK)
         return st;
     st = gathered ? sp_head_gathered_download(P) : sp_head_sliced(P);
@@ -369,7 +377,8 @@ static sp_status run_pass(sp_pass *P)
 
 sp_status sp_forward_queue_step(sp_model *m, const sp_seq_eval *q, bool chained, sp_error *err)
 {
-    if (q->n != 1 || !q->last_id || q->logits || q->obs || q->hidden_in || q->hidden_out)
+    if (q->n != 1 || !q->last_id || q->logits || q->obs || q->hidden_in || q->hidden_out ||
+        m->arch->attn == SP_ATTN_DSV4) /* V4 embeds from its own pass inputs */
         return sp_err(err, SP_ERR_INTERNAL, "a queued step is one token wanting its pick");
     sp_status st = reserve_segs(m->compute, 1, err);
     if (st != SP_OK)
@@ -378,14 +387,9 @@ sp_status sp_forward_queue_step(sp_model *m, const sp_seq_eval *q, bool chained,
                  .chained = chained, .err = err};
     int64_t idx = 0, off = 0;
     pack(&P, q, 1, 1, &idx, &off);
-    if ((st = upload_inputs(&P)) != SP_OK)
-        return st;
-    P.ids_only = ids_only(&P);
-    if (!P.ids_only || m->arch->attn == SP_ATTN_DSV4)
+    if (!ids_only(&P))
         return sp_err(err, SP_ERR_INTERNAL, "a queued step needs picks on the device");
-    P.hx = P.c->x;
-    run_body(&P, true);
-    return P.st;
+    return issue_pass(&P, true);
 }
 
 sp_status sp_model_reserve(sp_model *m, int64_t cap, sp_error *err)
