@@ -6,19 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct cand {
-    float logit;
-    int32_t id;
-} cand;
-
 struct sp_sampler {
     sp_sampling_params p;
     int64_t n_vocab;
-    cand *order;   /* candidates sorted by descending logit */
-    uint64_t *keys, *spare; /* [n_vocab] sort keys (rank_key << 32 | id) and the radix buffer */
-    double *probs; /* candidate weights, parallel to order */
-    double *dist;  /* [n_vocab] distribution for sp_sampler_sample */
-    sp_rng rng;    /* the public sp_sampler_next's own stream, seeded from p.seed */
+    sp_sample_work work; /* the draw's arrays (sample_row.h's arithmetic) */
+    sp_rng rng;          /* the public sp_sampler_next's own stream, seeded from p.seed */
 };
 
 static uint64_t splitmix64(uint64_t *x)
@@ -57,15 +49,6 @@ double sp_rng_uniform(sp_rng *r)
     return (double)(sp_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-int32_t sp_argmax(const float *logits, int64_t n)
-{
-    int64_t best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (logits[i] > logits[best])
-            best = i;
-    return (int32_t)best;
-}
-
 sp_sampling_params sp_sampling_default_params(void)
 {
     sp_sampling_params p = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f,
@@ -91,12 +74,7 @@ sp_status sp_sampler_new(const sp_sampling_params *p, int64_t n_vocab, sp_sample
     s->p = *p;
     s->n_vocab = n_vocab;
     sp_rng_seed(&s->rng, p->seed);
-    s->order = malloc((size_t)n_vocab * sizeof *s->order);
-    s->probs = malloc((size_t)n_vocab * sizeof *s->probs);
-    s->dist = malloc((size_t)n_vocab * sizeof *s->dist);
-    s->keys = malloc((size_t)n_vocab * sizeof *s->keys);
-    s->spare = malloc((size_t)n_vocab * sizeof *s->spare);
-    if (!s->order || !s->probs || !s->dist || !s->keys || !s->spare) {
+    if (sp_sample_work_init(&s->work, n_vocab) != SP_OK) {
         sp_sampler_free(s);
         return sp_err(err, SP_ERR_NOMEM, "out of memory");
     }
@@ -108,34 +86,45 @@ void sp_sampler_free(sp_sampler *s)
 {
     if (!s)
         return;
-    free(s->order);
-    free(s->probs);
-    free(s->dist);
-    free(s->keys);
-    free(s->spare);
+    sp_sample_work_free(&s->work);
     free(s);
 }
 
 const sp_sampling_params *sp_sampler_params(const sp_sampler *s) { return &s->p; }
 
-/* The order of the candidates: descending logit, ties (and -0 vs +0) by ascending id;
- * NaN last. rank_key maps a logit to 32 bits whose ascending order is that logit order. */
-static uint32_t rank_key(float f)
+sp_status sp_sample_work_init(sp_sample_work *w, int64_t n_vocab)
 {
-    if (f != f)
-        return UINT32_MAX;
-    if (f == 0.0f)
-        f = 0.0f; /* -0 ranks as +0 */
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    uint32_t ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-    return ~ascending;
+    memset(w, 0, sizeof *w);
+    size_t n = n_vocab > 0 ? (size_t)n_vocab : 1;
+    w->n_vocab = n_vocab;
+    w->keys = malloc(n * sizeof *w->keys);
+    w->spare = malloc(n * sizeof *w->spare);
+    w->w = malloc(n * sizeof *w->w);
+    if (!w->keys || !w->spare || !w->w) {
+        sp_sample_work_free(w);
+        return SP_ERR_NOMEM;
+    }
+    return SP_OK;
 }
 
-/* Sorts keys[0, n) (rank_key << 32 | id, in ascending id order) by their upper 32 bits:
- * LSD radix in three stable passes of 11, 11 and 10 bits, so equal keys keep ascending
- * ids. About 30 operations per candidate where qsort took ~12 comparator calls, which at
- * temperature > 0 made sorting 4096 logits a quarter of a decode step's time. */
+void sp_sample_work_free(sp_sample_work *w)
+{
+    free(w->keys);
+    free(w->spare);
+    free(w->w);
+    memset(w, 0, sizeof *w);
+}
+
+sp_sample_req sp_sample_req_of(const sp_sampling_params *p, double u)
+{
+    sp_sample_req r = {.u = u, .top_p = p->top_p, .min_p = p->min_p, .top_k = p->top_k};
+    r.inv_t = p->temperature > 0.0f ? 1.0 / (double)p->temperature : 0.0;
+    return r;
+}
+
+/* Sorts keys[0, n) (rank << 32 | id, in ascending id order) by their upper 32 bits:
+ * LSD radix in three stable passes of 11, 11 and 10 bits, so equal ranks keep ascending
+ * ids. */
 static void radix_sort_keys(uint64_t *keys, uint64_t *spare, int64_t n)
 {
     static const int shift[3] = {32, 43, 54};
@@ -160,73 +149,119 @@ static void radix_sort_keys(uint64_t *keys, uint64_t *spare, int64_t n)
         memcpy(keys, src, (size_t)n * sizeof *keys);
 }
 
-/* Sorts candidate ids by descending logit; with top_k, only the k best (and ties). */
-static int64_t sorted_candidates(sp_sampler *s, const float *logits)
+/* sample_row.h's fixed order of a sum over ids: lanes, then groups, then the total;
+ * lane[] and group[] receive the partial sums. */
+static double lsum(const double *w, int64_t V, double *lane, double *group)
 {
-    int64_t n = s->n_vocab;
-    for (int64_t i = 0; i < n; i++)
-        s->keys[i] = (uint64_t)rank_key(logits[i]) << 32 | (uint32_t)i;
-    radix_sort_keys(s->keys, s->spare, n);
-    for (int64_t i = 0; i < n; i++) {
-        int32_t id = (int32_t)(uint32_t)s->keys[i];
-        s->order[i].logit = logits[id];
-        s->order[i].id = id;
+    for (int64_t c = 0; c < SP_SAMPLE_LANES; c++)
+        lane[c] = 0.0;
+    for (int64_t i = 0; i < V; i++) /* each lane's ids ascending, read in memory order */
+        lane[i % SP_SAMPLE_LANES] = lane[i % SP_SAMPLE_LANES] + w[i];
+    double total = 0.0;
+    for (int g = 0; g < SP_SAMPLE_GROUPS; g++) {
+        double t = 0.0;
+        for (int c = 0; c < SP_SAMPLE_GROUP; c++)
+            t = t + lane[g * SP_SAMPLE_GROUP + c];
+        group[g] = t;
+        total = total + t;
     }
-    if (s->p.top_k > 0 && s->p.top_k < n) {
-        /* transformers removes logits strictly below the k-th largest: ties stay */
-        float kth = s->order[s->p.top_k - 1].logit;
-        int64_t keep = s->p.top_k;
-        while (keep < n && s->order[keep].logit >= kth)
-            keep++;
-        n = keep;
+    return total;
+}
+
+/* The first index of the maximum (sp_argmax's scan). */
+int32_t sp_argmax(const float *logits, int64_t n)
+{
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (logits[i] > logits[best])
+            best = i;
+    return (int32_t)best;
+}
+
+/* The kept weights of a sampled row (r->inv_t > 0) in wk->w (0 outside the kept set) and
+ * their sum in sample_row.h's order; 0 when no logit is a candidate (all NaN). */
+static double kept_weights(const sp_sample_req *r, const float *l, int64_t V, sp_sample_work *wk,
+                           double *lane, double *group)
+{
+    double *w = wk->w;
+    const bool top_k = r->top_k > 0, top_p = r->top_p < 1.0f;
+    int64_t n = 0; /* candidates (non-NaN), sorted by rank then id where a warper needs it */
+    for (int64_t i = 0; i < V; i++)
+        if (l[i] == l[i])
+            wk->keys[n++] = (uint64_t)sp_sample_rank(l[i]) << 32 | (uint32_t)i;
+    if (n == 0)
+        return 0.0;
+    if (top_k || top_p)
+        radix_sort_keys(wk->keys, wk->spare, n);
+    uint32_t kth = 0xfffffffeu, top = 0xffffffffu;
+    if (top_k && r->top_k < n)
+        kth = (uint32_t)(wk->keys[r->top_k - 1] >> 32);
+    for (int64_t j = 0; j < n; j++) {
+        uint32_t k = (uint32_t)(wk->keys[j] >> 32);
+        top = k < top ? k : top;
     }
-    return n;
+    const float lmax = sp_sample_unrank(top);
+    const double m = (double)lmax * r->inv_t;
+    for (int64_t i = 0; i < V; i++)
+        w[i] = l[i] == l[i] && sp_sample_rank(l[i]) <= kth ? sp_sample_weight(l[i], lmax, r->inv_t, m)
+                                                           : 0.0;
+    if (top_p) { /* the kept head: walk the sorted candidates */
+        const double target = (double)r->top_p * lsum(w, V, lane, group);
+        double acc = 0.0;
+        uint64_t cut = wk->keys[0];
+        for (int64_t j = 0; j < n && (uint32_t)(wk->keys[j] >> 32) <= kth; j++) {
+            if (!(acc < target))
+                break;
+            cut = wk->keys[j];
+            acc = acc + w[(uint32_t)wk->keys[j]];
+        }
+        for (int64_t i = 0; i < V; i++)
+            if (w[i] > 0.0 && !sp_sample_before(sp_sample_rank(l[i]), i, (uint32_t)(cut >> 32),
+                                                (int64_t)(uint32_t)cut))
+                w[i] = 0.0;
+    }
+    if (r->min_p > 0.0f)
+        for (int64_t i = 0; i < V; i++)
+            if (w[i] < (double)r->min_p)
+                w[i] = 0.0;
+    return lsum(w, V, lane, group);
+}
+
+int32_t sp_sample_row(const sp_sample_req *r, const float *logits, int64_t V, sp_sample_work *wk)
+{
+    if (!(r->inv_t > 0.0))
+        return sp_argmax(logits, V);
+    double lane[SP_SAMPLE_LANES], group[SP_SAMPLE_GROUPS];
+    const double total = kept_weights(r, logits, V, wk, lane, group);
+    if (!(total > 0.0))
+        return 0;
+    const double x = r->u * total;
+    double acc = 0.0;
+    const int64_t g = sp_sample_walk(group, SP_SAMPLE_GROUPS, 1, x, 0.0, &acc);
+    const int64_t c = g * SP_SAMPLE_GROUP +
+                      sp_sample_walk(lane + g * SP_SAMPLE_GROUP, SP_SAMPLE_GROUP, 1, x, acc, &acc);
+    const int64_t n = (V - c + SP_SAMPLE_LANES - 1) / SP_SAMPLE_LANES;
+    return (int32_t)(c + SP_SAMPLE_LANES * sp_sample_walk(wk->w + c, n, SP_SAMPLE_LANES, x, acc, &acc));
 }
 
 void sp_sampler_dist(sp_sampler *s, const float *logits, double *probs)
 {
     int64_t V = s->n_vocab;
-    memset(probs, 0, (size_t)V * sizeof *probs);
     if (s->p.temperature == 0.0f) {
+        memset(probs, 0, (size_t)V * sizeof *probs);
         probs[sp_argmax(logits, V)] = 1.0;
         return;
     }
-    int64_t n = sorted_candidates(s, logits);
-    double inv_t = 1.0 / (double)s->p.temperature;
-    double mx = (double)s->order[0].logit * inv_t, sum = 0;
-    double *w = s->probs;
-    for (int64_t i = 0; i < n; i++) {
-        w[i] = exp((double)s->order[i].logit * inv_t - mx);
-        sum += w[i];
+    sp_sample_req r = sp_sample_req_of(&s->p, 0.0);
+    double lane[SP_SAMPLE_LANES], group[SP_SAMPLE_GROUPS];
+    const double total = kept_weights(&r, logits, V, &s->work, lane, group);
+    if (!(total > 0.0)) { /* every logit NaN: the greedy scan's pick */
+        memset(probs, 0, (size_t)V * sizeof *probs);
+        probs[sp_argmax(logits, V)] = 1.0;
+        return;
     }
-    for (int64_t i = 0; i < n; i++)
-        w[i] /= sum;
-    if (s->p.top_p < 1.0f) {
-        /* keep the smallest prefix (by descending probability) whose mass reaches top_p:
-         * transformers drops tokens whose ascending cumulative mass is <= 1 - top_p */
-        double cut = 1.0 - (double)s->p.top_p, below = 0;
-        int64_t keep = n;
-        for (int64_t i = n - 1; i > 0; i--) {
-            below += w[i];
-            if (below <= cut)
-                keep = i;
-            else
-                break;
-        }
-        n = keep;
-    }
-    if (s->p.min_p > 0.0f) {
-        double thr = (double)s->p.min_p * w[0];
-        int64_t keep = 1;
-        while (keep < n && w[keep] >= thr)
-            keep++;
-        n = keep;
-    }
-    sum = 0;
-    for (int64_t i = 0; i < n; i++)
-        sum += w[i];
-    for (int64_t i = 0; i < n; i++)
-        probs[s->order[i].id] = w[i] / sum;
+    for (int64_t i = 0; i < V; i++)
+        probs[i] = s->work.w[i] / total;
 }
 
 int32_t sp_sample_probs(const double *probs, int64_t n, double u)
@@ -248,8 +283,8 @@ int32_t sp_sampler_sample(sp_sampler *s, const float *logits, sp_rng *rng)
 {
     if (s->p.temperature == 0.0f)
         return sp_argmax(logits, s->n_vocab);
-    sp_sampler_dist(s, logits, s->dist);
-    return sp_sample_probs(s->dist, s->n_vocab, sp_rng_uniform(rng));
+    sp_sample_req r = sp_sample_req_of(&s->p, sp_rng_uniform(rng));
+    return sp_sample_row(&r, logits, s->n_vocab, &s->work);
 }
 
 int32_t sp_sampler_next(sp_sampler *s, const float *logits)

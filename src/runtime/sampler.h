@@ -8,6 +8,7 @@
 #ifndef SP_RUNTIME_SAMPLER_H
 #define SP_RUNTIME_SAMPLER_H
 
+#include "kernels/sample_row.h"
 #include "specula.h"
 
 typedef struct sp_rng {
@@ -21,6 +22,21 @@ double sp_rng_uniform(sp_rng *r);
 
 int32_t sp_argmax(const float *logits, int64_t n);
 
+/* The arrays of one row's draw (sample_row.h) on the host, for n_vocab logits. */
+typedef struct sp_sample_work {
+    int64_t n_vocab;
+    uint64_t *keys, *spare; /* candidates as rank << 32 | id, and the radix sort's buffer */
+    double *w;              /* the kept weights */
+} sp_sample_work;
+
+sp_status sp_sample_work_init(sp_sample_work *w, int64_t n_vocab); /* SP_ERR_NOMEM */
+void sp_sample_work_free(sp_sample_work *w);
+/* The draw of params with uniform u (temperature 0: inv_t 0, greedy). */
+sp_sample_req sp_sample_req_of(const sp_sampling_params *p, double u);
+/* The token sample_row.h's draw takes from logits[n_vocab] (work for n_vocab). */
+int32_t sp_sample_row(const sp_sample_req *r, const float *logits, int64_t n_vocab,
+                      sp_sample_work *work);
+
 typedef struct sp_sampler sp_sampler;
 
 sp_status sp_sampler_new(const sp_sampling_params *p, int64_t n_vocab, sp_sampler **out,
@@ -28,11 +44,13 @@ sp_status sp_sampler_new(const sp_sampling_params *p, int64_t n_vocab, sp_sample
 void sp_sampler_free(sp_sampler *s);
 const sp_sampling_params *sp_sampler_params(const sp_sampler *s);
 
-/* The distribution sampling draws from: probs[n_vocab], zero outside the kept set. */
+/* The distribution sampling draws from: probs[n_vocab], zero outside the kept set (the
+ * kept weights of sample_row.h over their sum). */
 void sp_sampler_dist(sp_sampler *s, const float *logits, double *probs);
 /* Draws from probs by inverse CDF in id order with one uniform u in [0, 1). */
 int32_t sp_sample_probs(const double *probs, int64_t n, double u);
-/* Greedy when temperature is 0 (no random number used), else dist + one draw. */
+/* Greedy when temperature is 0 (no random number used), else sp_sample_row with one
+ * uniform from rng. */
 int32_t sp_sampler_sample(sp_sampler *s, const float *logits, sp_rng *rng);
 
 #endif
