@@ -243,6 +243,15 @@ typedef struct sp_sampling_params {
 SP_API sp_sampling_params sp_sampling_default_params(void);
 /* The model's defaults from generation_config.json (greedy when it does not sample). */
 SP_API sp_sampling_params sp_model_sampling_defaults(const sp_model *model);
+
+/* sp_session_eval drawing the last position's token: *next receives the draw of params
+ * with the uniform u in [0, 1) (what sp_sampler_next draws from the same logits when its
+ * stream's next uniform is u: one definition, docs/NUMERICS.md "Sampling"; temperature 0 is
+ * the greedy pick). Where the backend draws on the device (CUDA), only the token comes back
+ * and the last logits are not kept; else they are, and the draw is made here. */
+SP_API sp_status sp_session_eval_sample(sp_session *session, const int32_t *tokens,
+                                        size_t n_tokens, const sp_sampling_params *params,
+                                        double u, int32_t *next, sp_error *err);
 /* generation_config.json's num_assistant_tokens: how many tokens per round this model
  * drafts when it is the assistant (draft) of transformers' assisted generation; 0 when
  * the file does not say. */
@@ -303,6 +312,8 @@ typedef struct sp_batch_item {
     size_t n_tokens;
     float *logits;
     int32_t *pick;
+    const sp_sampling_params *sampling; /* with pick, or NULL: the pick is the draw of these */
+    double u;                           /* parameters with this uniform (sp_session_eval_sample) */
 } sp_batch_item;
 SP_API sp_status sp_batch_eval(sp_model *model, const sp_batch_item *items, size_t n_items,
                         sp_error *err);

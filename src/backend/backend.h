@@ -30,6 +30,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/dsv4.h"
+#include "kernels/sample_row.h"
 #include "kernels/weight.h"
 #include "model/moe_route.h"
 #include "specula.h"
@@ -206,6 +207,13 @@ typedef struct sp_backend_ops {
      * the engine reads the rows back and picks on the host. */
     void (*logits_argmax)(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
                           int32_t *ids);
+    /* (optional) ids[r] = the draw of logits row r with reqs[r] by kernels/sample_row.h's
+     * arithmetic (the host sampler's token; greedy where reqs[r].inv_t is 0), or -1 where
+     * the backend leaves the row to the host (the caller reads it back and draws there).
+     * reqs and ids in backend memory. NULL: the engine reads the rows back and draws on the
+     * host. */
+    void (*logits_sample)(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
+                          const sp_sample_req *reqs, int32_t *ids);
 
     /* Recording (NULL where a backend has none). replay: true when work recorded under
      * key was enqueued (issue nothing). record_begin: true when the ops issued until

@@ -18,7 +18,8 @@
  * cache writes as two launches, SPECULA_CUDA_ATTN_EARLY=0 has the attention load earlier
  * passes' cache rows only after its wait (both to compare; the same bits);
  * SPECULA_CUDA_QUEUED_UPLOAD=0 has a pass wait for its inputs' upload before its kernels
- * are issued (to compare).
+ * are issued (to compare); SPECULA_CUDA_SAMPLE=0 reads sampled rows back and draws on the
+ * host (the same tokens).
  * The file compiles to nothing in a CPU-only build. */
 #ifdef SPECULA_HAVE_CUDA
 #include "backend/backend_cuda.h"
@@ -82,6 +83,8 @@ typedef struct cuda_backend {
                              * one block a row) */
     bool argmax_split;      /* the scratch may be asked for (SPECULA_CUDA_ARGMAX_SPLIT=0: no) */
     bool argmax_tried;
+    void *sample_scratch;   /* logits_sample's weights: SAMPLE_ROWS rows of sample_vocab doubles */
+    int64_t sample_vocab;
     void *tc_scratch;       /* fast precision: x as bf16 for the tensor-core GEMM (TC_SCRATCH
                              * bytes, or NULL: the GEMM then runs 16 tokens at a time) */
     sp_replay_clock *clock; /* SPECULA_CUDA_REPLAY_TIMES=1: replays timed on the GPU */
@@ -147,6 +150,7 @@ static void cuda_destroy(sp_backend *be)
     spc_free(c->index_queue);
     spc_free(c->attn_scratch);
     spc_free(c->argmax_scratch);
+    spc_free(c->sample_scratch);
     spc_free(c->tc_scratch);
     spc_stream_destroy(c->stream);
     free(c);
@@ -642,6 +646,33 @@ static void cuda_logits_argmax(sp_backend *be, const float *logits, int64_t rows
                             c->argmax_scratch ? ARGMAX_SCRATCH : 0));
 }
 
+/* Draws on the device (cuda_sample.cu), SAMPLE_ROWS rows a launch; the scratch is made by
+ * the first call (never while a pass records: a pass records only after running once).
+ * Without it every id is -1 and the host draws. */
+#define SAMPLE_ROWS 32
+
+static void cuda_logits_sample(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
+                               const sp_sample_req *reqs, int32_t *ids)
+{
+    cuda_backend *c = cu(be);
+    const size_t bytes = spc_sample_scratch_bytes(SAMPLE_ROWS, n_vocab);
+    if (c->sample_vocab != n_vocab && !c->capturing && bytes) {
+        spc_free(c->sample_scratch);
+        c->sample_scratch = NULL;
+        c->sample_vocab = spc_malloc(&c->sample_scratch, bytes) ? 0 : n_vocab;
+    }
+    if (c->sample_vocab != n_vocab) {
+        check(c, "logits_sample", spc_memset(c->stream, ids, 0xff, (size_t)rows * sizeof *ids));
+        return;
+    }
+    for (int64_t r = 0; r < rows; r += SAMPLE_ROWS) {
+        const int64_t n = rows - r < SAMPLE_ROWS ? rows - r : SAMPLE_ROWS;
+        check(c, "logits_sample",
+              spc_sample_rows(c->stream, logits + r * n_vocab, n, n_vocab, n_vocab, reqs + r, ids + r,
+                              c->sample_scratch, bytes));
+    }
+}
+
 /* ---- DeepSeek-V4 ----------------------------------------------------------------- */
 
 static void cuda_hc_weights(sp_backend *be, const float *mix, int64_t mix_stride, const float *base,
@@ -793,6 +824,7 @@ static const sp_backend_ops cuda_ops = {
     .moe_ffn = cuda_moe_ffn,
     .moe_route_ffn = cuda_moe_route_ffn,
     .logits_argmax = cuda_logits_argmax,
+    .logits_sample = cuda_logits_sample,
     .replay = cuda_replay,
     .record_begin = cuda_record_begin,
     .record_end = cuda_record_end,
@@ -843,6 +875,8 @@ sp_status sp_cuda_backend_new(int index, sp_backend **out, sp_error *err)
     c->ops = cuda_ops;
     if (!env_on("SPECULA_CUDA_ARGMAX"))
         c->ops.logits_argmax = NULL;
+    if (!env_on("SPECULA_CUDA_SAMPLE")) /* sampled rows read back and drawn on the host */
+        c->ops.logits_sample = NULL;
     if (!env_on("SPECULA_CUDA_CHAIN")) /* greedy steps each read back before the next */
         c->ops.download_queued = NULL, c->ops.download_wait = NULL;
     c->base.ops = &c->ops;

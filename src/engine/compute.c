@@ -131,6 +131,7 @@ static void lay_out(const sp_model *m, int64_t cap, sp_compute *c, plan *p)
     c->rope_cs = take(p, rows(p, cap, m->rope.dim), 4);
     c->logits = take(p, rows(p, SP_LOGIT_ROWS, m->n_vocab), 4);
     c->logit_ids = take(p, (size_t)SP_LOGIT_ROWS, 4);
+    c->sample_reqs = take(p, (size_t)SP_LOGIT_ROWS, sizeof(sp_sample_req));
     if (E > 0 && K > 0) {
         c->router = take(p, rows(p, cap, E), 4);
         c->moe_w = take(p, rows(p, cap, K), 4);

@@ -15,7 +15,8 @@
  *   tokens, pos      int32 [cap]: each row's token id and position   } the pass's inputs,
  *   rope_cs          [cap, rope dim] cos/sin of each row's position  } adjacent: one upload
  *   logits           [SP_LOGIT_ROWS, n_vocab]: the LM head runs in slices of rows
- *   logit_ids        [SP_LOGIT_ROWS] int32: their argmax, where only that is read back
+ *   logit_ids        [SP_LOGIT_ROWS] int32: their argmax or draw, where only that is read back
+ *   sample_reqs      [SP_LOGIT_ROWS] sp_sample_req: each row's draw, where drawn there
  *   moe_scratch      the backend's expert-block scratch (sp_moe_scratch_bytes)
  *   mtp_h, mtp_in    multi-token prediction (forward_mtp.c): the main model's hidden states
  *                    [cap, sp_model_hidden_width] uploaded for an MTP pass, and (V3)
@@ -46,6 +47,8 @@ typedef struct sp_compute {
     float *rope_cs, *logits;
     int32_t *logit_ids; /* [SP_LOGIT_ROWS] greedy picks of the logits rows (backend memory) */
     int32_t h_logit_ids[SP_LOGIT_ROWS]; /* their host copy */
+    sp_sample_req *sample_reqs;          /* [SP_LOGIT_ROWS] the rows' draws (backend memory) */
+    sp_sample_req h_sample_reqs[SP_LOGIT_ROWS]; /* their host copy */
     void *moe_scratch;
     float *mtp_h, *mtp_in; /* NULL without an MTP module */
     struct {

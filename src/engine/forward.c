@@ -251,7 +251,8 @@ static bool pass_key(sp_pass *P, sp_rec_key *key)
     }
     uint64_t *w = (uint64_t *)(void *)c->rec_key;
     w[0] = c->serial;
-    w[1] = (uint64_t)P->n | (uint64_t)P->ids_only << 63 | (uint64_t)P->chained << 62;
+    w[1] = (uint64_t)P->n | (uint64_t)P->ids_only << 63 | (uint64_t)P->chained << 62 |
+           (uint64_t)P->sampled << 61;
     w[2] = (uint64_t)P->n_segs;
     for (int64_t i = 0; i < P->n_segs; i++) {
         const sp_seg *g = &P->segs[i];
@@ -326,11 +327,18 @@ static void run_body(sp_pass *P, bool gathered)
         issue_body(P, gathered);
 }
 
-/* Whether the pass reads back only greedy picks: the backend picks on the device, nothing
- * observes the logits, and every segment wanting rows wants their picks (ids, or its
- * last_id alone). */
-static bool ids_only(const sp_pass *P)
+/* Whether a segment's wanted row is drawn rather than picked greedily. */
+static bool seq_draws(const sp_seq_eval *q)
 {
+    return !q->logits && q->last_id && q->sample && q->sample->inv_t > 0.0;
+}
+
+/* Whether the pass reads back only picks: the backend picks (and, for draws, draws) on the
+ * device, nothing observes the logits, and every segment wanting rows wants their picks
+ * (ids, or its last_id alone). *sampled: some row is a draw. */
+static bool ids_only(const sp_pass *P, bool *sampled)
+{
+    *sampled = false;
     if (!P->be->ops->logits_argmax || SP_TRACE_ON(P))
         return false;
     int64_t wanted = 0, r0;
@@ -339,9 +347,29 @@ static bool ids_only(const sp_pass *P)
         int64_t k = sp_head_seg_rows(&P->segs[i], &r0);
         if (k > 0 && !(q->logits ? q->ids : q->last_id))
             return false;
+        if (k > 0 && seq_draws(q))
+            *sampled = true;
         wanted += k;
     }
-    return wanted > 0;
+    return wanted > 0 && (!*sampled || P->be->ops->logits_sample);
+}
+
+/* The draws of a sampled pass, a request a wanted row (greedy ones inv_t 0), uploaded
+ * before the body that reads them. */
+static sp_status upload_draws(sp_pass *P)
+{
+    sp_compute *c = P->c;
+    int64_t at = 0, r0;
+    for (int64_t i = 0; i < P->n_segs; i++) {
+        const sp_seq_eval *q = P->segs[i].seq;
+        int64_t k = sp_head_seg_rows(&P->segs[i], &r0);
+        for (int64_t j = 0; j < k; j++)
+            c->h_sample_reqs[at + j] = seq_draws(q) ? *q->sample : (sp_sample_req){0};
+        at += k;
+    }
+    sp_backend *be = P->be;
+    return (be->ops->upload_queued ? be->ops->upload_queued : be->ops->upload)(
+        be, c->sample_reqs, c->h_sample_reqs, (size_t)at * sizeof(sp_sample_req), P->err);
 }
 
 /* The pass up to its results: its inputs uploaded and its body issued (replayed or
@@ -353,7 +381,11 @@ static sp_status issue_pass(sp_pass *P, bool gathered)
         st = sp_mtp_upload(P);
     if (st != SP_OK)
         return st;
-    P->ids_only = gathered && ids_only(P);
+    bool sampled = false;
+    P->ids_only = gathered && ids_only(P, &sampled);
+    P->sampled = P->ids_only && sampled;
+    if (P->sampled && (st = upload_draws(P)) != SP_OK)
+        return st;
     P->hx = P->m->arch->attn == SP_ATTN_DSV4 ? P->c->v4.head : P->c->x;
     run_body(P, gathered);
     return P->st;
@@ -387,8 +419,9 @@ sp_status sp_forward_queue_step(sp_model *m, const sp_seq_eval *q, bool chained,
                  .chained = chained, .err = err};
     int64_t idx = 0, off = 0;
     pack(&P, q, 1, 1, &idx, &off);
-    if (!ids_only(&P))
-        return sp_err(err, SP_ERR_INTERNAL, "a queued step needs picks on the device");
+    bool sampled;
+    if (!ids_only(&P, &sampled) || sampled)
+        return sp_err(err, SP_ERR_INTERNAL, "a queued step needs greedy picks on the device");
     return issue_pass(&P, true);
 }
 

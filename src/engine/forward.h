@@ -37,6 +37,10 @@ typedef struct sp_seq_eval {
                             * logits nor last is written (only the id is read back);
                             * otherwise -1, and last gets the logits as without it. Only
                             * with logits NULL. */
+    const sp_sample_req *sample; /* with last_id, or NULL: the last row's pick is this draw
+                            * (kernels/sample_row.h) instead of the greedy one; where the
+                            * backend draws on the device (logits_sample), only the id comes
+                            * back, else -1 and last gets the logits (the caller draws) */
     int32_t *ids;          /* host [n], or NULL: with logits, every row's greedy pick where the
                             * backend picks on the device (logits then not written); otherwise
                             * ids[0] = -1 and logits gets every row as without it. Only for

@@ -59,7 +59,9 @@ void sp_head_gathered(sp_pass *P)
     if (at == 0)
         return;
     P->be->ops->matmul(P->be, &P->w->lm_head, P->c->xn, at, P->c->logits, NULL);
-    if (P->ids_only)
+    if (P->sampled)
+        P->be->ops->logits_sample(P->be, P->c->logits, at, V, P->c->sample_reqs, P->c->logit_ids);
+    else if (P->ids_only)
         P->be->ops->logits_argmax(P->be, P->c->logits, at, V, P->c->logit_ids);
     if (!SP_TRACE_ON(P))
         return;
@@ -100,6 +102,9 @@ static sp_status download_ids(sp_pass *P, int64_t total)
             memcpy(g->seq->ids + g->first, c->h_logit_ids + at, (size_t)k * sizeof(int32_t));
         else if (k > 0)
             *g->seq->last_id = c->h_logit_ids[at];
+        if (k > 0 && !g->seq->logits && c->h_logit_ids[at] < 0) /* left to the host's draw */
+            st = P->be->ops->download(P->be, g->seq->last, c->logits + at * P->m->n_vocab,
+                                      (size_t)P->m->n_vocab * sizeof(float), P->err);
         at += k;
     }
     return st;

@@ -26,6 +26,7 @@ typedef struct sp_pass {
     bool observed;     /* some segment has an observer */
     bool mtp;          /* an MTP pass (forward_mtp.c): w is the model's exec_mtp */
     bool ids_only;     /* every logits row wanted is a last_id alone, picked on the device */
+    bool sampled;      /* ids_only, and some row's pick is a draw (logits_sample) */
     bool chained;      /* one token whose id is the pick of the pass before, read on the
                         * device (forward_chain.c) */
     sp_status st;      /* first failure reading an output back for an observer (or, in

@@ -78,34 +78,36 @@ sp_status sp_generate(sp_session *s, const int32_t *prompt, size_t n_prompt,
     if (gp->n_predict < 0)
         return sp_err(err, SP_ERR_INVALID_ARG, "cannot generate %lld tokens",
                       (long long)gp->n_predict);
-    sp_sampler *smp;
-    sp_status st = sp_sampler_new(&gp->sampling, sp_model_n_vocab(sp_session_model(s)), &smp, err);
+    sp_sampler *probe; /* the parameters' checks */
+    sp_status st = sp_sampler_new(&gp->sampling, 1, &probe, err);
+    sp_sampler_free(probe);
     if (st != SP_OK)
         return st;
     sp_rng rng;
     sp_rng_seed(&rng, gp->sampling.seed);
-    /* greedy: the picks come from the evals (on the device where the backend can) */
+    /* the picks and draws come from the evals (on the device where the backend can); a
+     * draw takes the stream's next uniform, as sp_sampler_sample would from the logits */
     const bool greedy = gp->sampling.temperature == 0.0f;
     int32_t next = -1;
     double t0 = sp_now_ms();
     st = greedy ? sp_session_eval_greedy(s, prompt, n_prompt, &next, err)
-                : sp_session_eval(s, prompt, n_prompt, NULL, err);
+                : sp_session_eval_sample(s, prompt, n_prompt, &gp->sampling, sp_rng_uniform(&rng),
+                                         &next, err);
     double t1 = sp_now_ms();
     stats->prefill_ms = t1 - t0;
     sp_stop_rules rules = {sp_session_model(s), gp, on_token, ctx};
     if (st == SP_OK && gp->n_predict > 0 && greedy)
         st = decode_greedy(s, next, &rules, out_tokens, stats, err);
     while (st == SP_OK && gp->n_predict > 0 && !greedy) {
-        int32_t tok = sp_sampler_sample(smp, sp_session_last_logits(s), &rng);
+        int32_t tok = next;
         if (!sp_stop_emit(&rules, tok, out_tokens, stats))
             break;
         if (sp_session_n_past(s) >= sp_session_n_ctx(s)) {
             stats->stop_reason = "context";
             break;
         }
-        st = sp_session_eval(s, &tok, 1, NULL, err);
+        st = sp_session_eval_sample(s, &tok, 1, &gp->sampling, sp_rng_uniform(&rng), &next, err);
     }
     stats->decode_ms = sp_now_ms() - t1;
-    sp_sampler_free(smp);
     return st;
 }

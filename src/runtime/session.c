@@ -25,6 +25,7 @@ struct sp_session {
     int64_t n_real;     /* an MTP session: positions computed from the target's hidden states */
     float *hidden;      /* [n_ctx, sp_model_hidden_width] each position's hidden state, when recorded */
     int32_t *tok;       /* [n_ctx] each position's token, when recorded */
+    sp_sample_work draw; /* the host's draws (made by the first that needs them) */
 };
 
 sp_session_params sp_session_default_params(void)
@@ -78,6 +79,7 @@ void sp_session_free(sp_session *s)
     free(s->logits);
     free(s->hidden);
     free(s->tok);
+    sp_sample_work_free(&s->draw);
     free(s);
 }
 
@@ -112,9 +114,10 @@ static void advance(sp_session *s, const int32_t *tokens, size_t n)
     s->has_logits = true;
 }
 
-/* One sequence's eval: logits, last_id and ids as sp_seq_eval's (forward.h). */
+/* One sequence's eval: logits, last_id, sample and ids as sp_seq_eval's (forward.h). */
 static sp_status eval_seq(sp_session *s, const int32_t *tokens, size_t n_tokens, float *logits,
-                          int32_t *last_id, int32_t *ids, sp_error *err)
+                          int32_t *last_id, const sp_sample_req *sample, int32_t *ids,
+                          sp_error *err)
 {
     if (s->target)
         return sp_err(err, SP_ERR_INVALID_ARG, "an MTP session is evaluated by speculative decoding "
@@ -125,6 +128,7 @@ static sp_status eval_seq(sp_session *s, const int32_t *tokens, size_t n_tokens,
     s->has_logits = false;
     sp_seq_eval q = seq_of(s, tokens, n_tokens, logits);
     q.last_id = last_id;
+    q.sample = sample;
     q.ids = ids;
     st = sp_forward(s->m, &q, 1, s->n_batch, err);
     if (st == SP_OK)
@@ -135,11 +139,36 @@ static sp_status eval_seq(sp_session *s, const int32_t *tokens, size_t n_tokens,
 sp_status sp_session_eval(sp_session *s, const int32_t *tokens, size_t n_tokens, float *logits,
                           sp_error *err)
 {
-    return eval_seq(s, tokens, n_tokens, logits, NULL, NULL, err);
+    return eval_seq(s, tokens, n_tokens, logits, NULL, NULL, NULL, err);
 }
 
-/* The greedy pick of the last logits a pass read back (the backend did not pick). */
-static int32_t host_pick(const sp_session *s) { return sp_argmax(s->logits, s->m->n_vocab); }
+/* The pick of the last logits a pass read back (the backend did not pick): greedy, or
+ * req's draw. */
+static sp_status host_pick(sp_session *s, const sp_sample_req *req, int32_t *id, sp_error *err)
+{
+    if (!req || !(req->inv_t > 0.0)) {
+        *id = sp_argmax(s->logits, s->m->n_vocab);
+        return SP_OK;
+    }
+    if (!s->draw.w && sp_sample_work_init(&s->draw, s->m->n_vocab) != SP_OK)
+        return sp_err(err, SP_ERR_NOMEM, "out of memory drawing a token (%lld-token vocabulary)",
+                      (long long)s->m->n_vocab);
+    *id = sp_sample_row(req, s->logits, s->m->n_vocab, &s->draw);
+    return SP_OK;
+}
+
+/* The checks of a draw's parameters (sp_sampler_new's) and its uniform. */
+static sp_status check_draw(const sp_sampling_params *p, double u, sp_error *err)
+{
+    if (!p)
+        return sp_err(err, SP_ERR_INVALID_ARG, "no sampling parameters (params is NULL)");
+    if (!(u >= 0.0 && u < 1.0))
+        return sp_err(err, SP_ERR_INVALID_ARG, "the draw's uniform %g is not in [0, 1)", u);
+    sp_sampler *probe;
+    sp_status st = sp_sampler_new(p, 1, &probe, err);
+    sp_sampler_free(probe);
+    return st;
+}
 
 sp_status sp_session_eval_greedy(sp_session *s, const int32_t *tokens, size_t n_tokens,
                                  int32_t *next, sp_error *err)
@@ -147,15 +176,36 @@ sp_status sp_session_eval_greedy(sp_session *s, const int32_t *tokens, size_t n_
     if (!next)
         return sp_err(err, SP_ERR_INVALID_ARG, "no place for the greedy pick (next is NULL)");
     int32_t id = -1;
-    sp_status st = eval_seq(s, tokens, n_tokens, NULL, &id, NULL, err);
+    sp_status st = eval_seq(s, tokens, n_tokens, NULL, &id, NULL, NULL, err);
     if (st != SP_OK)
         return st;
     if (id < 0) /* the logits came back: pick here */
-        id = host_pick(s);
+        st = host_pick(s, NULL, &id, err);
     else
         s->has_logits = false; /* only the pick came back */
     *next = id;
-    return SP_OK;
+    return st;
+}
+
+sp_status sp_session_eval_sample(sp_session *s, const int32_t *tokens, size_t n_tokens,
+                                 const sp_sampling_params *params, double u, int32_t *next,
+                                 sp_error *err)
+{
+    if (!next)
+        return sp_err(err, SP_ERR_INVALID_ARG, "no place for the drawn token (next is NULL)");
+    sp_status st = check_draw(params, u, err);
+    if (st != SP_OK)
+        return st;
+    const sp_sample_req req = sp_sample_req_of(params, u);
+    int32_t id = -1;
+    if ((st = eval_seq(s, tokens, n_tokens, NULL, &id, &req, NULL, err)) != SP_OK)
+        return st;
+    if (id < 0) /* the logits came back: draw here */
+        st = host_pick(s, &req, &id, err);
+    else
+        s->has_logits = false; /* only the token came back */
+    *next = id;
+    return st;
 }
 
 sp_status sp_session_decode_greedy(sp_session *s, int32_t first, size_t max_new, sp_pick_fn on_pick,
@@ -207,7 +257,7 @@ sp_status sp_session_eval_picks(sp_session *s, const int32_t *tokens, size_t n, 
     const int64_t V = s->m->n_vocab;
     /* the rows come back where they do not fit one pass of the head */
     const bool fits = n <= SP_LOGIT_ROWS && (int64_t)n <= s->n_batch;
-    sp_status st = eval_seq(s, tokens, n, logits, NULL, fits ? picks : NULL, err);
+    sp_status st = eval_seq(s, tokens, n, logits, NULL, NULL, fits ? picks : NULL, err);
     if (st != SP_OK)
         return st;
     if (fits && picks[0] >= 0) {
@@ -222,8 +272,12 @@ sp_status sp_session_eval_picks(sp_session *s, const int32_t *tokens, size_t n, 
 sp_status sp_batch_eval(sp_model *m, const sp_batch_item *items, size_t n_items, sp_error *err)
 {
     sp_seq_eval *qs = calloc(n_items ? n_items : 1, sizeof *qs);
-    if (!qs)
+    sp_sample_req *reqs = calloc(n_items ? n_items : 1, sizeof *reqs);
+    if (!qs || !reqs) {
+        free(qs);
+        free(reqs);
         return sp_err(err, SP_ERR_NOMEM, "out of memory");
+    }
     sp_status st = SP_OK;
     for (size_t i = 0; i < n_items && st == SP_OK; i++) {
         sp_session *s = items[i].session;
@@ -237,10 +291,16 @@ sp_status sp_batch_eval(sp_model *m, const sp_batch_item *items, size_t n_items,
         sp_error e;
         if (st == SP_OK && (st = check_tokens(s, items[i].tokens, items[i].n_tokens, &e)) != SP_OK)
             sp_err(err, st, "batch item %zu: %s", i, e.msg);
+        if (st == SP_OK && items[i].sampling && (st = check_draw(items[i].sampling, items[i].u, &e)) != SP_OK)
+            sp_err(err, st, "batch item %zu: %s", i, e.msg);
         if (st == SP_OK) {
             qs[i] = seq_of(s, items[i].tokens, items[i].n_tokens, items[i].logits);
-            if (items[i].pick && !items[i].logits)
+            if (items[i].sampling)
+                reqs[i] = sp_sample_req_of(items[i].sampling, items[i].u);
+            if (items[i].pick && !items[i].logits) {
                 qs[i].last_id = items[i].pick;
+                qs[i].sample = &reqs[i];
+            }
         }
     }
     if (st == SP_OK) {
@@ -248,20 +308,20 @@ sp_status sp_batch_eval(sp_model *m, const sp_batch_item *items, size_t n_items,
             items[i].session->has_logits = false;
         st = sp_forward(m, qs, (int64_t)n_items, 0, err);
     }
-    const int64_t V = m->n_vocab;
+    sp_status pick_st = SP_OK;
     for (size_t i = 0; st == SP_OK && i < n_items; i++) {
         const sp_batch_item *it = &items[i];
         advance(it->session, it->tokens, it->n_tokens);
-        if (!it->pick)
+        if (!it->pick || pick_st != SP_OK)
             continue;
-        if (it->logits) /* picked here from the rows asked for */
-            *it->pick = sp_argmax(it->logits + (it->n_tokens - 1) * (size_t)V, V);
-        else if (*it->pick < 0) /* the last logits came back: pick here */
-            *it->pick = host_pick(it->session);
+        if (it->logits || *it->pick < 0) /* the last logits came back: pick here */
+            pick_st = host_pick(it->session, &reqs[i], it->pick, err);
         else
             it->session->has_logits = false; /* only the pick came back */
     }
+    st = st != SP_OK ? st : pick_st;
     free(qs);
+    free(reqs);
     return st;
 }
 

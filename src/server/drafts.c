@@ -120,7 +120,7 @@ static void catch_up(sp_draft_pool *p, int i, sp_draft_req *r, int64_t *budget, 
             return;
         }
     *budget -= take;
-    p->items[(*n_items)++] = (sp_batch_item){s, r->hist + have, (size_t)take, NULL, slot_pick(p, i, r)};
+    p->items[(*n_items)++] = (sp_batch_item){s, r->hist + have, (size_t)take, NULL, slot_pick(p, i, r), NULL, 0.0};
     p->active[i] = r->decoding && r->k > 0 && have + take == n;
 }
 
@@ -156,7 +156,8 @@ static size_t pick(sp_draft_pool *p, sp_draft_req *const *reqs, int32_t j)
             continue;
         }
         p->items[n_items++] =
-            (sp_batch_item){p->sessions[i], &r->drafts[r->n_drafts - 1], 1, NULL, slot_pick(p, i, r)};
+            (sp_batch_item){p->sessions[i], &r->drafts[r->n_drafts - 1], 1, NULL, slot_pick(p, i, r),
+                            NULL, 0.0};
     }
     return n_items;
 }

@@ -417,7 +417,7 @@ static size_t plan(sp_sched *s)
         if (q->drafter)
             s->req_ptrs[i] = r; /* a prefilling sequence's draft session follows its prompt */
         sp_batch_item *it = &s->items[n_items];
-        *it = (sp_batch_item){s->sessions[i], &q->pending, 1, NULL, NULL};
+        *it = (sp_batch_item){s->sessions[i], &q->pending, 1, NULL, NULL, NULL, 0.0};
         if (q->n_prefilled < q->n_prompt) {
             /* chunked prefill: prefill_chunk prompt tokens per step in all, in slot order, so
              * that a long prompt does not stall the decoding sequences for long */

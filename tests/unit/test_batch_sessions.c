@@ -71,7 +71,8 @@ static bool batch_step(sp_model *m, seq *qs, int64_t V)
             q->checked[q->done + t] = all_rows;
         of[n] = q;
         items[n++] = (sp_batch_item){q->s, q->toks + q->done, (size_t)take,
-                                     all_rows ? q->batched + (size_t)q->done * (size_t)V : NULL, NULL};
+                                     all_rows ? q->batched + (size_t)q->done * (size_t)V : NULL, NULL,
+                                     NULL, 0.0};
         q->done += take;
     }
     if (!n)
@@ -152,11 +153,11 @@ static void test_batch_bad_items(void **state)
     sp_error err = {0};
     assert_int_equal(sp_session_new(m, NULL, &s, &err), SP_OK);
     int32_t t[2] = {1, 2};
-    sp_batch_item dup[2] = {{s, t, 1, NULL, NULL}, {s, t + 1, 1, NULL, NULL}};
+    sp_batch_item dup[2] = {{s, t, 1, NULL, NULL, NULL, 0.0}, {s, t + 1, 1, NULL, NULL, NULL, 0.0}};
     assert_int_equal(sp_batch_eval(m, dup, 2, &err), SP_ERR_INVALID_ARG);
     assert_non_null(strstr(err.msg, "share a session"));
     int32_t bad = (int32_t)sp_model_n_vocab(m);
-    sp_batch_item oob = {s, &bad, 1, NULL, NULL};
+    sp_batch_item oob = {s, &bad, 1, NULL, NULL, NULL, 0.0};
     assert_int_equal(sp_batch_eval(m, &oob, 1, &err), SP_ERR_INVALID_ARG);
     assert_non_null(strstr(err.msg, "batch item 0"));
     assert_int_equal(sp_session_n_past(s), 0);
@@ -276,7 +277,7 @@ static void check_batch_picks(const char *name)
             assert_int_equal(next_b[i], next_a[i]);
             tok[i] = next_a[i];
             const bool wants_rows = step % 4 == 3 && i == 1; /* a mixed pass */
-            items[i] = (sp_batch_item){b[i], &tok[i], 1, wants_rows ? rows : NULL, &next_b[i]};
+            items[i] = (sp_batch_item){b[i], &tok[i], 1, wants_rows ? rows : NULL, &next_b[i], NULL, 0.0};
         }
         if (sp_batch_eval(m, items, 3, &err) != SP_OK)
             fail_msg("%s: %s", name, err.msg);

@@ -37,6 +37,7 @@
 
 #include "kernels/cpu/attention.h" /* sp_attn_args */
 #include "kernels/cpu/dsv4.h"      /* sp_compress_args, sp_index_batch, sp_dsv4_attn_args */
+#include "kernels/sample_row.h"    /* sp_sample_req */
 #include "kernels/weight.h"        /* sp_weight */
 #include "model/moe_route.h"       /* sp_route_cfg, sp_moe_kind */
 
@@ -386,6 +387,15 @@ int spc_logits_argmax(void *stream, const float *logits, int64_t rows, int64_t n
  * One scratch serves launches of any number of rows in turn (on one stream). 0: that many
  * rows (more than 1024) are never split; less scratch or NULL: one block a row. */
 size_t spc_argmax_split_bytes(int64_t rows, int64_t n_vocab);
+
+/* Draws rows [rows] of logits (stride floats apart) with reqs[row] (device memory) by
+ * kernels/sample_row.h's arithmetic into ids[row]: the host sampler's token, or -1 where
+ * top-p's head is longer than SP_SAMPLE_HEAD candidates (then the host draws the row).
+ * scratch: spc_sample_scratch_bytes(rows, n_vocab) of device memory (the rows' weights). */
+int spc_sample_rows(void *stream, const float *logits, int64_t rows, int64_t n_vocab,
+                    int64_t stride, const sp_sample_req *reqs, int32_t *ids, void *scratch,
+                    size_t scratch_bytes);
+size_t spc_sample_scratch_bytes(int64_t rows, int64_t n_vocab); /* 0: too large */
 
 /* ---- recorded work (CUDA graphs) ---------------------------------------------------- */
 
