@@ -291,6 +291,10 @@ SP_API sp_status sp_sampler_new(const sp_sampling_params *params, int64_t n_voca
 SP_API void sp_sampler_free(sp_sampler *sampler);
 /* The next token drawn from logits[n_vocab]. */
 SP_API int32_t sp_sampler_next(sp_sampler *sampler, const float *logits);
+/* The next uniform of the sampler's stream, the one sp_sampler_next would draw with (at a
+ * temperature): for a draw made in a pass instead (sp_batch_item.u,
+ * sp_session_eval_sample), which then gives sp_sampler_next's token. */
+SP_API double sp_sampler_uniform(sp_sampler *sampler);
 
 /* Log-probabilities of raw logits (log_softmax in double, as OpenAI's logprobs report
  * them): *token_lp receives token's; top_ids/top_lps (may be NULL when n_top is 0)

@@ -287,6 +287,8 @@ int32_t sp_sampler_sample(sp_sampler *s, const float *logits, sp_rng *rng)
     return sp_sample_row(&r, logits, s->n_vocab, &s->work);
 }
 
+double sp_sampler_uniform(sp_sampler *s) { return sp_rng_uniform(&s->rng); }
+
 int32_t sp_sampler_next(sp_sampler *s, const float *logits)
 {
     return sp_sampler_sample(s, logits, &s->rng);

@@ -455,8 +455,15 @@ static bool add_drafts(sp_sched *s, size_t n_items)
         sp_seq *q = s->item_seq[j];
         sp_draft_req *r = &s->reqs[q->slot];
         s->item_drafts[j] = r->decoding ? r->n_drafts : 0;
-        if (s->item_drafts[j] == 0) { /* greedy without logprobs needs only the pick */
-            s->items[j].pick = q->sampling.temperature == 0.0f && !q->logprobs ? &s->item_pick[j] : NULL;
+        if (s->item_drafts[j] == 0) { /* without logprobs only the pick (or draw) comes back */
+            sp_batch_item *it = &s->items[j];
+            const bool greedy = q->sampling.temperature == 0.0f;
+            /* a draw takes its sequence's next uniform only where its token is taken: the
+             * prompt's last chunk or a decode step, as sp_sampler_next would */
+            const bool ends = q->n_prefilled + (int64_t)it->n_tokens >= q->n_prompt;
+            it->pick = !q->logprobs && (greedy || ends) ? &s->item_pick[j] : NULL;
+            it->sampling = it->pick && !greedy ? &q->sampling : NULL;
+            it->u = it->sampling ? sp_sampler_uniform(q->sampler) : 0.0;
             continue;
         }
         r->drafts[-1] = q->pending;

@@ -2,8 +2,11 @@
 # Speculative decoding inside the server's batch, driven by curl: a plain server and a
 # server drafting with the bundled draft model (models/default-draft) answer the same 6
 # concurrent greedy requests (completions and chat, with logprobs) with identical text,
-# log-probabilities and usage; so does an n-gram server. The draft-model server also
-# reproduces seeded sampled requests under concurrency, and counts what it drafted.
+# log-probabilities and usage; so does an n-gram server. The plain and the draft-model
+# servers reproduce seeded sampled requests under concurrency, and the plain server's
+# sampled requests without logprobs (the token drawn in the pass: on a GPU, on the device)
+# equal the same requests with logprobs (drawn after the logits come back). The draft-model
+# server counts what it drafted.
 # Labelled 'threads': scripts/test.sh also runs it under ThreadSanitizer.
 # usage: serve_draft.sh SPECULA FIXTURES
 set -u
@@ -20,15 +23,18 @@ check() { # description, command...
     if "$@"; then echo "ok   $d"; else echo "FAIL $d"; fails=$((fails + 1)); fi
 }
 N_TOK=${SERVE_DRAFT_TOKENS:-32}
-# request I [EXTRA_JSON]: the body of request I (even: completion, odd: chat)
+# request I [EXTRA_JSON]: the body of request I (even: completion, odd: chat); LP=0 asks
+# for no logprobs (then only the token comes back from a pass, drawn on a GPU if any)
+LP=1
 body() {
-    local i=$1 extra=${2:-}
+    local i=$1 extra=${2:-} lp_c=',"logprobs":2' lp_m=',"logprobs":true,"top_logprobs":2'
+    [ "$LP" = 1 ] || lp_c= lp_m=
     local prompts=('def read_config(path):' 'class Queue:' 'import os\nimport sys\n' \
                    'In the beginning' 'for i in range(10):' 'And the LORD said')
     if [ $((i % 2)) = 0 ]; then
-        echo "{\"prompt\":\"${prompts[$i]}\",\"max_tokens\":$N_TOK,\"temperature\":0,\"logprobs\":2$extra}"
+        echo "{\"prompt\":\"${prompts[$i]}\",\"max_tokens\":$N_TOK,\"temperature\":0$lp_c$extra}"
     else
-        echo "{\"messages\":[{\"role\":\"user\",\"content\":\"${prompts[$i]}\"}],\"max_tokens\":$N_TOK,\"temperature\":0,\"logprobs\":true,\"top_logprobs\":2$extra}"
+        echo "{\"messages\":[{\"role\":\"user\",\"content\":\"${prompts[$i]}\"}],\"max_tokens\":$N_TOK,\"temperature\":0$lp_m$extra}"
     fi
 }
 path() { [ $(($1 % 2)) = 0 ] && echo /v1/completions || echo /v1/chat/completions; }
@@ -45,16 +51,17 @@ send() {
     done
     [ -z "$pids" ] || wait $pids
 }
-# same A B: the 6 answers agree in text, logprobs, finish reason and usage
+# same A B [text]: the 6 answers agree in text, logprobs, finish reason and usage (with
+# "text": all but the logprobs)
 same() {
-    python3 - "$TMP" "$1" "$2" <<'PY'
+    python3 - "$TMP" "$1" "$2" "${3:-all}" <<'PY'
 import json, sys
-d, a, b = sys.argv[1:]
+d, a, b, what = sys.argv[1:]
 def key(path):
     r = json.load(open(path))
     c = r["choices"][0]
     text = c["text"] if "text" in c else c["message"]["content"]
-    return [text, c["logprobs"], c["finish_reason"], r["usage"]]
+    return [text, c["logprobs"] if what == "all" else None, c["finish_reason"], r["usage"]]
 bad = [i for i in range(6) if key(f"{d}/{a}.{i}") != key(f"{d}/{b}.{i}")]
 if bad:
     print(f"  requests {bad} differ, e.g. {key(f'{d}/{a}.{bad[0]}')[0]!r} vs {key(f'{d}/{b}.{bad[0]}')[0]!r}")
@@ -63,9 +70,19 @@ PY
 }
 metric() { curl -s "$URL/metrics" | awk -v n="$1" '$1 == n {print $2}'; }
 
+SAMPLED=',"temperature":0.9,"top_p":0.95,"seed":7'
 start_server plain -m "$M" --parallel 4 --ctx 512 || exit 1
 send plain
+send plain_sampled_lp "$SAMPLED" serial
+LP=0
+send plain_sampled_serial "$SAMPLED" serial
+send plain_sampled_conc "$SAMPLED"
+LP=1
 stop_server
+check "plain server, sampled without logprobs: concurrent == one at a time" \
+    same plain_sampled_serial plain_sampled_conc
+check "plain server, sampled: drawn in the pass (no logprobs) == after the logits (logprobs)" \
+    same plain_sampled_serial plain_sampled_lp text
 
 start_server draft -m "$M" --draft "$D" --draft-k 4 --parallel 4 --ctx 512 || exit 1
 check "draft model: the server says it drafts" grep -q 'drafts from the draft model' "$SRV_ERR"
@@ -78,7 +95,6 @@ check "draft model: drafts proposed, some accepted, some rejected" \
     bash -c "[ '${DRAFTED:-0}' -gt 0 ] && [ '${ACCEPTED:-0}' -gt 0 ] && [ '$ACCEPTED' -lt '$DRAFTED' ]"
 check "draft model: acceptance per position" bash -c \
     "curl -s '$URL/metrics' | grep -q '^specula_spec_decode_acceptance_per_pos{position=\"0\"} '"
-SAMPLED=',"temperature":0.9,"top_p":0.95,"seed":7'
 send sampled_serial "$SAMPLED" serial
 send sampled_conc "$SAMPLED"
 check "draft model, sampled: concurrent == one at a time" same sampled_serial sampled_conc
