@@ -284,7 +284,9 @@ SP_API sp_status sp_generate(sp_session *session, const int32_t *prompt, size_t 
 
 /* A sampler with its own random stream (xoshiro256** seeded from params.seed), drawing as
  * transformers' generate does: temperature, top-k, top-p, min-p, in that order;
- * temperature 0 is greedy (the first index among equal maxima). */
+ * temperature 0 is greedy (the first index among equal maxima). Its arithmetic (fixed sum
+ * order, its own exp: docs/NUMERICS.md, "Sampling") is the one a GPU draws with, so a
+ * token is the same wherever it was drawn. */
 typedef struct sp_sampler sp_sampler;
 SP_API sp_status sp_sampler_new(const sp_sampling_params *params, int64_t n_vocab, sp_sampler **out,
                          sp_error *err);

@@ -4,7 +4,8 @@
  * Order of the warpers (as transformers applies them): temperature, top-k, top-p,
  * min-p. Temperature 0 means greedy: the distribution is one-hot at the argmax (the
  * first index among equal maxima, as torch.argmax). Random numbers come from
- * xoshiro256** streams seeded with splitmix64, so a seed reproduces a run exactly. */
+ * xoshiro256** streams seeded with splitmix64, so a seed reproduces a run exactly. The
+ * arithmetic of a draw is kernels/sample_row.h's, shared with the CUDA kernel. */
 #ifndef SP_RUNTIME_SAMPLER_H
 #define SP_RUNTIME_SAMPLER_H
 
