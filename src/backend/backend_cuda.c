@@ -648,7 +648,9 @@ static void cuda_logits_argmax(sp_backend *be, const float *logits, int64_t rows
 
 /* Draws on the device (cuda_sample.cu), SAMPLE_ROWS rows a launch; the scratch is made by
  * the first call (never while a pass records: a pass records only after running once).
- * Without it every id is -1 and the host draws. */
+ * Without it every id is -1 and the host draws. A call with another vocabulary (a backend
+ * serves one model, so only in tests) drops the recorded passes before it frees the
+ * scratch they name. */
 #define SAMPLE_ROWS 32
 
 static void cuda_logits_sample(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
@@ -657,6 +659,8 @@ static void cuda_logits_sample(sp_backend *be, const float *logits, int64_t rows
     cuda_backend *c = cu(be);
     const size_t bytes = spc_sample_scratch_bytes(SAMPLE_ROWS, n_vocab);
     if (c->sample_vocab != n_vocab && !c->capturing && bytes) {
+        if (c->sample_scratch)
+            sp_rec_clear(&c->rec);
         spc_free(c->sample_scratch);
         c->sample_scratch = NULL;
         c->sample_vocab = spc_malloc(&c->sample_scratch, bytes) ? 0 : n_vocab;

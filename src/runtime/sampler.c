@@ -1,10 +1,18 @@
 /* sampler.c: warpers, distributions and seeded draws (see sampler.h). */
 #include "runtime/sampler.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "util/error.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef SP_HAVE_AVX2_KERNELS
+/* kernels/cpu/sample_avx2.c: the weights of a row whose candidates are all its non-NaN
+ * logits, four at a time with the scalar bits. */
+void sp_sample_weights_avx2(const float *l, int64_t V, float lmax, double inv_t, double m,
+                            double *w);
+#endif
 
 struct sp_sampler {
     sp_sampling_params p;
@@ -155,8 +163,11 @@ static double lsum(const double *w, int64_t V, double *lane, double *group)
 {
     for (int64_t c = 0; c < SP_SAMPLE_LANES; c++)
         lane[c] = 0.0;
-    for (int64_t i = 0; i < V; i++) /* each lane's ids ascending, read in memory order */
-        lane[i % SP_SAMPLE_LANES] = lane[i % SP_SAMPLE_LANES] + w[i];
+    for (int64_t i0 = 0; i0 < V; i0 += SP_SAMPLE_LANES) { /* each lane's ids ascending */
+        const int64_t n = V - i0 < SP_SAMPLE_LANES ? V - i0 : SP_SAMPLE_LANES;
+        for (int64_t c = 0; c < n; c++)
+            lane[c] = lane[c] + w[i0 + c];
+    }
     double total = 0.0;
     for (int g = 0; g < SP_SAMPLE_GROUPS; g++) {
         double t = 0.0;
@@ -184,27 +195,34 @@ static double kept_weights(const sp_sample_req *r, const float *l, int64_t V, sp
                            double *lane, double *group)
 {
     double *w = wk->w;
-    const bool top_k = r->top_k > 0, top_p = r->top_p < 1.0f;
+    const bool top_k = r->top_k > 0, top_p = r->top_p < 1.0f, sorted = top_k || top_p;
     int64_t n = 0; /* candidates (non-NaN), sorted by rank then id where a warper needs it */
+    uint32_t kth = 0xfffffffeu, top = 0xffffffffu;
     for (int64_t i = 0; i < V; i++)
-        if (l[i] == l[i])
-            wk->keys[n++] = (uint64_t)sp_sample_rank(l[i]) << 32 | (uint32_t)i;
+        if (l[i] == l[i]) {
+            const uint32_t k = sp_sample_rank(l[i]);
+            top = k < top ? k : top;
+            if (sorted)
+                wk->keys[n] = (uint64_t)k << 32 | (uint32_t)i;
+            n++;
+        }
     if (n == 0)
         return 0.0;
-    if (top_k || top_p)
+    if (sorted)
         radix_sort_keys(wk->keys, wk->spare, n);
-    uint32_t kth = 0xfffffffeu, top = 0xffffffffu;
     if (top_k && r->top_k < n)
         kth = (uint32_t)(wk->keys[r->top_k - 1] >> 32);
-    for (int64_t j = 0; j < n; j++) {
-        uint32_t k = (uint32_t)(wk->keys[j] >> 32);
-        top = k < top ? k : top;
-    }
     const float lmax = sp_sample_unrank(top);
     const double m = (double)lmax * r->inv_t;
-    for (int64_t i = 0; i < V; i++)
-        w[i] = l[i] == l[i] && sp_sample_rank(l[i]) <= kth ? sp_sample_weight(l[i], lmax, r->inv_t, m)
-                                                           : 0.0;
+#ifdef SP_HAVE_AVX2_KERNELS
+    if (kth == 0xfffffffeu && sp_isa_active() >= SP_ISA_AVX2)
+        sp_sample_weights_avx2(l, V, lmax, r->inv_t, m, w);
+    else
+#endif
+        for (int64_t i = 0; i < V; i++)
+            w[i] = l[i] == l[i] && sp_sample_rank(l[i]) <= kth
+                       ? sp_sample_weight(l[i], lmax, r->inv_t, m)
+                       : 0.0;
     if (top_p) { /* the kept head: walk the sorted candidates */
         const double target = (double)r->top_p * lsum(w, V, lane, group);
         double acc = 0.0;

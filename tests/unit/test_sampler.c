@@ -4,9 +4,10 @@
  * distributions and the drawn tokens are equal bit for bit over random logits drawn from
  * few distinct values (many ties), with -0 and +0, infinities, NaN and large magnitudes,
  * vocabularies of 1 to 5000 and the warpers (temperature, top-k, top-p, min-p) alone and
- * together. And against exact arithmetic: sp_sample_exp within 4 ulp of libm's exp, and the
+ * together, at every instruction-set level the machine has. And against exact arithmetic: sp_sample_exp within 4 ulp of libm's exp, and the
  * temperature-only distribution within 1e-13 of softmax in long double. */
 #include "test_util.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "runtime/sampler.h"
 
 #include <math.h>
@@ -149,9 +150,9 @@ static void fill_logits(float *x, int64_t V, int distinct, bool inf)
         x[next_u32() % (uint32_t)V] = INFINITY;
 }
 
-static void test_dist_equals_reference(void **state)
+/* At the level in use (the weights four at a time from AVX2 up). */
+static void dist_equals_reference(void)
 {
-    (void)state;
     const int64_t vocabs[] = {1, 2, 5, 97, 1025, 4096, 5000};
     const sp_sampling_params warps[] = {
         {.temperature = 0.7f, .top_p = 0.95f},
@@ -172,6 +173,9 @@ static void test_dist_equals_reference(void **state)
             for (int rep = 0; rep < 12; rep++) {
                 int64_t V = vocabs[v];
                 fill_logits(x, V, rep % 3 == 0 ? 3 : 1 + rep * 40, rep % 4 == 1);
+                if (rep == 11) /* a ramp across exp's range and its cut at -700 */
+                    for (int64_t i = 0; i < V; i++)
+                        x[i] = -(float)i * (750.0f * warps[w].temperature / (float)V);
                 sp_sampler *s;
                 assert_int_equal(sp_sampler_new(&warps[w], V, &s, NULL), SP_OK);
                 sp_sampler_dist(s, x, a);
@@ -197,6 +201,18 @@ static void test_dist_equals_reference(void **state)
     free(x);
     free(a);
     free(b);
+}
+
+/* At every level this machine has: the weights' vector code gives the scalar bits. */
+static void test_dist_equals_reference(void **state)
+{
+    (void)state;
+    const sp_isa best = sp_isa_detected();
+    for (int isa = SP_ISA_GENERIC; isa <= (int)best; isa++) {
+        assert_int_equal(sp_isa_set((sp_isa)isa), isa);
+        dist_equals_reference();
+    }
+    sp_isa_set(best);
 }
 
 /* sp_sample_exp against libm over (-700, 0], and a temperature-only distribution against
