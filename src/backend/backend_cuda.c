@@ -663,7 +663,9 @@ static void cuda_logits_sample(sp_backend *be, const float *logits, int64_t rows
             sp_rec_clear(&c->rec);
         spc_free(c->sample_scratch);
         c->sample_scratch = NULL;
-        c->sample_vocab = spc_malloc(&c->sample_scratch, bytes) ? 0 : n_vocab;
+        c->sample_vocab = spc_malloc(&c->sample_scratch, bytes) ||
+                                  spc_memset(c->stream, c->sample_scratch, 0, bytes)
+                              ? 0 : n_vocab; /* the kernels' counters start at 0 */
     }
     if (c->sample_vocab != n_vocab) {
         check(c, "logits_sample", spc_memset(c->stream, ids, 0xff, (size_t)rows * sizeof *ids));

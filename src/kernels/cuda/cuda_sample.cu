@@ -2,19 +2,25 @@
  * kernels/sample_row.h's arithmetic, so a draw here is the host sampler's token bit for
  * bit (runtime/sampler.c is the reference; tests/cuda/test_cuda_sample.c compares them).
  *
- * Three launches. k_sample_prep, a block a row: the candidates' count and top (block
- * reductions) and top-k's threshold (a radix select in four 8-bit passes of shared-memory
- * histograms: exact counts, any order). k_sample_weights, many blocks a row: the weights
- * into the row's scratch (the exps, most of the arithmetic, spread over the SMs: at
- * temperature 1 on the gpt-oss-20b shape, H200, 372 -> 382-385 tok/s against one kernel
- * doing everything). k_sample_draw, a block of SP_SAMPLE_LANES threads a row, thread c
- * lane c of the fixed sum order (a lane's sum is that thread's running sum over ids c,
- * c + 1024, ...): the sums, top-p's head (the candidates before the SP_SAMPLE_HEAD-th
- * gathered into shared memory and sorted, then walked by one thread as the host walks
- * them), min-p, the kept sums again where a warper dropped any, and the three-level walk.
- * Where top-p's head is longer than SP_SAMPLE_HEAD candidates the row's id is -1: the
- * caller reads the row back and draws on the host (the same token). Greedy rows (inv_t 0)
- * take the first index of the maximum. */
+ * Seven launches, each for all rows; a pass over a row is spread over many SMs wherever its
+ * order allows (a row's count and top are order-free; its lane sums are one thread a lane,
+ * 32 lanes a block), so no SM streams a whole row of 201k logits alone:
+ *   k_sample_scan     many blocks a row: the candidates' count and top (atomics);
+ *   k_sample_select   a block a row: greedy rows (and rows without a candidate) get their
+ *                     id; top-k's threshold (a radix select in three passes of 11, 11 and
+ *                     10 bits over shared-memory histograms: exact counts, any order; the
+ *                     digit found by a block-wide prefix sum);
+ *   k_sample_weights  many blocks a row: the candidates' weights into the scratch (the
+ *                     exps, most of the arithmetic, over every SM);
+ *   k_sample_lanes    32 blocks of 32 threads a row: the weights' lane sums;
+ *   k_sample_head     a block a row, top-p rows: the candidates before the
+ *                     SP_SAMPLE_HEAD-th gathered into shared memory and sorted, then walked
+ *                     by one thread as the host walks them (-1 where the head is longer:
+ *                     the caller reads the row back and draws on the host, the same token);
+ *   k_sample_lanes    again, rows that top-p or min-p trimmed: the kept weights' sums;
+ *   k_sample_walk     a block a row: the groups' and the total's sums and the three-level
+ *                     walk.
+ * Greedy rows (inv_t 0) take the first index of the maximum. */
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/sample_row.h"
 
@@ -23,87 +29,81 @@
 
 #define SM_THREADS SP_SAMPLE_LANES
 
-/* Block-wide sum of an int / min of a uint64 (every thread gets the result). */
-static __device__ int block_count(int v, int *sh)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0)
-        sh[threadIdx.x >> 5] = v;
-    __syncthreads();
-    int t = 0;
-    for (int w = 0; w < SM_THREADS / 32; w++)
-        t += sh[w];
-    return t;
-}
+#define SEL_BINS 2048 /* the radix select's digits: 11, 11 and 10 bits */
 
-static __device__ uint64_t block_min(uint64_t v, uint64_t *sh)
+/* The block's exclusive prefix sum of v (SM_THREADS threads); *total receives the sum. */
+static __device__ int block_scan(int v, int *warp_sums, int *total)
 {
-    for (int o = 16; o > 0; o >>= 1) {
-        const uint64_t u = __shfl_xor_sync(0xffffffffu, v, o);
-        v = u < v ? u : v;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int x = v;
+    for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o)
+            x += y;
     }
     __syncthreads();
-    if ((threadIdx.x & 31) == 0)
-        sh[threadIdx.x >> 5] = v;
+    if (lane == 31)
+        warp_sums[w] = x;
     __syncthreads();
-    uint64_t t = ~0ull;
-    for (int w = 0; w < SM_THREADS / 32; w++)
-        t = sh[w] < t ? sh[w] : t;
-    return t;
+    if (w == 0) {
+        int t = lane < SM_THREADS / 32 ? warp_sums[lane] : 0;
+        for (int o = 1; o < 32; o <<= 1) {
+            const int y = __shfl_up_sync(0xffffffffu, t, o);
+            if (lane >= o)
+                t += y;
+        }
+        warp_sums[lane] = t; /* inclusive */
+    }
+    __syncthreads();
+    *total = warp_sums[SM_THREADS / 32 - 1];
+    return x - v + (w > 0 ? warp_sums[w - 1] : 0);
 }
 
-/* The k-th smallest rank (1-based k) among the ranks <= lim of the row. */
+/* The k-th smallest rank (1-based k <= the count) among the ranks <= lim of the row, in
+ * three passes of shared-memory histograms (11, 11, 10 bits); *n_le receives how many
+ * ranks <= lim are <= it. */
 static __device__ uint32_t block_select(const float *l, int64_t V, uint32_t lim, int k,
-                                        int *hist, int *bcast)
+                                        int *hist, int *bcast, int *n_le)
 {
+    const int k0 = k;
     uint32_t prefix = 0;
-    for (int shift = 24; shift >= 0; shift -= 8) {
-        const uint32_t hi = shift == 24 ? 0u : 0xffffffffu << (shift + 8);
-        for (int d = threadIdx.x; d < 256; d += SM_THREADS)
+    int last_bin = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0;
+        const int bins = pass == 2 ? 1024 : 2048;
+        const uint32_t hi = pass == 0 ? 0u : 0xffffffffu << (shift + (pass == 2 ? 10 : 11));
+        for (int d = threadIdx.x; d < SEL_BINS; d += SM_THREADS)
             hist[d] = 0;
         __syncthreads();
         for (int64_t i = threadIdx.x; i < V; i += SM_THREADS) {
             const uint32_t r = sp_sample_rank(l[i]);
             if (r <= lim && (r & hi) == prefix)
-                atomicAdd(&hist[(r >> shift) & 255], 1);
+                atomicAdd(&hist[(r >> shift) & (uint32_t)(bins - 1)], 1);
         }
         __syncthreads();
-        if (threadIdx.x == 0) {
-            int cum = 0, d = 0;
-            while (d < 255 && cum + hist[d] < k)
+        /* thread t owns bins t * per .. : the bin where the running count reaches k */
+        const int per = bins / SM_THREADS, b0 = threadIdx.x * per;
+        int mine = 0;
+        for (int j = 0; j < per; j++)
+            mine += hist[b0 + j];
+        int total;
+        const int before = block_scan(mine, bcast + 4, &total);
+        if (before < k && k <= before + mine) {
+            int cum = before, d = b0;
+            while (cum + hist[d] < k)
                 cum += hist[d++];
             bcast[0] = d;
             bcast[1] = k - cum;
+            bcast[2] = hist[d];
         }
         __syncthreads();
         prefix |= (uint32_t)bcast[0] << shift;
         k = bcast[1];
+        last_bin = bcast[2];
         __syncthreads();
     }
+    *n_le = k0 - k + last_bin;
     return prefix;
-}
-
-/* The lane / group / total sums of the row's weights (sample_row.h's order). */
-static __device__ double block_lsum(const double *w, int64_t V, double *lane, double *group)
-{
-    double t = 0.0;
-    for (int64_t i = threadIdx.x; i < V; i += SM_THREADS)
-        t = t + w[i];
-    lane[threadIdx.x] = t;
-    __syncthreads();
-    if (threadIdx.x < SP_SAMPLE_GROUPS) {
-        double g = 0.0;
-        for (int c = 0; c < SP_SAMPLE_GROUP; c++)
-            g = g + lane[threadIdx.x * SP_SAMPLE_GROUP + c];
-        group[threadIdx.x] = g;
-    }
-    __syncthreads();
-    double total = 0.0;
-    for (int g = 0; g < SP_SAMPLE_GROUPS; g++)
-        total = total + group[g];
-    return total;
 }
 
 /* Sorts s[0, n) ascending (n a power of two <= SP_SAMPLE_HEAD), bitonic. */
@@ -125,32 +125,258 @@ static __device__ void block_sort(uint64_t *s, int n)
         }
 }
 
+/* What the launches pass on for a row (the scratch's first part). ntop and n_ok are
+ * accumulated by k_sample_scan (ntop = ~top, by atomicMax from 0) and set back to 0 by
+ * k_sample_select, so every launch finds them so (the scratch starts zeroed). */
+struct sample_head {
+    unsigned long long ntop; /* ~(rank << 32 | id) of the top candidate */
+    int n_ok;                /* non-NaN logits */
+    int done;                /* the id is written (greedy, no candidate, or left to the host) */
+    float lmax;              /* the top candidate's logit */
+    uint32_t kth;            /* the largest candidate rank (top-k's threshold, else all) */
+    int n_cand;              /* candidates */
+    int masked;              /* top-p or min-p: pass 1's lane sums are the kept ones */
+    unsigned long long cut;  /* top-p: the last kept (rank << 32 | id); else ~0 */
+};
+
+#define SCAN_THREADS 256
+#define SCAN_PER 8 /* ids a thread */
+#define LANE_BLOCK 32
+
+/* The scratch: the rows' heads, two sets of lane sums a row (passes 0 and 1), then the
+ * rows' weights (n_vocab doubles a row). */
+static __host__ __device__ size_t heads_bytes(int64_t rows)
+{
+    return ((size_t)rows * sizeof(sample_head) + 255) / 256 * 256;
+}
+
+static __device__ double *row_lanes(void *scratch, int64_t rows, int64_t row, int pass)
+{
+    return (double *)((unsigned char *)scratch + heads_bytes(rows)) +
+           ((size_t)row * 2 + (size_t)pass) * SP_SAMPLE_LANES;
+}
+
+static __device__ double *row_weights(void *scratch, int64_t rows, int64_t row, int64_t V)
+{
+    return (double *)((unsigned char *)scratch + heads_bytes(rows)) +
+           (size_t)rows * 2 * SP_SAMPLE_LANES + (size_t)row * (size_t)V;
+}
+
+/* A candidate's weight (0 for the others), as the host computes it (runtime/sampler.c,
+ * kept_weights). */
+static __device__ __forceinline__ double cand_weight(float li, const sample_head &h, double inv_t)
+{
+    if (!(li == li) || sp_sample_rank(li) > h.kth)
+        return 0.0;
+    return sp_sample_weight(li, h.lmax, inv_t, (double)h.lmax * inv_t);
+}
+
+/* Weight w of id i in pass 0 (as is) or pass 1 (top-p's cut and min-p applied). */
+static __device__ __forceinline__ double pass_weight(double w, float li, int64_t i,
+                                                     const sample_head &h, const sp_sample_req &rq,
+                                                     int pass)
+{
+    if (pass == 1 && rq.top_p < 1.0f && w > 0.0 &&
+        !sp_sample_before(sp_sample_rank(li), i, (uint32_t)(h.cut >> 32), (int64_t)(uint32_t)h.cut))
+        w = 0.0;
+    if (pass == 1 && rq.min_p > 0.0f && w < (double)rq.min_p)
+        w = 0.0;
+    return w;
+}
+
+/* Launch 1 (grid: ids / (SCAN_THREADS SCAN_PER), rows): count and top into the head. */
+__global__ void __launch_bounds__(SCAN_THREADS)
+k_sample_scan(const float *logits, int64_t V, int64_t stride, void *scratch, int64_t rows)
+{
+    __shared__ unsigned long long red[SCAN_THREADS / 32];
+    __shared__ int ired[SCAN_THREADS / 32];
+    const int64_t row = blockIdx.y;
+    const float *l = logits + row * stride;
+    uint64_t top = ~0ull;
+    int n = 0;
+    const int64_t i0 = (int64_t)blockIdx.x * SCAN_THREADS * SCAN_PER + threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < SCAN_PER; k++) {
+        const int64_t i = i0 + (int64_t)k * SCAN_THREADS;
+        const uint32_t r = i < V ? sp_sample_rank(l[i]) : 0xffffffffu;
+        if (r != 0xffffffffu) {
+            n++;
+            const uint64_t key = (uint64_t)r << 32 | (uint32_t)i;
+            top = key < top ? key : top;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        n += __shfl_xor_sync(0xffffffffu, n, o);
+        const uint64_t u = __shfl_xor_sync(0xffffffffu, top, o);
+        top = u < top ? u : top;
+    }
+    if ((threadIdx.x & 31) == 0) {
+        red[threadIdx.x >> 5] = top;
+        ired[threadIdx.x >> 5] = n;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < SCAN_THREADS / 32; w++) {
+            n += ired[w];
+            top = red[w] < top ? red[w] : top;
+        }
+        sample_head *h = (sample_head *)scratch + row;
+        if (n > 0) {
+            atomicAdd(&h->n_ok, n);
+            atomicMax(&h->ntop, ~top);
+        }
+    }
+}
+
+/* Launch 2, a block a row: greedy rows' ids, top-k's threshold, the head's fields. */
+__global__ void __launch_bounds__(SM_THREADS)
+k_sample_select(const float *logits, int64_t V, int64_t stride, const sp_sample_req *reqs,
+                int32_t *ids, void *scratch)
+{
+    __shared__ int hist[SEL_BINS], bcast[4 + SM_THREADS / 32];
+    const int64_t row = blockIdx.x;
+    const float *l = logits + row * stride;
+    const sp_sample_req rq = reqs[row];
+    sample_head *hp = (sample_head *)scratch + row;
+    const uint64_t top = ~hp->ntop;
+    const int n_ok = hp->n_ok;
+    __syncthreads(); /* every thread has read them: set back for the next launch */
+    if (threadIdx.x == 0) {
+        hp->ntop = 0;
+        hp->n_ok = 0;
+    }
+    if (!(rq.inv_t > 0.0) || n_ok == 0) { /* greedy (sp_argmax: 0 where logit 0 is NaN) */
+        if (threadIdx.x == 0) {
+            ids[row] = n_ok == 0 || l[0] != l[0] ? 0 : (int32_t)(uint32_t)top;
+            hp->done = 1;
+        }
+        return;
+    }
+    uint32_t kth = 0xfffffffeu;
+    int n_cand = n_ok;
+    if (rq.top_k > 0 && rq.top_k < n_ok) {
+        kth = block_select(l, V, kth, rq.top_k, hist, bcast, &n_cand);
+    }
+    if (threadIdx.x == 0) {
+        hp->done = 0;
+        hp->lmax = sp_sample_unrank((uint32_t)(top >> 32));
+        hp->kth = kth;
+        hp->n_cand = n_cand;
+        hp->masked = rq.top_p < 1.0f || rq.min_p > 0.0f;
+        hp->cut = ~0ull;
+    }
+}
+
+/* Launch 3 (grid: ids / (SCAN_THREADS SCAN_PER), rows): the candidates' weights. */
+__global__ void __launch_bounds__(SCAN_THREADS)
+k_sample_weights(const float *logits, int64_t V, int64_t stride, const sp_sample_req *reqs,
+                 void *scratch, int64_t rows)
+{
+    const int64_t row = blockIdx.y;
+    const sample_head h = ((const sample_head *)scratch)[row];
+    if (h.done)
+        return;
+    const float *l = logits + row * stride;
+    double *w = row_weights(scratch, rows, row, V);
+    const double inv_t = reqs[row].inv_t;
+    const int64_t i0 = (int64_t)blockIdx.x * SCAN_THREADS * SCAN_PER + threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < SCAN_PER; k++) {
+        const int64_t i = i0 + (int64_t)k * SCAN_THREADS;
+        if (i < V)
+            w[i] = cand_weight(l[i], h, inv_t);
+    }
+}
+
+#define LANE_AHEAD 16 /* a lane's loads in flight */
+
+/* Launches 4 and 6 (grid: SP_SAMPLE_LANES / LANE_BLOCK, rows; LANE_BLOCK threads): lane c's
+ * sum of its weights in pass `pass`, ids c, c + 1024, ... ascending. */
+__global__ void __launch_bounds__(LANE_BLOCK)
+k_sample_lanes(const float *logits, int64_t V, int64_t stride, const sp_sample_req *reqs,
+               void *scratch, int64_t rows, int pass)
+{
+    const int64_t row = blockIdx.y;
+    const sample_head h = ((const sample_head *)scratch)[row];
+    if (h.done || (pass == 1 && !h.masked))
+        return;
+    const float *l = logits + row * stride;
+    const double *w = row_weights(scratch, rows, row, V);
+    const sp_sample_req rq = reqs[row];
+    const int c = blockIdx.x * LANE_BLOCK + threadIdx.x;
+    double t = 0.0;
+    for (int64_t i0 = c; i0 < V; i0 += LANE_AHEAD * (int64_t)SP_SAMPLE_LANES) {
+        double v[LANE_AHEAD];
+#pragma unroll
+        for (int k = 0; k < LANE_AHEAD; k++) {
+            const int64_t i = i0 + (int64_t)k * SP_SAMPLE_LANES;
+            v[k] = i < V ? w[i] : 0.0;
+        }
+#pragma unroll
+        for (int k = 0; k < LANE_AHEAD; k++) {
+            const int64_t i = i0 + (int64_t)k * SP_SAMPLE_LANES;
+            if (i < V)
+                t = t + (pass == 0 ? v[k] : pass_weight(v[k], l[i], i, h, rq, 1));
+        }
+    }
+    row_lanes(scratch, rows, row, pass)[c] = t;
+}
+
 struct sample_smem {
     double lane[SP_SAMPLE_LANES];
     double group[SP_SAMPLE_GROUPS];
     double buf[SM_THREADS];
     uint64_t head[SP_SAMPLE_HEAD];
-    int hist[256];
-    int bcast[4];
+    int hist[SEL_BINS];
+    int bcast[4 + SM_THREADS / 32];
     double dcast[2];
-    uint64_t cut;
 };
 
-/* top-p's head: the candidates before the cut in rank order, as the host walks them.
- * Returns false where the head is longer than the gathered candidates (the host draws). */
-static __device__ bool head_cut(const float *l, const double *w, int64_t V, uint32_t kth, int n_cand,
-                                double target, sample_smem &sm)
+/* The groups' sums of a row's lane sums (pass `pass`) into sm, and their total. */
+static __device__ double block_total(const double *lanes, sample_smem &sm)
 {
+    for (int c = threadIdx.x; c < SP_SAMPLE_LANES; c += blockDim.x)
+        sm.lane[c] = lanes[c];
+    __syncthreads();
+    if (threadIdx.x < SP_SAMPLE_GROUPS) {
+        double g = 0.0;
+        for (int c = 0; c < SP_SAMPLE_GROUP; c++)
+            g = g + sm.lane[threadIdx.x * SP_SAMPLE_GROUP + c];
+        sm.group[threadIdx.x] = g;
+    }
+    __syncthreads();
+    double total = 0.0;
+    for (int g = 0; g < SP_SAMPLE_GROUPS; g++)
+        total = total + sm.group[g];
+    return total;
+}
+
+/* Launch 4, a block a row, top-p rows: the head's cut (or the row left to the host). */
+__global__ void __launch_bounds__(SM_THREADS)
+k_sample_head(const float *logits, int64_t V, int64_t stride, const sp_sample_req *reqs,
+              int32_t *ids, void *scratch, int64_t rows)
+{
+    __shared__ sample_smem sm;
+    const int64_t row = blockIdx.x;
+    sample_head *hp = (sample_head *)scratch + row;
+    const sample_head h = *hp;
+    const sp_sample_req rq = reqs[row];
+    if (h.done || !(rq.top_p < 1.0f))
+        return;
+    const float *l = logits + row * stride;
+    const double target = (double)rq.top_p * block_total(row_lanes(scratch, rows, row, 0), sm);
     uint32_t below = 0xffffffffu; /* gather ranks < below (all candidates if they fit) */
-    const bool all = n_cand <= SP_SAMPLE_HEAD;
-    if (!all)
-        below = block_select(l, V, kth, SP_SAMPLE_HEAD, sm.hist, sm.bcast);
+    const bool all = h.n_cand <= SP_SAMPLE_HEAD;
+    if (!all) {
+        int n_le;
+        below = block_select(l, V, h.kth, SP_SAMPLE_HEAD, sm.hist, sm.bcast, &n_le);
+    }
     if (threadIdx.x == 0)
         sm.bcast[2] = 0;
     __syncthreads();
     for (int64_t i = threadIdx.x; i < V; i += SM_THREADS) {
         const uint32_t r = sp_sample_rank(l[i]);
-        if (r <= kth && (all || r < below))
+        if (r <= h.kth && (all || r < below))
             sm.head[atomicAdd(&sm.bcast[2], 1)] = (uint64_t)r << 32 | (uint32_t)i;
     }
     __syncthreads();
@@ -162,7 +388,7 @@ static __device__ bool head_cut(const float *l, const double *w, int64_t V, uint
         sm.head[i] = ~0ull;
     __syncthreads();
     block_sort(sm.head, p2);
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0) { /* the walk, each weight computed as it is added */
         double acc = 0.0;
         int j = 0;
         uint64_t cut = sm.head[0];
@@ -170,28 +396,55 @@ static __device__ bool head_cut(const float *l, const double *w, int64_t V, uint
             if (!(acc < target))
                 break;
             cut = sm.head[j];
-            acc = acc + w[(uint32_t)sm.head[j]];
+            const uint32_t id = (uint32_t)sm.head[j];
+            acc = acc + row_weights(scratch, rows, row, V)[id];
         }
-        sm.cut = cut;
-        sm.bcast[3] = n > 0 && (all || !(j == n && acc < target));
+        if (n > 0 && (all || !(j == n && acc < target))) {
+            hp->cut = cut;
+        } else {
+            ids[row] = -1; /* the host draws this row */
+            hp->done = 1;
+        }
     }
-    __syncthreads();
-    return sm.bcast[3] != 0;
 }
 
-/* The walk's last level: the ids of lane c from acc, staged a chunk at a time. */
-static __device__ int64_t walk_lane(const double *w, int64_t V, int c, double x, double acc,
-                                    sample_smem &sm)
+/* Launch 6, a block of WALK_THREADS a row: the total and the three-level walk. */
+#define WALK_THREADS 256
+__global__ void __launch_bounds__(WALK_THREADS)
+k_sample_walk(const float *logits, int64_t V, int64_t stride, const sp_sample_req *reqs,
+              int32_t *ids, void *scratch, int64_t rows)
 {
+    __shared__ sample_smem sm;
+    const int64_t row = blockIdx.x;
+    const sample_head h = ((const sample_head *)scratch)[row];
+    if (h.done)
+        return;
+    const float *l = logits + row * stride;
+    const sp_sample_req rq = reqs[row];
+    const int pass = h.masked ? 1 : 0;
+    const double x = rq.u * block_total(row_lanes(scratch, rows, row, pass), sm);
+    if (threadIdx.x == 0) {
+        double acc = 0.0;
+        const int64_t g = sp_sample_walk(sm.group, SP_SAMPLE_GROUPS, 1, x, 0.0, &acc);
+        const int64_t c = g * SP_SAMPLE_GROUP +
+                          sp_sample_walk(sm.lane + g * SP_SAMPLE_GROUP, SP_SAMPLE_GROUP, 1, x, acc, &acc);
+        sm.bcast[0] = (int)c;
+        sm.dcast[0] = acc;
+    }
+    __syncthreads();
+    /* the lane's ids, their weights computed a chunk at a time by the block */
+    const int c = sm.bcast[0];
+    double acc = sm.dcast[0];
     const int64_t n = (V - c + SP_SAMPLE_LANES - 1) / SP_SAMPLE_LANES;
     int64_t found = -1, last = -1;
-    for (int64_t j0 = 0; j0 < n; j0 += SM_THREADS) {
-        const int64_t j = j0 + threadIdx.x;
+    for (int64_t j0 = 0; j0 < n; j0 += WALK_THREADS) {
+        const int64_t j = j0 + threadIdx.x, i = c + j * SP_SAMPLE_LANES;
         __syncthreads();
-        sm.buf[threadIdx.x] = j < n ? w[c + j * SP_SAMPLE_LANES] : 0.0;
+        sm.buf[threadIdx.x] =
+            j < n ? pass_weight(row_weights(scratch, rows, row, V)[i], l[i], i, h, rq, pass) : 0.0;
         __syncthreads();
         if (threadIdx.x == 0 && found < 0)
-            for (int t = 0; t < SM_THREADS && j0 + t < n; t++) {
+            for (int t = 0; t < WALK_THREADS && j0 + t < n; t++) {
                 const double v = sm.buf[t];
                 if (!(v > 0.0))
                     continue;
@@ -204,149 +457,16 @@ static __device__ int64_t walk_lane(const double *w, int64_t V, int c, double x,
                 acc = next;
             }
     }
-    return c + SP_SAMPLE_LANES * (found >= 0 ? found : last);
-}
-
-/* What the first launch leaves a row (in front of the weights in the scratch). */
-struct sample_head {
-    float lmax;     /* the top candidate's logit */
-    uint32_t kth;   /* the largest candidate rank (top-k's threshold, else all non-NaN) */
-    int32_t n_cand; /* candidates */
-    int32_t done;   /* the id is written (greedy, or no candidate): the others skip the row */
-};
-
-/* Launch 1, a block a row: the candidates' count and top, top-k's threshold; greedy rows
- * (and rows without a candidate) get their id here. */
-__global__ void __launch_bounds__(SM_THREADS)
-k_sample_prep(const float *logits, int64_t V, int64_t stride, const sp_sample_req *reqs,
-              int32_t *ids, sample_head *heads)
-{
-    __shared__ uint64_t red[SM_THREADS / 32];
-    __shared__ int ired[SM_THREADS / 32], hist[256], bcast[4];
-    const int64_t row = blockIdx.x;
-    const float *l = logits + row * stride;
-    const sp_sample_req rq = reqs[row];
-    /* the candidates' count and the top (rank << 32 | id: the first index of the maximum) */
-    uint64_t top = ~0ull;
-    int n_ok = 0;
-    for (int64_t i = threadIdx.x; i < V; i += SM_THREADS) {
-        const uint32_t r = sp_sample_rank(l[i]);
-        if (r != 0xffffffffu) {
-            n_ok++;
-            const uint64_t key = (uint64_t)r << 32 | (uint32_t)i;
-            top = key < top ? key : top;
-        }
-    }
-    n_ok = block_count(n_ok, ired);
-    top = block_min(top, red);
-    if (!(rq.inv_t > 0.0) || n_ok == 0) { /* greedy (sp_argmax: 0 where logit 0 is NaN) */
-        if (threadIdx.x == 0) {
-            ids[row] = n_ok == 0 || l[0] != l[0] ? 0 : (int32_t)(uint32_t)top;
-            heads[row].done = 1;
-        }
-        return;
-    }
-    uint32_t kth = 0xfffffffeu;
-    int n_cand = n_ok;
-    if (rq.top_k > 0 && rq.top_k < n_ok) {
-        kth = block_select(l, V, kth, rq.top_k, hist, bcast);
-        int c = 0;
-        for (int64_t i = threadIdx.x; i < V; i += SM_THREADS)
-            c += sp_sample_rank(l[i]) <= kth;
-        n_cand = block_count(c, ired);
-    }
     if (threadIdx.x == 0)
-        heads[row] = sample_head{sp_sample_unrank((uint32_t)(top >> 32)), kth, n_cand, 0};
+        ids[row] = (int32_t)(c + SP_SAMPLE_LANES * (found >= 0 ? found : last));
 }
-
-#define SW_THREADS 256
-#define SW_PER 8 /* ids a thread */
-
-/* Launch 2, many blocks a row (grid: ids / (SW_THREADS SW_PER), rows): the weights. */
-__global__ void __launch_bounds__(SW_THREADS)
-k_sample_weights(const float *logits, int64_t V, int64_t stride, const sp_sample_req *reqs,
-                 const sample_head *heads, double *scratch)
-{
-    const int64_t row = blockIdx.y;
-    const sample_head h = heads[row];
-    if (h.done)
-        return;
-    const float *l = logits + row * stride;
-    double *w = scratch + row * V;
-    const double inv_t = reqs[row].inv_t, m = (double)h.lmax * inv_t;
-    const int64_t i0 = (int64_t)blockIdx.x * SW_THREADS * SW_PER + threadIdx.x;
-#pragma unroll
-    for (int k = 0; k < SW_PER; k++) {
-        const int64_t i = i0 + (int64_t)k * SW_THREADS;
-        if (i < V) {
-            const float li = l[i];
-            w[i] = sp_sample_rank(li) <= h.kth ? sp_sample_weight(li, h.lmax, inv_t, m) : 0.0;
-        }
-    }
-}
-
-/* Launch 3, a block a row: top-p's head, min-p, the kept sums and the walk. */
-__global__ void __launch_bounds__(SM_THREADS)
-k_sample_draw(const float *logits, int64_t V, int64_t stride, const sp_sample_req *reqs,
-              const sample_head *heads, int32_t *ids, double *scratch)
-{
-    __shared__ sample_smem sm;
-    const int64_t row = blockIdx.x;
-    const sample_head h = heads[row];
-    if (h.done)
-        return;
-    const float *l = logits + row * stride;
-    double *w = scratch + row * V;
-    const sp_sample_req rq = reqs[row];
-    double total = block_lsum(w, V, sm.lane, sm.group);
-    bool masked = false;
-    if (rq.top_p < 1.0f) {
-        if (!head_cut(l, w, V, h.kth, h.n_cand, (double)rq.top_p * total, sm)) {
-            if (threadIdx.x == 0)
-                ids[row] = -1; /* the host draws this row */
-            return;
-        }
-        const uint32_t cr = (uint32_t)(sm.cut >> 32);
-        const int64_t ci = (uint32_t)sm.cut;
-        for (int64_t i = threadIdx.x; i < V; i += SM_THREADS)
-            if (w[i] > 0.0 && !sp_sample_before(sp_sample_rank(l[i]), i, cr, ci))
-                w[i] = 0.0;
-        masked = true;
-    }
-    if (rq.min_p > 0.0f) {
-        for (int64_t i = threadIdx.x; i < V; i += SM_THREADS)
-            if (w[i] < (double)rq.min_p)
-                w[i] = 0.0;
-        masked = true;
-    }
-    if (masked) {
-        __syncthreads();
-        total = block_lsum(w, V, sm.lane, sm.group);
-    }
-    const double x = rq.u * total;
-    if (threadIdx.x == 0) {
-        double acc = 0.0;
-        const int64_t g = sp_sample_walk(sm.group, SP_SAMPLE_GROUPS, 1, x, 0.0, &acc);
-        const int64_t c = g * SP_SAMPLE_GROUP +
-                          sp_sample_walk(sm.lane + g * SP_SAMPLE_GROUP, SP_SAMPLE_GROUP, 1, x, acc, &acc);
-        sm.bcast[0] = (int)c;
-        sm.dcast[0] = acc;
-    }
-    __syncthreads();
-    const int64_t id = walk_lane(w, V, sm.bcast[0], x, sm.dcast[0], sm);
-    if (threadIdx.x == 0)
-        ids[row] = (int32_t)id;
-}
-
-/* The scratch: the rows' heads (256-byte aligned), then their weights. */
-#define SAMPLE_HEADS_BYTES(rows) (((size_t)(rows) * sizeof(sample_head) + 255) / 256 * 256)
 
 extern "C" size_t spc_sample_scratch_bytes(int64_t rows, int64_t n_vocab)
 {
-    if (rows <= 0 || n_vocab <= 0 || n_vocab > INT32_MAX || rows > INT32_MAX ||
-        rows > (int64_t)(SIZE_MAX / 16) / n_vocab)
+    if (rows <= 0 || rows > 65535 || n_vocab <= 0 || n_vocab > INT32_MAX ||
+        (uint64_t)rows * (uint64_t)(n_vocab + 2 * SP_SAMPLE_LANES) > SIZE_MAX / 16)
         return 0;
-    return SAMPLE_HEADS_BYTES(rows) + (size_t)rows * (size_t)n_vocab * sizeof(double);
+    return heads_bytes(rows) + (size_t)rows * (2 * SP_SAMPLE_LANES + (size_t)n_vocab) * sizeof(double);
 }
 
 extern "C" int spc_sample_rows(void *stream, const float *logits, int64_t rows, int64_t n_vocab,
@@ -359,12 +479,15 @@ extern "C" int spc_sample_rows(void *stream, const float *logits, int64_t rows, 
     if (rows == 0)
         return 0;
     cudaStream_t s = (cudaStream_t)stream;
-    sample_head *heads = (sample_head *)scratch;
-    double *w = (double *)((unsigned char *)scratch + SAMPLE_HEADS_BYTES(rows));
-    k_sample_prep<<<(unsigned)rows, SM_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, ids, heads);
-    const unsigned chunks = (unsigned)((n_vocab + SW_THREADS * SW_PER - 1) / (SW_THREADS * SW_PER));
-    k_sample_weights<<<dim3(chunks, (unsigned)rows), SW_THREADS, 0, s>>>(logits, n_vocab, stride,
-                                                                        reqs, heads, w);
-    k_sample_draw<<<(unsigned)rows, SM_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, heads, ids, w);
+    const unsigned r = (unsigned)rows;
+    const unsigned chunks = (unsigned)((n_vocab + SCAN_THREADS * SCAN_PER - 1) / (SCAN_THREADS * SCAN_PER));
+    const dim3 lanes(SP_SAMPLE_LANES / LANE_BLOCK, r);
+    k_sample_scan<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(logits, n_vocab, stride, scratch, rows);
+    k_sample_select<<<r, SM_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, ids, scratch);
+    k_sample_weights<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, scratch, rows);
+    k_sample_lanes<<<lanes, LANE_BLOCK, 0, s>>>(logits, n_vocab, stride, reqs, scratch, rows, 0);
+    k_sample_head<<<r, SM_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, ids, scratch, rows);
+    k_sample_lanes<<<lanes, LANE_BLOCK, 0, s>>>(logits, n_vocab, stride, reqs, scratch, rows, 1);
+    k_sample_walk<<<r, WALK_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, ids, scratch, rows);
     return (int)cudaGetLastError();
 }
