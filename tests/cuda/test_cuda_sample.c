@@ -5,7 +5,8 @@
  * that fit the device's sorted head and heads the device leaves to the host, id -1, only
  * where the host's head is longer than SP_SAMPLE_HEAD), greedy rows beside sampled rows in
  * one launch, u at 0 and just below 1, and the same launch twice giving the same ids; one
- * scratch for launches of 8 to 30 rows (the kernels' counters left as they were found).
+ * scratch for launches of 1 to 32 rows in a random order (the kernels' counters and
+ * histograms found at 0 whatever the launch before it).
  * Without a GPU every test skips. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -114,8 +115,10 @@ static void test_sample_equals_host(void **state)
     const int NW = (int)(sizeof warps / sizeof *warps);
     int host_rows = 0, rows_total = 0;
     for (size_t v = 0; v < sizeof vocabs / sizeof *vocabs; v++) {
-        const int64_t V = vocabs[v], rows = V > 50000 ? 8 : 24 + v; /* launches of 8 .. 30 rows */
+        const int64_t V = vocabs[v];
         for (int rep = 0; rep < (V > 50000 ? 3 : 6); rep++) {
+            /* launches of 1 to 32 rows in a random order on one scratch */
+            const int64_t rows = V > 50000 ? 1 + rnd32() % 8 : 1 + rnd32() % MAX_ROWS;
             float *x = malloc((size_t)(rows * V) * sizeof *x);
             sp_sample_req *reqs = calloc((size_t)rows, sizeof *reqs);
             assert_non_null(x);
@@ -152,6 +155,7 @@ static void test_sample_refuses(void **state)
     assert_int_equal(spc_sample_scratch_bytes(1, 0), 0);
     assert_int_equal(spc_sample_scratch_bytes(INT64_MAX / 4, 1000), 0);
     assert_int_equal(spc_sample_scratch_bytes(1, (int64_t)INT32_MAX + 1), 0);
+    assert_int_equal(spc_sample_scratch_bytes(33, 1000), 0); /* at most 32 rows a launch */
 }
 
 int main(void)

@@ -2,14 +2,17 @@
  * kernels/sample_row.h's arithmetic, so a draw here is the host sampler's token bit for
  * bit (runtime/sampler.c is the reference; tests/cuda/test_cuda_sample.c compares them).
  *
- * Seven launches, each for all rows; a pass over a row is spread over many SMs wherever its
- * order allows (a row's count and top are order-free; its lane sums are one thread a lane,
- * 32 lanes a block), so no SM streams a whole row of 201k logits alone:
- *   k_sample_scan     many blocks a row: the candidates' count and top (atomics);
- *   k_sample_select   a block a row: greedy rows (and rows without a candidate) get their
- *                     id; top-k's threshold (a radix select in three passes of 11, 11 and
- *                     10 bits over shared-memory histograms: exact counts, any order; the
- *                     digit found by a block-wide prefix sum);
+ * Eight launches, each for all rows; a pass over a row is spread over many SMs wherever
+ * its order allows (a row's count, top and histograms are order-free; its lane sums are
+ * one thread a lane, 32 lanes a block), so no SM streams a whole row of 201k logits alone:
+ *   k_sample_scan     many blocks a row: the candidates' count and top (atomics), and for
+ *                     rows with top-k or top-p the histogram of their ranks' top 11 bits;
+ *                     the row's last block to finish writes greedy rows' ids and picks the
+ *                     select's first digit;
+ *   k_sample_sel      twice, many blocks a row: the radix select's passes over bits 20..10
+ *                     and 9..0 (exact counts, any order; the last block picks the digit by
+ *                     a block prefix sum): top-k's threshold, or top-p's SP_SAMPLE_HEAD-th
+ *                     candidate (the bound of the head's gather);
  *   k_sample_weights  many blocks a row: the candidates' weights into the scratch (the
  *                     exps, most of the arithmetic, over every SM);
  *   k_sample_lanes    32 blocks of 32 threads a row: the weights' lane sums;
@@ -31,10 +34,11 @@
 
 #define SEL_BINS 2048 /* the radix select's digits: 11, 11 and 10 bits */
 
-/* The block's exclusive prefix sum of v (SM_THREADS threads); *total receives the sum. */
+/* The block's exclusive prefix sum of v (a block of up to 1,024 threads, whole warps);
+ * *total receives the sum. */
 static __device__ int block_scan(int v, int *warp_sums, int *total)
 {
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
     int x = v;
     for (int o = 1; o < 32; o <<= 1) {
         const int y = __shfl_up_sync(0xffffffffu, x, o);
@@ -46,16 +50,17 @@ static __device__ int block_scan(int v, int *warp_sums, int *total)
         warp_sums[w] = x;
     __syncthreads();
     if (w == 0) {
-        int t = lane < SM_THREADS / 32 ? warp_sums[lane] : 0;
+        int t = lane < nw ? warp_sums[lane] : 0;
         for (int o = 1; o < 32; o <<= 1) {
             const int y = __shfl_up_sync(0xffffffffu, t, o);
             if (lane >= o)
                 t += y;
         }
-        warp_sums[lane] = t; /* inclusive */
+        if (lane < nw)
+            warp_sums[lane] = t; /* inclusive */
     }
     __syncthreads();
-    *total = warp_sums[SM_THREADS / 32 - 1];
+    *total = warp_sums[nw - 1];
     return x - v + (w > 0 ? warp_sums[w - 1] : 0);
 }
 
@@ -125,9 +130,10 @@ static __device__ void block_sort(uint64_t *s, int n)
         }
 }
 
-/* What the launches pass on for a row (the scratch's first part). ntop and n_ok are
- * accumulated by k_sample_scan (ntop = ~top, by atomicMax from 0) and set back to 0 by
- * k_sample_select, so every launch finds them so (the scratch starts zeroed). */
+/* What the launches pass on for a row (the scratch's first part). ntop, n_ok, arrive and
+ * the histogram are accumulated by many blocks (ntop = ~top, by atomicMax from 0) and set
+ * back to 0 by the last block of their pass, so every launch finds them so (the scratch
+ * starts zeroed). */
 struct sample_head {
     unsigned long long ntop; /* ~(rank << 32 | id) of the top candidate */
     int n_ok;                /* non-NaN logits */
@@ -137,17 +143,37 @@ struct sample_head {
     int n_cand;              /* candidates */
     int masked;              /* top-p or min-p: pass 1's lane sums are the kept ones */
     unsigned long long cut;  /* top-p: the last kept (rank << 32 | id); else ~0 */
+    /* the many-block radix select (k_sample_scan's histogram, then k_sample_sel's two
+     * passes; the last block of a pass to arrive picks its digit) */
+    int sel_k;               /* k to select (0: none): top-k's, or SP_SAMPLE_HEAD for top-p */
+    int sel_topk;            /* the select is top-k's (else top-p's gather bound) */
+    uint32_t prefix;         /* the digits picked so far */
+    int krem;                /* k within the prefix's bucket */
+    uint32_t below;          /* top-p: gather ranks < below (valid when sel_k && !sel_topk) */
+    unsigned arrive;         /* blocks of the pass done (the last sets it back to 0) */
 };
 
 #define SCAN_THREADS 256
 #define SCAN_PER 8 /* ids a thread */
 #define LANE_BLOCK 32
 
-/* The scratch: the rows' heads, two sets of lane sums a row (passes 0 and 1), then the
- * rows' weights (n_vocab doubles a row). */
+/* The scratch: SAMPLE_MAX_ROWS heads and select histograms (SEL_BINS ints a row) at fixed
+ * places, whatever a launch's row count (their counters must be found at 0 by the next
+ * launch, of any count), then two sets of lane sums a row (passes 0 and 1) and the rows'
+ * weights (n_vocab doubles a row), written before they are read. */
+#define SAMPLE_MAX_ROWS 32
+
 static __host__ __device__ size_t heads_bytes(int64_t rows)
 {
-    return ((size_t)rows * sizeof(sample_head) + 255) / 256 * 256;
+    (void)rows;
+    return ((size_t)SAMPLE_MAX_ROWS * (sizeof(sample_head) + SEL_BINS * sizeof(int)) + 255) / 256 * 256;
+}
+
+static __device__ int *row_hist(void *scratch, int64_t rows, int64_t row)
+{
+    (void)rows;
+    return (int *)((unsigned char *)scratch + (size_t)SAMPLE_MAX_ROWS * sizeof(sample_head)) +
+           row * SEL_BINS;
 }
 
 static __device__ double *row_lanes(void *scratch, int64_t rows, int64_t row, int pass)
@@ -184,14 +210,86 @@ static __device__ __forceinline__ double pass_weight(double w, float li, int64_t
     return w;
 }
 
-/* Launch 1 (grid: ids / (SCAN_THREADS SCAN_PER), rows): count and top into the head. */
+/* Whether this block is the last of its row's blocks to finish the pass (its writes and
+ * atomics before, every block's visible after). */
+static __device__ bool last_to_arrive(sample_head *hp, int *flag)
+{
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        *flag = atomicAdd(&hp->arrive, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (*flag)
+        __threadfence();
+    return *flag != 0;
+}
+
+/* The last block's digit of a select pass over the row's histogram (bins of it, the bucket
+ * holding the krem-th): prefix and krem advance; the histogram is zeroed for the next
+ * pass. Returns the picked bin's count. */
+static __device__ int pick_digit(sample_head *hp, int *hist, int bins, int shift, int *sh)
+{
+    const int per = bins / blockDim.x, b0 = threadIdx.x * per, k = hp->krem;
+    int mine = 0;
+    for (int j = 0; j < per; j++)
+        mine += __ldcg(hist + b0 + j);
+    int total;
+    const int before = block_scan(mine, sh + 4, &total);
+    if (before < k && k <= before + mine) {
+        int cum = before, d = b0;
+        while (cum + __ldcg(hist + d) < k)
+            cum += __ldcg(hist + d++);
+        sh[0] = d;
+        sh[1] = k - cum;
+        sh[2] = __ldcg(hist + d);
+    }
+    __syncthreads();
+    for (int j = 0; j < per; j++)
+        hist[b0 + j] = 0;
+    if (threadIdx.x == 0) {
+        hp->prefix |= (uint32_t)sh[0] << shift;
+        hp->krem = sh[1];
+    }
+    return sh[2];
+}
+
+/* Adds the block's histogram of the ranks in its ids that match (r & hi) == prefix (bins
+ * of the bits from shift) to the row's. */
+static __device__ void add_hist(const float *l, int64_t V, uint32_t hi, uint32_t prefix, int shift,
+                                int bins, int *sh_hist, int *hist)
+{
+    for (int d = threadIdx.x; d < bins; d += blockDim.x)
+        sh_hist[d] = 0;
+    __syncthreads();
+    const int64_t i0 = (int64_t)blockIdx.x * SCAN_THREADS * SCAN_PER + threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < SCAN_PER; k++) {
+        const int64_t i = i0 + (int64_t)k * SCAN_THREADS;
+        const uint32_t r = i < V ? sp_sample_rank(l[i]) : 0xffffffffu;
+        if (r != 0xffffffffu && (r & hi) == prefix)
+            atomicAdd(&sh_hist[(r >> shift) & (uint32_t)(bins - 1)], 1);
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < bins; d += blockDim.x)
+        if (sh_hist[d])
+            atomicAdd(&hist[d], sh_hist[d]);
+}
+
+/* Launch 1 (grid: ids / (SCAN_THREADS SCAN_PER), rows): the candidates' count and top, and
+ * for rows that select (top-k, top-p) the histogram of their ranks' top 11 bits. The last
+ * block of a row: greedy rows' ids, the head's fields, the select's first digit. */
 __global__ void __launch_bounds__(SCAN_THREADS)
-k_sample_scan(const float *logits, int64_t V, int64_t stride, void *scratch, int64_t rows)
+k_sample_scan(const float *logits, int64_t V, int64_t stride, const sp_sample_req *reqs,
+              int32_t *ids, void *scratch, int64_t rows)
 {
     __shared__ unsigned long long red[SCAN_THREADS / 32];
-    __shared__ int ired[SCAN_THREADS / 32];
+    __shared__ int ired[SCAN_THREADS / 32], sh_hist[SEL_BINS], sh[4 + SCAN_THREADS / 32], flag;
     const int64_t row = blockIdx.y;
     const float *l = logits + row * stride;
+    const sp_sample_req rq = reqs[row];
+    sample_head *hp = (sample_head *)scratch + row;
+    int *hist = row_hist(scratch, rows, row);
+    const bool selects = rq.inv_t > 0.0 && (rq.top_k > 0 || rq.top_p < 1.0f);
     uint64_t top = ~0ull;
     int n = 0;
     const int64_t i0 = (int64_t)blockIdx.x * SCAN_THREADS * SCAN_PER + threadIdx.x;
@@ -220,50 +318,83 @@ k_sample_scan(const float *logits, int64_t V, int64_t stride, void *scratch, int
             n += ired[w];
             top = red[w] < top ? red[w] : top;
         }
-        sample_head *h = (sample_head *)scratch + row;
         if (n > 0) {
-            atomicAdd(&h->n_ok, n);
-            atomicMax(&h->ntop, ~top);
+            atomicAdd(&hp->n_ok, n);
+            atomicMax(&hp->ntop, ~top);
         }
     }
-}
-
-/* Launch 2, a block a row: greedy rows' ids, top-k's threshold, the head's fields. */
-__global__ void __launch_bounds__(SM_THREADS)
-k_sample_select(const float *logits, int64_t V, int64_t stride, const sp_sample_req *reqs,
-                int32_t *ids, void *scratch)
-{
-    __shared__ int hist[SEL_BINS], bcast[4 + SM_THREADS / 32];
-    const int64_t row = blockIdx.x;
-    const float *l = logits + row * stride;
-    const sp_sample_req rq = reqs[row];
-    sample_head *hp = (sample_head *)scratch + row;
-    const uint64_t top = ~hp->ntop;
-    const int n_ok = hp->n_ok;
-    __syncthreads(); /* every thread has read them: set back for the next launch */
-    if (threadIdx.x == 0) {
-        hp->ntop = 0;
-        hp->n_ok = 0;
-    }
-    if (!(rq.inv_t > 0.0) || n_ok == 0) { /* greedy (sp_argmax: 0 where logit 0 is NaN) */
-        if (threadIdx.x == 0) {
-            ids[row] = n_ok == 0 || l[0] != l[0] ? 0 : (int32_t)(uint32_t)top;
-            hp->done = 1;
-        }
+    if (selects)
+        add_hist(l, V, 0u, 0u, 21, SEL_BINS, sh_hist, hist);
+    if (!last_to_arrive(hp, &flag))
         return;
-    }
-    uint32_t kth = 0xfffffffeu;
-    int n_cand = n_ok;
-    if (rq.top_k > 0 && rq.top_k < n_ok) {
-        kth = block_select(l, V, kth, rq.top_k, hist, bcast, &n_cand);
-    }
+    /* the row's last block */
+    const int n_ok = atomicAdd(&hp->n_ok, 0);
+    const uint64_t all_top = ~atomicAdd(&hp->ntop, 0ull);
+    __syncthreads();
+    int sel_k = 0;
+    if (rq.top_k > 0 && rq.top_k < n_ok)
+        sel_k = rq.top_k;
+    else if (rq.top_p < 1.0f && n_ok > SP_SAMPLE_HEAD)
+        sel_k = SP_SAMPLE_HEAD;
+    const bool greedy = !(rq.inv_t > 0.0) || n_ok == 0;
     if (threadIdx.x == 0) {
-        hp->done = 0;
-        hp->lmax = sp_sample_unrank((uint32_t)(top >> 32));
-        hp->kth = kth;
-        hp->n_cand = n_cand;
+        hp->ntop = 0; /* set back for the next launch */
+        hp->n_ok = 0;
+        hp->arrive = 0;
+        hp->done = greedy;
+        if (greedy) /* sp_argmax: 0 where logit 0 is NaN */
+            ids[row] = n_ok == 0 || l[0] != l[0] ? 0 : (int32_t)(uint32_t)all_top;
+        hp->lmax = sp_sample_unrank((uint32_t)(all_top >> 32));
+        hp->kth = 0xfffffffeu;
+        hp->n_cand = n_ok;
         hp->masked = rq.top_p < 1.0f || rq.min_p > 0.0f;
         hp->cut = ~0ull;
+        hp->below = 0xffffffffu;
+        hp->sel_k = greedy ? 0 : sel_k;
+        hp->sel_topk = rq.top_k > 0 && rq.top_k < n_ok;
+        hp->prefix = 0;
+        hp->krem = sel_k;
+    }
+    __syncthreads();
+    if (selects && !greedy && sel_k > 0)
+        pick_digit(hp, hist, SEL_BINS, 21, sh);
+    else if (selects)
+        for (int d = threadIdx.x; d < SEL_BINS; d += blockDim.x)
+            hist[d] = 0;
+}
+
+/* Launches 2 and 3 (grid as launch 1): the select's passes over bits 20..10 and 9..0 of
+ * the ranks in the bucket picked so far; after the last, top-k's threshold and candidate
+ * count, or top-p's gather bound. */
+__global__ void __launch_bounds__(SCAN_THREADS)
+k_sample_sel(const float *logits, int64_t V, int64_t stride, void *scratch, int64_t rows, int pass)
+{
+    __shared__ int sh_hist[SEL_BINS], sh[4 + SCAN_THREADS / 32], flag;
+    const int64_t row = blockIdx.y;
+    sample_head *hp = (sample_head *)scratch + row;
+    const int sel_k = hp->sel_k;
+    if (hp->done || sel_k == 0)
+        return;
+    const float *l = logits + row * stride;
+    int *hist = row_hist(scratch, rows, row);
+    const int shift = pass == 1 ? 10 : 0, bins = pass == 1 ? 2048 : 1024;
+    const uint32_t hi = 0xffffffffu << (shift + (pass == 1 ? 11 : 10));
+    add_hist(l, V, hi, hp->prefix, shift, bins, sh_hist, hist);
+    if (!last_to_arrive(hp, &flag))
+        return;
+    const int last_bin = pick_digit(hp, hist, bins, shift, sh);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        hp->arrive = 0;
+        if (pass == 2) {
+            const uint32_t result = hp->prefix;
+            if (hp->sel_topk) {
+                hp->kth = result;
+                hp->n_cand = sel_k - hp->krem + last_bin;
+            } else {
+                hp->below = result;
+            }
+        }
     }
 }
 
@@ -367,7 +498,9 @@ k_sample_head(const float *logits, int64_t V, int64_t stride, const sp_sample_re
     const double target = (double)rq.top_p * block_total(row_lanes(scratch, rows, row, 0), sm);
     uint32_t below = 0xffffffffu; /* gather ranks < below (all candidates if they fit) */
     const bool all = h.n_cand <= SP_SAMPLE_HEAD;
-    if (!all) {
+    if (!all && h.sel_k && !h.sel_topk) {
+        below = h.below;
+    } else if (!all) { /* top-k over SP_SAMPLE_HEAD: the head's bound selected here */
         int n_le;
         below = block_select(l, V, h.kth, SP_SAMPLE_HEAD, sm.hist, sm.bcast, &n_le);
     }
@@ -463,7 +596,7 @@ k_sample_walk(const float *logits, int64_t V, int64_t stride, const sp_sample_re
 
 extern "C" size_t spc_sample_scratch_bytes(int64_t rows, int64_t n_vocab)
 {
-    if (rows <= 0 || rows > 65535 || n_vocab <= 0 || n_vocab > INT32_MAX ||
+    if (rows <= 0 || rows > SAMPLE_MAX_ROWS || n_vocab <= 0 || n_vocab > INT32_MAX ||
         (uint64_t)rows * (uint64_t)(n_vocab + 2 * SP_SAMPLE_LANES) > SIZE_MAX / 16)
         return 0;
     return heads_bytes(rows) + (size_t)rows * (2 * SP_SAMPLE_LANES + (size_t)n_vocab) * sizeof(double);
@@ -482,8 +615,10 @@ extern "C" int spc_sample_rows(void *stream, const float *logits, int64_t rows, 
     const unsigned r = (unsigned)rows;
     const unsigned chunks = (unsigned)((n_vocab + SCAN_THREADS * SCAN_PER - 1) / (SCAN_THREADS * SCAN_PER));
     const dim3 lanes(SP_SAMPLE_LANES / LANE_BLOCK, r);
-    k_sample_scan<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(logits, n_vocab, stride, scratch, rows);
-    k_sample_select<<<r, SM_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, ids, scratch);
+    k_sample_scan<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, ids, scratch,
+                                                           rows);
+    k_sample_sel<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(logits, n_vocab, stride, scratch, rows, 1);
+    k_sample_sel<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(logits, n_vocab, stride, scratch, rows, 2);
     k_sample_weights<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, scratch, rows);
     k_sample_lanes<<<lanes, LANE_BLOCK, 0, s>>>(logits, n_vocab, stride, reqs, scratch, rows, 0);
     k_sample_head<<<r, SM_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, ids, scratch, rows);
