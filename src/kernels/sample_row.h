@@ -59,11 +59,12 @@ SP_SAMPLE_FN uint32_t sp_sample_rank(float f)
 {
     if (f != f)
         return 0xffffffffu;
-    if (f == 0.0f)
-        f = 0.0f;
     uint32_t u;
     memcpy(&u, &f, sizeof u);
-    const uint32_t ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    if (f == 0.0f)
+        u = 0u;
+    /* negative: ~u, else u with the sign bit set (no branch on the sign) */
+    const uint32_t ascending = u ^ ((0u - (u >> 31)) | 0x80000000u);
     return ~ascending;
 }
 

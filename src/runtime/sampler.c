@@ -107,8 +107,9 @@ sp_status sp_sample_work_init(sp_sample_work *w, int64_t n_vocab)
     w->n_vocab = n_vocab;
     w->keys = malloc(n * sizeof *w->keys);
     w->spare = malloc(n * sizeof *w->spare);
+    w->rank = malloc(n * sizeof *w->rank);
     w->w = malloc(n * sizeof *w->w);
-    if (!w->keys || !w->spare || !w->w) {
+    if (!w->keys || !w->spare || !w->rank || !w->w) {
         sp_sample_work_free(w);
         return SP_ERR_NOMEM;
     }
@@ -119,6 +120,7 @@ void sp_sample_work_free(sp_sample_work *w)
 {
     free(w->keys);
     free(w->spare);
+    free(w->rank);
     free(w->w);
     memset(w, 0, sizeof *w);
 }
@@ -189,29 +191,99 @@ int32_t sp_argmax(const float *logits, int64_t n)
     return (int32_t)best;
 }
 
+/* The k-th smallest of the ranks rank[V] that are <= lim (1-based, k <= their count; NaN's
+ * rank is above any lim): a radix select in three counting passes (11, 11 and 10 bits).
+ * *n_le receives how many of them are <= it. */
+static uint32_t select_rank(const uint32_t *rank, int64_t V, uint32_t lim, int64_t k, int64_t *n_le)
+{
+    const int64_t k0 = k;
+    static const int shift[3] = {21, 10, 0}, bits[3] = {11, 11, 10};
+    uint32_t prefix = 0, hi = 0;
+    int64_t last = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        uint32_t count[2048] = {0};
+        const uint32_t mask = (1u << bits[pass]) - 1u;
+        for (int64_t i = 0; i < V; i++) {
+            const uint32_t r = rank[i];
+            if (r <= lim && (r & hi) == prefix)
+                count[(r >> shift[pass]) & mask]++;
+        }
+        uint32_t d = 0;
+        while (k > (int64_t)count[d]) /* k <= the bucket's total: d stays in range */
+            k -= count[d++];
+        prefix |= d << shift[pass];
+        hi |= mask << shift[pass];
+        last = count[d];
+    }
+    *n_le = k0 - k + last;
+    return prefix;
+}
+
+/* top-p's cut: walking the candidates (rank <= kth) in rank order from the top, the last one
+ * the sum of the weights before which is < target. Only a prefix of the order is sorted:
+ * the candidates in the buckets of their rank's top 11 bits up to the one where the
+ * buckets' masses (summed in any order: an estimate) pass the target, and one more; where
+ * the exact walk runs past them (the estimate was short), every candidate. The same walk
+ * either way. */
+static uint64_t head_cut(int64_t V, const double *w, uint32_t kth, double target,
+                         sp_sample_work *wk)
+{
+    const uint32_t *rank = wk->rank;
+    double mass[2048] = {0};
+    for (int64_t i = 0; i < V; i++)
+        if (w[i] > 0.0)
+            mass[rank[i] >> 21] += w[i];
+    double cum = 0.0;
+    int b = 0;
+    while (b < 2047 && cum + mass[b] < target)
+        cum += mass[b++];
+    for (int round = 0; round < 2; round++) {
+        /* gather ranks < below (all candidates in the second round) */
+        const uint32_t below = round == 0 && b < 2046 ? (uint32_t)(b + 2) << 21 : 0xffffffffu;
+        int64_t n = 0;
+        for (int64_t i = 0; i < V; i++) {
+            const uint32_t r = rank[i];
+            if (r <= kth && r < below)
+                wk->keys[n++] = (uint64_t)r << 32 | (uint32_t)i;
+        }
+        radix_sort_keys(wk->keys, wk->spare, n);
+        double acc = 0.0;
+        uint64_t cut = wk->keys[0];
+        int64_t j = 0;
+        for (; j < n; j++) {
+            if (!(acc < target))
+                break;
+            cut = wk->keys[j];
+            acc = acc + w[(uint32_t)wk->keys[j]];
+        }
+        if (n > 0 && (below == 0xffffffffu || !(j == n && acc < target)))
+            return cut;
+    }
+    return 0; /* not reached: the second round gathers every candidate, the top among them */
+}
+
 /* The kept weights of a sampled row (r->inv_t > 0) in wk->w (0 outside the kept set) and
- * their sum in sample_row.h's order; 0 when no logit is a candidate (all NaN). */
+ * their sum in sample_row.h's order; 0 when no logit is a candidate (all NaN). Top-k's
+ * threshold by a radix select, only top-p's head sorted (as the CUDA kernels,
+ * cuda_sample.cu, though they bound the head by a count where this bounds it by mass). */
 static double kept_weights(const sp_sample_req *r, const float *l, int64_t V, sp_sample_work *wk,
                            double *lane, double *group)
 {
     double *w = wk->w;
-    const bool top_k = r->top_k > 0, top_p = r->top_p < 1.0f, sorted = top_k || top_p;
-    int64_t n = 0; /* candidates (non-NaN), sorted by rank then id where a warper needs it */
+    uint32_t *rank = wk->rank;
+    int64_t n = 0; /* non-NaN logits */
     uint32_t kth = 0xfffffffeu, top = 0xffffffffu;
-    for (int64_t i = 0; i < V; i++)
-        if (l[i] == l[i]) {
-            const uint32_t k = sp_sample_rank(l[i]);
-            top = k < top ? k : top;
-            if (sorted)
-                wk->keys[n] = (uint64_t)k << 32 | (uint32_t)i;
-            n++;
-        }
+    for (int64_t i = 0; i < V; i++) {
+        const uint32_t k = rank[i] = sp_sample_rank(l[i]);
+        top = k < top ? k : top;
+        n += k != 0xffffffffu;
+    }
     if (n == 0)
         return 0.0;
-    if (sorted)
-        radix_sort_keys(wk->keys, wk->spare, n);
-    if (top_k && r->top_k < n)
-        kth = (uint32_t)(wk->keys[r->top_k - 1] >> 32);
+    if (r->top_k > 0 && r->top_k < n) {
+        int64_t n_cand;
+        kth = select_rank(rank, V, kth, r->top_k, &n_cand);
+    }
     const float lmax = sp_sample_unrank(top);
     const double m = (double)lmax * r->inv_t;
 #ifdef SP_HAVE_AVX2_KERNELS
@@ -220,21 +292,12 @@ static double kept_weights(const sp_sample_req *r, const float *l, int64_t V, sp
     else
 #endif
         for (int64_t i = 0; i < V; i++)
-            w[i] = l[i] == l[i] && sp_sample_rank(l[i]) <= kth
-                       ? sp_sample_weight(l[i], lmax, r->inv_t, m)
-                       : 0.0;
-    if (top_p) { /* the kept head: walk the sorted candidates */
+            w[i] = rank[i] <= kth ? sp_sample_weight(l[i], lmax, r->inv_t, m) : 0.0;
+    if (r->top_p < 1.0f) {
         const double target = (double)r->top_p * lsum(w, V, lane, group);
-        double acc = 0.0;
-        uint64_t cut = wk->keys[0];
-        for (int64_t j = 0; j < n && (uint32_t)(wk->keys[j] >> 32) <= kth; j++) {
-            if (!(acc < target))
-                break;
-            cut = wk->keys[j];
-            acc = acc + w[(uint32_t)wk->keys[j]];
-        }
+        const uint64_t cut = head_cut(V, w, kth, target, wk);
         for (int64_t i = 0; i < V; i++)
-            if (w[i] > 0.0 && !sp_sample_before(sp_sample_rank(l[i]), i, (uint32_t)(cut >> 32),
+            if (w[i] > 0.0 && !sp_sample_before(rank[i], i, (uint32_t)(cut >> 32),
                                                 (int64_t)(uint32_t)cut))
                 w[i] = 0.0;
     }

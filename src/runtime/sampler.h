@@ -27,6 +27,7 @@ int32_t sp_argmax(const float *logits, int64_t n);
 typedef struct sp_sample_work {
     int64_t n_vocab;
     uint64_t *keys, *spare; /* candidates as rank << 32 | id, and the radix sort's buffer */
+    uint32_t *rank;         /* each logit's rank (sp_sample_rank) */
     double *w;              /* the kept weights */
 } sp_sample_work;
 
