@@ -83,7 +83,7 @@ typedef struct cuda_backend {
                              * one block a row) */
     bool argmax_split;      /* the scratch may be asked for (SPECULA_CUDA_ARGMAX_SPLIT=0: no) */
     bool argmax_tried;
-    void *sample_scratch;   /* logits_sample's weights: SAMPLE_ROWS rows of sample_vocab doubles */
+    void *sample_scratch;   /* logits_sample's (spc_sample_scratch_bytes for sample_vocab) */
     int64_t sample_vocab;
     void *tc_scratch;       /* fast precision: x as bf16 for the tensor-core GEMM (TC_SCRATCH
                              * bytes, or NULL: the GEMM then runs 16 tokens at a time) */
@@ -646,18 +646,16 @@ static void cuda_logits_argmax(sp_backend *be, const float *logits, int64_t rows
                             c->argmax_scratch ? ARGMAX_SCRATCH : 0));
 }
 
-/* Draws on the device (cuda_sample.cu), SAMPLE_ROWS rows a launch; the scratch is made by
- * the first call (never while a pass records: a pass records only after running once).
- * Without it every id is -1 and the host draws. A call with another vocabulary (a backend
- * serves one model, so only in tests) drops the recorded passes before it frees the
- * scratch they name. */
-#define SAMPLE_ROWS 32
-
+/* Draws on the device (cuda_sample.cu), SPC_SAMPLE_MAX_ROWS rows a launch; the scratch is
+ * made by the first call (never while a pass records: a pass records only after running
+ * once). Without it every id is -1 and the host draws. A call with another vocabulary (a
+ * backend serves one model, so only in tests) drops the recorded passes before it frees
+ * the scratch they name. */
 static void cuda_logits_sample(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
                                const sp_sample_req *reqs, int32_t *ids)
 {
     cuda_backend *c = cu(be);
-    const size_t bytes = spc_sample_scratch_bytes(SAMPLE_ROWS, n_vocab);
+    const size_t bytes = spc_sample_scratch_bytes(SPC_SAMPLE_MAX_ROWS, n_vocab);
     if (c->sample_vocab != n_vocab && !c->capturing && bytes) {
         if (c->sample_scratch)
             sp_rec_clear(&c->rec);
@@ -671,8 +669,8 @@ static void cuda_logits_sample(sp_backend *be, const float *logits, int64_t rows
         check(c, "logits_sample", spc_memset(c->stream, ids, 0xff, (size_t)rows * sizeof *ids));
         return;
     }
-    for (int64_t r = 0; r < rows; r += SAMPLE_ROWS) {
-        const int64_t n = rows - r < SAMPLE_ROWS ? rows - r : SAMPLE_ROWS;
+    for (int64_t r = 0; r < rows; r += SPC_SAMPLE_MAX_ROWS) {
+        const int64_t n = rows - r < SPC_SAMPLE_MAX_ROWS ? rows - r : SPC_SAMPLE_MAX_ROWS;
         check(c, "logits_sample",
               spc_sample_rows(c->stream, logits + r * n_vocab, n, n_vocab, n_vocab, reqs + r, ids + r,
                               c->sample_scratch, bytes));

@@ -78,9 +78,7 @@ sp_status sp_generate(sp_session *s, const int32_t *prompt, size_t n_prompt,
     if (gp->n_predict < 0)
         return sp_err(err, SP_ERR_INVALID_ARG, "cannot generate %lld tokens",
                       (long long)gp->n_predict);
-    sp_sampler *probe; /* the parameters' checks */
-    sp_status st = sp_sampler_new(&gp->sampling, 1, &probe, err);
-    sp_sampler_free(probe);
+    sp_status st = sp_sampling_check(&gp->sampling, err);
     if (st != SP_OK)
         return st;
     sp_rng rng;

@@ -64,10 +64,8 @@ sp_sampling_params sp_sampling_default_params(void)
     return p;
 }
 
-sp_status sp_sampler_new(const sp_sampling_params *p, int64_t n_vocab, sp_sampler **out,
-                         sp_error *err)
+sp_status sp_sampling_check(const sp_sampling_params *p, sp_error *err)
 {
-    *out = NULL;
     if (!(p->temperature >= 0) || !isfinite(p->temperature))
         return sp_err(err, SP_ERR_INVALID_ARG, "temperature %g must be >= 0", p->temperature);
     if (p->top_k < 0)
@@ -76,6 +74,16 @@ sp_status sp_sampler_new(const sp_sampling_params *p, int64_t n_vocab, sp_sample
         return sp_err(err, SP_ERR_INVALID_ARG, "top-p %g must be in (0, 1]", p->top_p);
     if (!(p->min_p >= 0 && p->min_p <= 1))
         return sp_err(err, SP_ERR_INVALID_ARG, "min-p %g must be in [0, 1]", p->min_p);
+    return SP_OK;
+}
+
+sp_status sp_sampler_new(const sp_sampling_params *p, int64_t n_vocab, sp_sampler **out,
+                         sp_error *err)
+{
+    *out = NULL;
+    sp_status st = sp_sampling_check(p, err);
+    if (st != SP_OK)
+        return st;
     sp_sampler *s = calloc(1, sizeof *s);
     if (!s)
         return sp_err(err, SP_ERR_NOMEM, "out of memory");
@@ -104,7 +112,6 @@ sp_status sp_sample_work_init(sp_sample_work *w, int64_t n_vocab)
 {
     memset(w, 0, sizeof *w);
     size_t n = n_vocab > 0 ? (size_t)n_vocab : 1;
-    w->n_vocab = n_vocab;
     w->keys = malloc(n * sizeof *w->keys);
     w->spare = malloc(n * sizeof *w->spare);
     w->rank = malloc(n * sizeof *w->rank);
@@ -192,14 +199,11 @@ int32_t sp_argmax(const float *logits, int64_t n)
 }
 
 /* The k-th smallest of the ranks rank[V] that are <= lim (1-based, k <= their count; NaN's
- * rank is above any lim): a radix select in three counting passes (11, 11 and 10 bits).
- * *n_le receives how many of them are <= it. */
-static uint32_t select_rank(const uint32_t *rank, int64_t V, uint32_t lim, int64_t k, int64_t *n_le)
+ * rank is above any lim): a radix select in three counting passes (11, 11 and 10 bits). */
+static uint32_t select_rank(const uint32_t *rank, int64_t V, uint32_t lim, int64_t k)
 {
-    const int64_t k0 = k;
     static const int shift[3] = {21, 10, 0}, bits[3] = {11, 11, 10};
     uint32_t prefix = 0, hi = 0;
-    int64_t last = 0;
     for (int pass = 0; pass < 3; pass++) {
         uint32_t count[2048] = {0};
         const uint32_t mask = (1u << bits[pass]) - 1u;
@@ -213,9 +217,7 @@ static uint32_t select_rank(const uint32_t *rank, int64_t V, uint32_t lim, int64
             k -= count[d++];
         prefix |= d << shift[pass];
         hi |= mask << shift[pass];
-        last = count[d];
     }
-    *n_le = k0 - k + last;
     return prefix;
 }
 
@@ -280,10 +282,8 @@ static double kept_weights(const sp_sample_req *r, const float *l, int64_t V, sp
     }
     if (n == 0)
         return 0.0;
-    if (r->top_k > 0 && r->top_k < n) {
-        int64_t n_cand;
-        kth = select_rank(rank, V, kth, r->top_k, &n_cand);
-    }
+    if (r->top_k > 0 && r->top_k < n)
+        kth = select_rank(rank, V, kth, r->top_k);
     const float lmax = sp_sample_unrank(top);
     const double m = (double)lmax * r->inv_t;
 #ifdef SP_HAVE_AVX2_KERNELS

@@ -25,7 +25,6 @@ int32_t sp_argmax(const float *logits, int64_t n);
 
 /* The arrays of one row's draw (sample_row.h) on the host, for n_vocab logits. */
 typedef struct sp_sample_work {
-    int64_t n_vocab;
     uint64_t *keys, *spare; /* candidates as rank << 32 | id, and the radix sort's buffer */
     uint32_t *rank;         /* each logit's rank (sp_sample_rank) */
     double *w;              /* the kept weights */
@@ -38,6 +37,9 @@ sp_sample_req sp_sample_req_of(const sp_sampling_params *p, double u);
 /* The token sample_row.h's draw takes from logits[n_vocab] (work for n_vocab). */
 int32_t sp_sample_row(const sp_sample_req *r, const float *logits, int64_t n_vocab,
                       sp_sample_work *work);
+
+/* sp_sampler_new's checks of the parameters (SP_ERR_INVALID_ARG naming the bad one). */
+sp_status sp_sampling_check(const sp_sampling_params *p, sp_error *err);
 
 typedef struct sp_sampler sp_sampler;
 

@@ -157,17 +157,15 @@ static sp_status host_pick(sp_session *s, const sp_sample_req *req, int32_t *id,
     return SP_OK;
 }
 
-/* The checks of a draw's parameters (sp_sampler_new's) and its uniform. */
+/* The checks of a draw's parameters (sp_sampler_new's) and its uniform: no allocation, as
+ * every decode step makes them. */
 static sp_status check_draw(const sp_sampling_params *p, double u, sp_error *err)
 {
     if (!p)
         return sp_err(err, SP_ERR_INVALID_ARG, "no sampling parameters (params is NULL)");
     if (!(u >= 0.0 && u < 1.0))
         return sp_err(err, SP_ERR_INVALID_ARG, "the draw's uniform %g is not in [0, 1)", u);
-    sp_sampler *probe;
-    sp_status st = sp_sampler_new(p, 1, &probe, err);
-    sp_sampler_free(probe);
-    return st;
+    return sp_sampling_check(p, err);
 }
 
 sp_status sp_session_eval_greedy(sp_session *s, const int32_t *tokens, size_t n_tokens,

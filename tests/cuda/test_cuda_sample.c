@@ -43,7 +43,6 @@ static void fill_row(float *x, int64_t V, float spread, int distinct, bool inf, 
 
 /* One scratch for every launch of the file, zeroed once, as a backend keeps one: each
  * launch (of any number of rows) leaves its counters as it found them. */
-#define MAX_ROWS 32
 static void *g_scratch;
 
 /* The device's ids for rows [rows, V] with reqs against sp_sample_row's; returns how many
@@ -53,7 +52,7 @@ static int check_rows(const float *x, int64_t rows, int64_t V, const sp_sample_r
     float *dx = dev_from(x, (size_t)(rows * V) * sizeof(float));
     sp_sample_req *dr = dev_from(reqs, (size_t)rows * sizeof *reqs);
     int32_t *di = dev_alloc((size_t)rows * sizeof(int32_t));
-    const size_t sb = spc_sample_scratch_bytes(MAX_ROWS, 201088); /* the largest vocabulary */
+    const size_t sb = spc_sample_scratch_bytes(SPC_SAMPLE_MAX_ROWS, 201088); /* the largest vocabulary */
     assert_true(spc_sample_scratch_bytes(rows, V) <= sb);
     if (!g_scratch) {
         g_scratch = dev_alloc(sb);
@@ -118,7 +117,7 @@ static void test_sample_equals_host(void **state)
         const int64_t V = vocabs[v];
         for (int rep = 0; rep < (V > 50000 ? 3 : 6); rep++) {
             /* launches of 1 to 32 rows in a random order on one scratch */
-            const int64_t rows = V > 50000 ? 1 + rnd32() % 8 : 1 + rnd32() % MAX_ROWS;
+            const int64_t rows = V > 50000 ? 1 + rnd32() % 8 : 1 + rnd32() % SPC_SAMPLE_MAX_ROWS;
             float *x = malloc((size_t)(rows * V) * sizeof *x);
             sp_sample_req *reqs = calloc((size_t)rows, sizeof *reqs);
             assert_non_null(x);
@@ -155,7 +154,7 @@ static void test_sample_refuses(void **state)
     assert_int_equal(spc_sample_scratch_bytes(1, 0), 0);
     assert_int_equal(spc_sample_scratch_bytes(INT64_MAX / 4, 1000), 0);
     assert_int_equal(spc_sample_scratch_bytes(1, (int64_t)INT32_MAX + 1), 0);
-    assert_int_equal(spc_sample_scratch_bytes(33, 1000), 0); /* at most 32 rows a launch */
+    assert_int_equal(spc_sample_scratch_bytes(SPC_SAMPLE_MAX_ROWS + 1, 1000), 0);
 }
 
 int main(void)

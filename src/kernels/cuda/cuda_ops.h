@@ -391,12 +391,13 @@ size_t spc_argmax_split_bytes(int64_t rows, int64_t n_vocab);
 /* Draws rows [rows] of logits (stride floats apart) with reqs[row] (device memory) by
  * kernels/sample_row.h's arithmetic into ids[row]: the host sampler's token, or -1 where
  * top-p's head is longer than SP_SAMPLE_HEAD candidates (then the host draws the row).
- * rows <= 32 a launch. scratch: spc_sample_scratch_bytes(rows, n_vocab) of device memory,
+ * rows <= SPC_SAMPLE_MAX_ROWS a launch. scratch: spc_sample_scratch_bytes(rows, n_vocab) of device memory,
  * zeroed before its first use (every launch, of any row count, leaves its counters at 0). */
+#define SPC_SAMPLE_MAX_ROWS 32 /* rows of one spc_sample_rows launch, at most */
 int spc_sample_rows(void *stream, const float *logits, int64_t rows, int64_t n_vocab,
                     int64_t stride, const sp_sample_req *reqs, int32_t *ids, void *scratch,
                     size_t scratch_bytes);
-size_t spc_sample_scratch_bytes(int64_t rows, int64_t n_vocab); /* 0: too large, or rows > 32 */
+size_t spc_sample_scratch_bytes(int64_t rows, int64_t n_vocab); /* 0: too large, or too many rows */
 
 /* ---- recorded work (CUDA graphs) ---------------------------------------------------- */
 

@@ -157,22 +157,21 @@ struct sample_head {
 #define SCAN_PER 8 /* ids a thread */
 #define LANE_BLOCK 32
 
-/* The scratch: SAMPLE_MAX_ROWS heads and select histograms (SEL_BINS ints a row) at fixed
+/* The scratch: SPC_SAMPLE_MAX_ROWS heads and select histograms (SEL_BINS ints a row) at fixed
  * places, whatever a launch's row count (their counters must be found at 0 by the next
  * launch, of any count), then two sets of lane sums a row (passes 0 and 1) and the rows'
  * weights (n_vocab doubles a row), written before they are read. */
-#define SAMPLE_MAX_ROWS 32
 
 static __host__ __device__ size_t heads_bytes(int64_t rows)
 {
     (void)rows;
-    return ((size_t)SAMPLE_MAX_ROWS * (sizeof(sample_head) + SEL_BINS * sizeof(int)) + 255) / 256 * 256;
+    return ((size_t)SPC_SAMPLE_MAX_ROWS * (sizeof(sample_head) + SEL_BINS * sizeof(int)) + 255) / 256 * 256;
 }
 
 static __device__ int *row_hist(void *scratch, int64_t rows, int64_t row)
 {
     (void)rows;
-    return (int *)((unsigned char *)scratch + (size_t)SAMPLE_MAX_ROWS * sizeof(sample_head)) +
+    return (int *)((unsigned char *)scratch + (size_t)SPC_SAMPLE_MAX_ROWS * sizeof(sample_head)) +
            row * SEL_BINS;
 }
 
@@ -596,7 +595,7 @@ k_sample_walk(const float *logits, int64_t V, int64_t stride, const sp_sample_re
 
 extern "C" size_t spc_sample_scratch_bytes(int64_t rows, int64_t n_vocab)
 {
-    if (rows <= 0 || rows > SAMPLE_MAX_ROWS || n_vocab <= 0 || n_vocab > INT32_MAX ||
+    if (rows <= 0 || rows > SPC_SAMPLE_MAX_ROWS || n_vocab <= 0 || n_vocab > INT32_MAX ||
         (uint64_t)rows * (uint64_t)(n_vocab + 2 * SP_SAMPLE_LANES) > SIZE_MAX / 16)
         return 0;
     return heads_bytes(rows) + (size_t)rows * (2 * SP_SAMPLE_LANES + (size_t)n_vocab) * sizeof(double);
