@@ -308,6 +308,18 @@ static double kept_weights(const sp_sample_req *r, const float *l, int64_t V, sp
     return lsum(w, V, lane, group);
 }
 
+/* The three-level walk of sample_row.h to x over w[V] with its lane and group sums
+ * (lsum's). */
+static int32_t walk(const double *lane, const double *group, const double *w, int64_t V, double x)
+{
+    double acc = 0.0;
+    const int64_t g = sp_sample_walk(group, SP_SAMPLE_GROUPS, 1, x, 0.0, &acc);
+    const int64_t c = g * SP_SAMPLE_GROUP +
+                      sp_sample_walk(lane + g * SP_SAMPLE_GROUP, SP_SAMPLE_GROUP, 1, x, acc, &acc);
+    const int64_t n = (V - c + SP_SAMPLE_LANES - 1) / SP_SAMPLE_LANES;
+    return (int32_t)(c + SP_SAMPLE_LANES * sp_sample_walk(w + c, n, SP_SAMPLE_LANES, x, acc, &acc));
+}
+
 int32_t sp_sample_row(const sp_sample_req *r, const float *logits, int64_t V, sp_sample_work *wk)
 {
     if (!(r->inv_t > 0.0))
@@ -316,48 +328,36 @@ int32_t sp_sample_row(const sp_sample_req *r, const float *logits, int64_t V, sp
     const double total = kept_weights(r, logits, V, wk, lane, group);
     if (!(total > 0.0))
         return 0;
-    const double x = r->u * total;
-    double acc = 0.0;
-    const int64_t g = sp_sample_walk(group, SP_SAMPLE_GROUPS, 1, x, 0.0, &acc);
-    const int64_t c = g * SP_SAMPLE_GROUP +
-                      sp_sample_walk(lane + g * SP_SAMPLE_GROUP, SP_SAMPLE_GROUP, 1, x, acc, &acc);
-    const int64_t n = (V - c + SP_SAMPLE_LANES - 1) / SP_SAMPLE_LANES;
-    return (int32_t)(c + SP_SAMPLE_LANES * sp_sample_walk(wk->w + c, n, SP_SAMPLE_LANES, x, acc, &acc));
+    return walk(lane, group, wk->w, V, r->u * total);
+}
+
+int32_t sp_sampler_dist_draw(sp_sampler *s, const float *logits, double *probs, double u)
+{
+    int64_t V = s->n_vocab;
+    sp_sample_req r = sp_sample_req_of(&s->p, u);
+    double lane[SP_SAMPLE_LANES], group[SP_SAMPLE_GROUPS];
+    const double total = r.inv_t > 0.0 ? kept_weights(&r, logits, V, &s->work, lane, group) : 0.0;
+    if (!(total > 0.0)) { /* greedy, or every logit NaN: the greedy scan's pick */
+        const int32_t id = sp_argmax(logits, V);
+        memset(probs, 0, (size_t)V * sizeof *probs);
+        probs[id] = 1.0;
+        return id;
+    }
+    for (int64_t i = 0; i < V; i++)
+        probs[i] = s->work.w[i] / total;
+    return walk(lane, group, s->work.w, V, u * total);
 }
 
 void sp_sampler_dist(sp_sampler *s, const float *logits, double *probs)
 {
-    int64_t V = s->n_vocab;
-    if (s->p.temperature == 0.0f) {
-        memset(probs, 0, (size_t)V * sizeof *probs);
-        probs[sp_argmax(logits, V)] = 1.0;
-        return;
-    }
-    sp_sample_req r = sp_sample_req_of(&s->p, 0.0);
-    double lane[SP_SAMPLE_LANES], group[SP_SAMPLE_GROUPS];
-    const double total = kept_weights(&r, logits, V, &s->work, lane, group);
-    if (!(total > 0.0)) { /* every logit NaN: the greedy scan's pick */
-        memset(probs, 0, (size_t)V * sizeof *probs);
-        probs[sp_argmax(logits, V)] = 1.0;
-        return;
-    }
-    for (int64_t i = 0; i < V; i++)
-        probs[i] = s->work.w[i] / total;
+    (void)sp_sampler_dist_draw(s, logits, probs, 0.0);
 }
 
-int32_t sp_sample_probs(const double *probs, int64_t n, double u)
+int32_t sp_sample_values(const double *v, int64_t n, double u)
 {
-    double c = 0;
-    int64_t last = -1;
-    for (int64_t i = 0; i < n; i++) {
-        if (probs[i] <= 0)
-            continue;
-        c += probs[i];
-        last = i;
-        if (u < c)
-            return (int32_t)i;
-    }
-    return (int32_t)(last >= 0 ? last : 0); /* rounding left u just above the total */
+    double lane[SP_SAMPLE_LANES], group[SP_SAMPLE_GROUPS];
+    const double total = lsum(v, n, lane, group);
+    return total > 0.0 ? walk(lane, group, v, n, u * total) : -1;
 }
 
 int32_t sp_sampler_sample(sp_sampler *s, const float *logits, sp_rng *rng)

@@ -51,8 +51,12 @@ const sp_sampling_params *sp_sampler_params(const sp_sampler *s);
 /* The distribution sampling draws from: probs[n_vocab], zero outside the kept set (the
  * kept weights of sample_row.h over their sum). */
 void sp_sampler_dist(sp_sampler *s, const float *logits, double *probs);
-/* Draws from probs by inverse CDF in id order with one uniform u in [0, 1). */
-int32_t sp_sample_probs(const double *probs, int64_t n, double u);
+/* sp_sampler_dist, and the token sp_sample_row draws from the same logits with uniform u
+ * (one pass over the row). */
+int32_t sp_sampler_dist_draw(sp_sampler *s, const float *logits, double *probs, double u);
+/* sample_row.h's draw over nonnegative values v[n] (the lane sums, x = u * total, the
+ * three-level walk) with uniform u in [0, 1); -1 when they do not sum above 0. */
+int32_t sp_sample_values(const double *v, int64_t n, double u);
 /* Greedy when temperature is 0 (no random number used), else sp_sample_row with one
  * uniform from rng. */
 int32_t sp_sampler_sample(sp_sampler *s, const float *logits, sp_rng *rng);

@@ -170,8 +170,7 @@ sp_pick sp_drafter_pick(sp_drafter *d, const float *logits, int32_t i, int32_t *
         *tok = sp_argmax(logits, d->n_vocab);
     } else {
         double *qi = d->q + (size_t)i * (size_t)d->n_vocab;
-        sp_sampler_dist(d->smp, logits, qi);
-        *tok = sp_sample_probs(qi, d->n_vocab, sp_rng_uniform(&d->rng));
+        *tok = sp_sampler_dist_draw(d->smp, logits, qi, sp_rng_uniform(&d->rng));
         *q = qi;
     }
     return sp_drafter_take(d, *tok);

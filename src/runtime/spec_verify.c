@@ -15,6 +15,44 @@ static double residual(const double *p, int64_t n_p, const double *q, int64_t n_
     return r > 0 ? r : 0.0;
 }
 
+/* The residual's draw in sample_row.h's order (lane sums of ids c, c + L, ... ascending;
+ * groups; total; x = u * total; the three-level walk), each value computed where it is
+ * added: the CUDA kernel's order (kernels/cuda/cuda_spec_verify.cu). -1 when the
+ * residual sums to no more than 0. */
+static int32_t residual_draw(const double *p, int64_t n_p, const double *q, int64_t n_q, int32_t d,
+                             int64_t n, double u)
+{
+    double lane[SP_SAMPLE_LANES] = {0}, group[SP_SAMPLE_GROUPS], total = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        lane[i % SP_SAMPLE_LANES] = lane[i % SP_SAMPLE_LANES] + residual(p, n_p, q, n_q, d, i);
+    for (int g = 0; g < SP_SAMPLE_GROUPS; g++) {
+        double t = 0.0;
+        for (int c = 0; c < SP_SAMPLE_GROUP; c++)
+            t = t + lane[g * SP_SAMPLE_GROUP + c];
+        group[g] = t;
+        total = total + t;
+    }
+    if (!(total > 0.0))
+        return -1;
+    const double x = u * total;
+    double acc = 0.0;
+    const int64_t g = sp_sample_walk(group, SP_SAMPLE_GROUPS, 1, x, 0.0, &acc);
+    const int64_t c = g * SP_SAMPLE_GROUP +
+                      sp_sample_walk(lane + g * SP_SAMPLE_GROUP, SP_SAMPLE_GROUP, 1, x, acc, &acc);
+    int64_t last = -1;
+    for (int64_t i = c; i < n; i += SP_SAMPLE_LANES) {
+        const double r = residual(p, n_p, q, n_q, d, i);
+        if (!(r > 0.0))
+            continue;
+        const double next = acc + r;
+        if (x < next)
+            return (int32_t)i;
+        last = i;
+        acc = next;
+    }
+    return (int32_t)last;
+}
+
 bool sp_spec_verify_token(const double *p, int64_t n_p, const double *q, int64_t n_q, int32_t d,
                           sp_rng *accept_rng, sp_rng *resample_rng, int32_t *out)
 {
@@ -23,28 +61,11 @@ bool sp_spec_verify_token(const double *p, int64_t n_p, const double *q, int64_t
     /* accept with min(1, p/q): u < p/q, written without dividing by a zero q */
     if (qd > 0 && u * qd < pd)
         return true;
-    int64_t n = n_p > n_q ? n_p : n_q;
-    double total = 0;
-    for (int64_t i = 0; i < n; i++)
-        total += residual(p, n_p, q, n_q, d, i);
-    double v = sp_rng_uniform(resample_rng);
-    if (!(total > 0)) { /* only through rounding (p == q on the support): draw from p */
-        *out = sp_sample_probs(p, n_p, v);
-        return false;
-    }
-    double target = v * total, c = 0;
-    int64_t last = -1;
-    for (int64_t i = 0; i < n; i++) {
-        double r = residual(p, n_p, q, n_q, d, i);
-        if (r <= 0)
-            continue;
-        c += r;
-        last = i;
-        if (target < c) {
-            *out = (int32_t)i;
-            return false;
-        }
-    }
-    *out = (int32_t)last;
+    const double v = sp_rng_uniform(resample_rng);
+    const int32_t r = residual_draw(p, n_p, q, n_q, d, n_p > n_q ? n_p : n_q, v);
+    /* no residual mass only through rounding (p == q on the support): draw from p */
+    *out = r >= 0 ? r : sp_sample_values(p, n_p, v);
+    if (*out < 0) /* p itself empty (not a distribution): its first id */
+        *out = 0;
     return false;
 }

@@ -5,7 +5,9 @@
  * rejection the replacement is drawn from norm(max(0, p - q)). The emitted token then has
  * distribution p exactly. A deterministic draft (greedy drafting, n-grams) has q one-hot
  * at d: accept with p(d), else draw from p with d removed. p and q may have different
- * lengths (vocabularies padded differently): missing entries are 0. */
+ * lengths (vocabularies padded differently): missing entries are 0. The residual's sum and
+ * walk follow kernels/sample_row.h's order (lanes, groups, total; a three-level walk), so
+ * the GPU's verification (backend op spec_verify) draws the same token. */
 #ifndef SP_RUNTIME_SPEC_VERIFY_H
 #define SP_RUNTIME_SPEC_VERIFY_H
 

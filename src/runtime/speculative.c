@@ -69,13 +69,11 @@ static bool emit(spec_run *r, int32_t tok)
     return sp_stop_emit(&rules, tok, r->out_tokens, r->stats);
 }
 
-/* The target's next token from one row of logits. */
+/* The target's next token from one row of logits (a uniform of the resampling stream at a
+ * temperature). */
 static int32_t target_sample(spec_run *r, const float *row)
 {
-    if (r->gp->sampling.temperature == 0.0f)
-        return sp_argmax(row, sp_model_n_vocab(sp_session_model(r->t)));
-    sp_sampler_dist(r->smp, row, r->p);
-    return sp_sample_probs(r->p, sp_model_n_vocab(sp_session_model(r->t)), sp_rng_uniform(&r->resample_rng));
+    return sp_sampler_sample(r->smp, row, &r->resample_rng);
 }
 
 /* How many draft tokens this round may have. */
@@ -134,17 +132,16 @@ static void cost_update(spec_run *r, double ms, int32_t n)
     }
 }
 
-/* Evaluates tokens on the target and gives its next token: greedy, the pick of the eval
- * (made on the device where the backend can); else sampled from the last logits. */
+/* Evaluates tokens on the target and gives its next token: the greedy pick or the draw of
+ * the eval (made on the device where the backend can; a draw with the resampling stream's
+ * next uniform, target_sample's token). */
 static sp_status target_next(spec_run *r, const int32_t *tokens, size_t n, int32_t *next,
                              sp_error *err)
 {
     if (r->gp->sampling.temperature == 0.0f)
         return sp_session_eval_greedy(r->t, tokens, n, next, err);
-    sp_status st = sp_session_eval(r->t, tokens, n, NULL, err);
-    if (st == SP_OK)
-        *next = target_sample(r, sp_session_last_logits(r->t));
-    return st;
+    return sp_session_eval_sample(r->t, tokens, n, &r->gp->sampling,
+                                  sp_rng_uniform(&r->resample_rng), next, err);
 }
 
 /* A step without drafts: evaluate pending, sample the next token. */

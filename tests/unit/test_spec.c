@@ -38,7 +38,7 @@ static void rule_case(const char *name, const double *p, int n_p, const double *
     int64_t count[16] = {0};
     int n = n_p > n_q ? n_p : n_q;
     for (int t = 0; t < N; t++) {
-        int32_t d = q ? sp_sample_probs(q, n_q, sp_rng_uniform(&draw)) : fixed_d, out;
+        int32_t d = q ? sp_sample_values(q, n_q, sp_rng_uniform(&draw)) : fixed_d, out;
         int32_t tok = sp_spec_verify_token(p, n_p, q, n_q, d, &acc, &res, &out) ? d : out;
         assert_true(tok >= 0 && tok < n_p);
         count[tok]++;
