@@ -214,6 +214,13 @@ typedef struct sp_backend_ops {
      * host. */
     void (*logits_sample)(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
                           const sp_sample_req *reqs, int32_t *ids);
+    /* (optional) speculative verification of m <= SP_SPEC_DEV_K drafts by
+     * runtime/spec_verify.c's rule: logits rows 0..m are the target's, rows m + 1 .. 2m the
+     * draft's (none when onehot: q one-hot at each draft); reqs (a row each) and args in
+     * backend memory. out[0] = drafts accepted, out[1] = the next token (the replacement
+     * or the bonus), the host's tokens; out[0] = -1 where the host must verify. */
+    void (*spec_verify)(sp_backend *be, const float *logits, int64_t m, int64_t n_vocab, bool onehot,
+                        const sp_sample_req *reqs, const sp_spec_args *args, int32_t *out);
 
     /* Recording (NULL where a backend has none). replay: true when work recorded under
      * key was enqueued (issue nothing). record_begin: true when the ops issued until
@@ -253,6 +260,8 @@ struct sp_backend {
     uint64_t total_bytes;  /* the device's memory (0 when it is the host's) */
     bool host_memory;      /* backend memory is host memory (weights need no copy) */
     bool moe_adds_norm;    /* moe_ffn and moe_route_ffn honour sp_moe_args.then_x */
+    int device_index;      /* which device of its kind: backends of one kind and index can
+                            * read each other's memory */
 };
 
 /* Opens the backend a device string names: "cpu", "cuda", "cuda:N", or "auto"/NULL (the

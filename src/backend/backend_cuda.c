@@ -19,7 +19,8 @@
  * passes' cache rows only after its wait (both to compare; the same bits);
  * SPECULA_CUDA_QUEUED_UPLOAD=0 has a pass wait for its inputs' upload before its kernels
  * are issued (to compare); SPECULA_CUDA_SAMPLE=0 reads sampled rows back and draws on the
- * host (the same tokens).
+ * host (the same tokens); SPECULA_CUDA_SPEC=0 reads speculative sampling's rows back and
+ * verifies them on the host (the same tokens).
  * The file compiles to nothing in a CPU-only build. */
 #ifdef SPECULA_HAVE_CUDA
 #include "backend/backend_cuda.h"
@@ -83,7 +84,8 @@ typedef struct cuda_backend {
                              * one block a row) */
     bool argmax_split;      /* the scratch may be asked for (SPECULA_CUDA_ARGMAX_SPLIT=0: no) */
     bool argmax_tried;
-    void *sample_scratch;   /* logits_sample's (spc_sample_scratch_bytes for sample_vocab) */
+    void *sample_scratch;   /* logits_sample's and spec_verify's (sample_bytes, for sample_vocab) */
+    size_t sample_bytes;
     int64_t sample_vocab;
     void *tc_scratch;       /* fast precision: x as bf16 for the tensor-core GEMM (TC_SCRATCH
                              * bytes, or NULL: the GEMM then runs 16 tokens at a time) */
@@ -651,11 +653,15 @@ static void cuda_logits_argmax(sp_backend *be, const float *logits, int64_t rows
  * once). Without it every id is -1 and the host draws. A call with another vocabulary (a
  * backend serves one model, so only in tests) drops the recorded passes before it frees
  * the scratch they name. */
-static void cuda_logits_sample(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
-                               const sp_sample_req *reqs, int32_t *ids)
+/* The draws' scratch for n_vocab (also the speculative verification's: as large as both
+ * need), made by the first call outside a recording; whether it is there. A call with
+ * another vocabulary (a backend serves one model, so only in tests) drops the recorded
+ * passes before it frees the scratch they name. */
+static bool sample_scratch(cuda_backend *c, int64_t n_vocab)
 {
-    cuda_backend *c = cu(be);
-    const size_t bytes = spc_sample_scratch_bytes(SPC_SAMPLE_MAX_ROWS, n_vocab);
+    const size_t a = spc_sample_scratch_bytes(SPC_SAMPLE_MAX_ROWS, n_vocab);
+    const size_t b = spc_spec_scratch_bytes(n_vocab);
+    const size_t bytes = a && b ? (a > b ? a : b) : 0;
     if (c->sample_vocab != n_vocab && !c->capturing && bytes) {
         if (c->sample_scratch)
             sp_rec_clear(&c->rec);
@@ -664,8 +670,19 @@ static void cuda_logits_sample(sp_backend *be, const float *logits, int64_t rows
         c->sample_vocab = spc_malloc(&c->sample_scratch, bytes) ||
                                   spc_memset(c->stream, c->sample_scratch, 0, bytes)
                               ? 0 : n_vocab; /* the kernels' counters start at 0 */
+        c->sample_bytes = c->sample_vocab ? bytes : 0;
     }
-    if (c->sample_vocab != n_vocab) {
+    return c->sample_vocab == n_vocab;
+}
+
+/* Draws on the device (cuda_sample.cu), SPC_SAMPLE_MAX_ROWS rows a launch. Without the
+ * scratch (never made while a pass records: a pass records only after running once) every
+ * id is -1 and the host draws. */
+static void cuda_logits_sample(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
+                               const sp_sample_req *reqs, int32_t *ids)
+{
+    cuda_backend *c = cu(be);
+    if (!sample_scratch(c, n_vocab)) {
         check(c, "logits_sample", spc_memset(c->stream, ids, 0xff, (size_t)rows * sizeof *ids));
         return;
     }
@@ -673,8 +690,23 @@ static void cuda_logits_sample(sp_backend *be, const float *logits, int64_t rows
         const int64_t n = rows - r < SPC_SAMPLE_MAX_ROWS ? rows - r : SPC_SAMPLE_MAX_ROWS;
         check(c, "logits_sample",
               spc_sample_rows(c->stream, logits + r * n_vocab, n, n_vocab, n_vocab, reqs + r, ids + r,
-                              c->sample_scratch, bytes));
+                              c->sample_scratch, c->sample_bytes));
     }
+}
+
+/* Speculative verification on the device (cuda_spec_verify.cu); without the scratch
+ * out[0] = -1 and the host verifies. */
+static void cuda_spec_verify(sp_backend *be, const float *logits, int64_t m, int64_t n_vocab,
+                             bool onehot, const sp_sample_req *reqs, const sp_spec_args *args,
+                             int32_t *out)
+{
+    cuda_backend *c = cu(be);
+    if (!sample_scratch(c, n_vocab)) {
+        check(c, "spec_verify", spc_memset(c->stream, out, 0xff, 2 * sizeof *out));
+        return;
+    }
+    check(c, "spec_verify", spc_spec_verify(c->stream, logits, m, n_vocab, onehot, reqs, args, out,
+                                            c->sample_scratch, c->sample_bytes));
 }
 
 /* ---- DeepSeek-V4 ----------------------------------------------------------------- */
@@ -829,6 +861,7 @@ static const sp_backend_ops cuda_ops = {
     .moe_route_ffn = cuda_moe_route_ffn,
     .logits_argmax = cuda_logits_argmax,
     .logits_sample = cuda_logits_sample,
+    .spec_verify = cuda_spec_verify,
     .replay = cuda_replay,
     .record_begin = cuda_record_begin,
     .record_end = cuda_record_end,
@@ -881,6 +914,8 @@ sp_status sp_cuda_backend_new(int index, sp_backend **out, sp_error *err)
         c->ops.logits_argmax = NULL;
     if (!env_on("SPECULA_CUDA_SAMPLE")) /* sampled rows read back and drawn on the host */
         c->ops.logits_sample = NULL;
+    if (!env_on("SPECULA_CUDA_SPEC")) /* speculative sampling verified on the host */
+        c->ops.spec_verify = NULL;
     if (!env_on("SPECULA_CUDA_CHAIN")) /* greedy steps each read back before the next */
         c->ops.download_queued = NULL, c->ops.download_wait = NULL;
     c->base.ops = &c->ops;
@@ -904,6 +939,7 @@ sp_status sp_cuda_backend_new(int index, sp_backend **out, sp_error *err)
     if (rt && !strcmp(rt, "1"))
         c->clock = sp_replay_clock_new();
     c->rec.free_rec = spc_graph_free;
+    c->base.device_index = index;
     snprintf(c->base.device_name, sizeof c->base.device_name, "cuda:%d %s (sm_%d%d, %.1f GiB)",
              index, info.name, info.cc_major, info.cc_minor, info.total_mem / 1073741824.0);
     *out = &c->base;

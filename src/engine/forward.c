@@ -14,6 +14,7 @@
 #include "util/error.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 void sp_emit_rows(sp_pass *P, const sp_seg *g, int layer, sp_op op, int64_t width, float *data,
                   int64_t r0, int64_t n)
@@ -237,11 +238,12 @@ static void layer_forward(sp_pass *P, int64_t l)
 
 /* A key naming everything the pass's ops and their arguments depend on besides the values
  * read from backend memory: the pass buffers, and per segment its cache, rows and logits
- * wanted. Equal keys, equal ops (what a backend needs to replay recorded work). */
+ * wanted, the rows it keeps on the device and the draft rows it verifies. Equal keys, equal
+ * ops (what a backend needs to replay recorded work). */
 static bool pass_key(sp_pass *P, sp_rec_key *key)
 {
     sp_compute *c = P->c;
-    size_t words = 3 + 4 * (size_t)P->n_segs;
+    size_t words = 4 + 5 * (size_t)P->n_segs;
     if (words * 8 > c->rec_key_cap) {
         unsigned char *k = realloc(c->rec_key, words * 8);
         if (!k)
@@ -252,15 +254,18 @@ static bool pass_key(sp_pass *P, sp_rec_key *key)
     uint64_t *w = (uint64_t *)(void *)c->rec_key;
     w[0] = c->serial;
     w[1] = (uint64_t)P->n | (uint64_t)P->ids_only << 63 | (uint64_t)P->chained << 62 |
-           (uint64_t)P->sampled << 61;
+           (uint64_t)P->sampled << 61 | (uint64_t)P->spec << 60;
     w[2] = (uint64_t)P->n_segs;
+    /* a verification names the draft's rows it copies (none: q one-hot) */
+    w[3] = P->spec ? (uint64_t)(uintptr_t)P->segs[0].seq->spec->draft_rows : 0;
     for (int64_t i = 0; i < P->n_segs; i++) {
         const sp_seg *g = &P->segs[i];
         int64_t r0;
-        w[3 + 4 * i] = g->seq->kv->serial;
-        w[4 + 4 * i] = (uint64_t)g->row0;
-        w[5 + 4 * i] = (uint64_t)g->n;
-        w[6 + 4 * i] = (uint64_t)sp_head_seg_rows(g, &r0);
+        w[4 + 5 * i] = g->seq->kv->serial;
+        w[5 + 5 * i] = (uint64_t)g->row0;
+        w[6 + 5 * i] = (uint64_t)g->n;
+        w[7 + 5 * i] = (uint64_t)sp_head_seg_rows(g, &r0);
+        w[8 + 5 * i] = (uint64_t)(uintptr_t)g->seq->keep;
     }
     *key = (sp_rec_key){c->rec_key, words * 8};
     return true;
@@ -333,6 +338,15 @@ static bool seq_draws(const sp_seq_eval *q)
     return !q->logits && q->last_id && q->sample && q->sample->inv_t > 0.0;
 }
 
+/* Whether segment g's verification runs on the device: the backend verifies, the segment
+ * is the pass's only one and holds all its sequence's rows, and they fit the draw kernels. */
+static bool spec_on_device(const sp_pass *P, const sp_seg *g)
+{
+    const sp_seq_eval *q = g->seq;
+    return P->be->ops->spec_verify && P->n_segs == 1 && g->first == 0 && g->n == q->n &&
+           q->n >= 2 && q->n - 1 <= SP_SPEC_DEV_K;
+}
+
 /* Whether the pass reads back only picks: the backend picks (and, for draws, draws) on the
  * device, nothing observes the logits, and every segment wanting rows wants their picks
  * (ids, or its last_id alone). *sampled: some row is a draw. */
@@ -346,6 +360,8 @@ static bool ids_only(const sp_pass *P, bool *sampled)
         const sp_seq_eval *q = P->segs[i].seq;
         int64_t k = sp_head_seg_rows(&P->segs[i], &r0);
         if (k > 0 && !(q->logits ? q->ids : q->last_id))
+            return false;
+        if (k > 0 && q->spec && !spec_on_device(P, &P->segs[i]))
             return false;
         if (k > 0 && seq_draws(q))
             *sampled = true;
@@ -372,6 +388,32 @@ static sp_status upload_draws(sp_pass *P)
         be, c->sample_reqs, c->h_sample_reqs, (size_t)at * sizeof(sp_sample_req), P->err);
 }
 
+/* A verification's inputs (its one segment): the target's draw for its rows, the draft's
+ * for the draft rows after them, the drafts and the uniforms. */
+static sp_status upload_spec(sp_pass *P)
+{
+    sp_compute *c = P->c;
+    const sp_seq_eval *q = P->segs[0].seq;
+    const sp_spec_req *r = q->spec;
+    const int64_t m = q->n - 1, rows = r->draft_rows ? 2 * m + 1 : m + 1;
+    for (int64_t j = 0; j < rows; j++)
+        c->h_sample_reqs[j] = j <= m ? r->p : r->q;
+    c->h_sample_reqs[m].u = r->v; /* the bonus row's draw */
+    sp_spec_args *a = &c->h_spec_args;
+    memset(a, 0, sizeof *a);
+    a->m = (int32_t)m;
+    a->v = r->v;
+    for (int64_t i = 0; i < m; i++) {
+        a->u[i] = r->u[i];
+        a->drafts[i] = q->tokens[1 + i];
+    }
+    sp_backend *be = P->be;
+    sp_status (*up)(sp_backend *, void *, const void *, size_t, sp_error *) =
+        be->ops->upload_queued ? be->ops->upload_queued : be->ops->upload;
+    sp_status st = up(be, c->sample_reqs, c->h_sample_reqs, (size_t)rows * sizeof(sp_sample_req), P->err);
+    return st == SP_OK ? up(be, c->spec_args, a, sizeof *a, P->err) : st;
+}
+
 /* The pass up to its results: its inputs uploaded and its body issued (replayed or
  * recorded where it can). gathered: the wanted logits rows fit one pass of the head. */
 static sp_status issue_pass(sp_pass *P, bool gathered)
@@ -384,7 +426,10 @@ static sp_status issue_pass(sp_pass *P, bool gathered)
     bool sampled = false;
     P->ids_only = gathered && ids_only(P, &sampled);
     P->sampled = P->ids_only && sampled;
+    P->spec = P->ids_only && P->n_segs == 1 && P->segs[0].seq->spec;
     if (P->sampled && (st = upload_draws(P)) != SP_OK)
+        return st;
+    if (P->spec && (st = upload_spec(P)) != SP_OK)
         return st;
     P->hx = P->m->arch->attn == SP_ATTN_DSV4 ? P->c->v4.head : P->c->x;
     run_body(P, gathered);
@@ -506,6 +551,8 @@ sp_status sp_forward(sp_model *m, const sp_seq_eval *seqs, int64_t n_seqs, int64
                             seqs[i].n > max))
             st = sp_err(err, SP_ERR_INTERNAL, "greedy picks of every row: one sequence of at "
                         "most %d rows in one pass, with a logits buffer", SP_LOGIT_ROWS);
+        else if (seqs[i].spec && (!seqs[i].ids || seqs[i].n < 2))
+            st = sp_err(err, SP_ERR_INTERNAL, "a verification has drafts and wants ids and logits");
     int64_t idx = 0, off = 0;
     while (st == SP_OK && idx < n_seqs) {
         pack(&P, seqs, n_seqs, max, &idx, &off);

@@ -25,6 +25,15 @@ typedef struct sp_observer {
     float perturb_factor;
 } sp_observer;
 
+/* Speculative sampling's verification of drafts on the device (sp_seq_eval.spec). */
+typedef struct sp_spec_req {
+    const float *draft_rows; /* backend memory [n - 1, n_vocab]: the draft's logits of each
+                              * draft, or NULL: q one-hot at each (a deterministic draft) */
+    sp_sample_req p, q;      /* the target's and the draft's draws (u unused) */
+    const double *u;         /* [n - 1] the acceptance uniforms */
+    double v;                /* the resampling uniform */
+} sp_spec_req;
+
 typedef struct sp_seq_eval {
     sp_kv *kv;
     int64_t pos0;          /* the sequence's length before these tokens */
@@ -46,6 +55,13 @@ typedef struct sp_seq_eval {
                             * ids[0] = -1 and logits gets every row as without it. Only for
                             * a call of this one sequence, n <= SP_LOGIT_ROWS rows that
                             * fit one pass (so its rows come back all one way) */
+    const sp_spec_req *spec; /* with logits and ids, or NULL: the rows verify the drafts
+                            * tokens[1 ..] by runtime/spec_verify.c's rule. Where the backend
+                            * verifies (spec_verify), ids[0] = the drafts accepted and ids[1]
+                            * the next token, and nothing else comes back; otherwise ids[0] =
+                            * -1 and logits gets every row */
+    float *keep;           /* backend memory [n_vocab], or NULL: the last row's logits are
+                            * copied there on the device (a draft's row, for spec) */
     const sp_observer *obs; /* NULL: not observed */
     /* Multi-token prediction (forward_mtp.c). hidden_in (host [n, n_embd]): the rows are MTP
      * positions: row j takes tokens[j] and the main model's hidden state hidden_in[j], runs

@@ -8,7 +8,10 @@
  * download. Otherwise (a prefill asking for every row) the head runs in slices of the block,
  * each read back before the next. Both give a row the same bits: every op is row-local.
  * Where every row wanted is a greedy pick alone (seq->ids, seq->last_id) and the backend
- * picks on the device, only the picks come back (an int a row instead of n_vocab floats). */
+ * picks on the device, only the picks come back (an int a row instead of n_vocab floats);
+ * a verification of drafts (seq->spec) reads back two ints (the drafts accepted, the next
+ * token). A sequence may keep its last row on the device (seq->keep: a draft's row, for the
+ * target's verification). */
 #include "engine/forward_internal.h"
 #include "util/error.h"
 
@@ -47,6 +50,33 @@ static void final_norm(sp_pass *P, const sp_seg *g, int64_t r0, int64_t k, int64
         sp_emit_rows(P, g, -1, SP_OP_FINAL_NORM, H, out, r0, k);
 }
 
+/* A verification (its one segment, rows 0 .. m): the draft's rows copied after the
+ * target's, then the backend's rule; the count and the token go to logit_ids[0..1]. */
+static void spec_verify(sp_pass *P, int64_t rows)
+{
+    const sp_spec_req *r = P->segs[0].seq->spec;
+    const int64_t V = P->m->n_vocab, m = rows - 1;
+    float *logits = P->c->logits;
+    if (r->draft_rows)
+        P->be->ops->copy2d(P->be, logits + rows * V, V, r->draft_rows, V, m, V);
+    P->be->ops->spec_verify(P->be, logits, m, V, !r->draft_rows, P->c->sample_reqs, P->c->spec_args,
+                            P->c->logit_ids);
+}
+
+/* Each segment's last row copied on the device where its sequence keeps it (seq->keep). */
+static void keep_rows(sp_pass *P)
+{
+    const int64_t V = P->m->n_vocab;
+    int64_t at = 0, r0;
+    for (int64_t i = 0; i < P->n_segs; i++) {
+        const sp_seg *g = &P->segs[i];
+        const int64_t k = sp_head_seg_rows(g, &r0);
+        if (k > 0 && g->seq->keep && g->first + g->n == g->seq->n)
+            P->be->ops->copy2d(P->be, g->seq->keep, V, P->c->logits + (at + k - 1) * V, V, 1, V);
+        at += k;
+    }
+}
+
 void sp_head_gathered(sp_pass *P)
 {
     int64_t at = 0, r0, V = P->m->n_vocab;
@@ -59,10 +89,13 @@ void sp_head_gathered(sp_pass *P)
     if (at == 0)
         return;
     P->be->ops->matmul(P->be, &P->w->lm_head, P->c->xn, at, P->c->logits, NULL);
-    if (P->sampled)
+    if (P->spec)
+        spec_verify(P, at);
+    else if (P->sampled)
         P->be->ops->logits_sample(P->be, P->c->logits, at, V, P->c->sample_reqs, P->c->logit_ids);
     else if (P->ids_only)
         P->be->ops->logits_argmax(P->be, P->c->logits, at, V, P->c->logit_ids);
+    keep_rows(P);
     if (!SP_TRACE_ON(P))
         return;
     at = 0;
@@ -95,6 +128,15 @@ static sp_status download_ids(sp_pass *P, int64_t total)
     sp_status st = P->be->ops->download(P->be, c->h_logit_ids, c->logit_ids,
                                         (size_t)total * sizeof(int32_t), P->err);
     int64_t at = 0, r0;
+    if (P->spec) { /* the count and the token; every row where the host must verify */
+        const sp_seg *g = &P->segs[0];
+        g->seq->ids[0] = c->h_logit_ids[0];
+        g->seq->ids[1] = c->h_logit_ids[1];
+        if (st == SP_OK && c->h_logit_ids[0] < 0)
+            st = P->be->ops->download(P->be, g->seq->logits, c->logits,
+                                      (size_t)(g->n * P->m->n_vocab) * sizeof(float), P->err);
+        return st;
+    }
     for (int64_t i = 0; i < P->n_segs && st == SP_OK; i++) {
         const sp_seg *g = &P->segs[i];
         int64_t k = sp_head_seg_rows(g, &r0);
@@ -178,6 +220,9 @@ sp_status sp_head_sliced(sp_pass *P)
         sp_status st = sliced_rows(P, g, r0, k, seg_dst(g, V));
         if (st != SP_OK)
             return st;
+        if (g->seq->keep && g->first + g->n == g->seq->n) /* the last slice's last row */
+            P->be->ops->copy2d(P->be, g->seq->keep, V, P->c->logits + (k - 1) % SP_LOGIT_ROWS * V,
+                               V, 1, V);
         copy_last(g, V);
     }
     return SP_OK;

@@ -149,4 +149,17 @@ SP_SAMPLE_FN int64_t sp_sample_walk(const double *a, int64_t n, int64_t stride, 
     return last;
 }
 
+/* Speculative verification on a device (the backend's spec_verify op; the host's rule is
+ * runtime/spec_verify.c): m <= SP_SPEC_DEV_K drafts, so that the target's m + 1 rows and the
+ * draft's m rows fit one launch of the draw kernels. */
+#define SP_SPEC_DEV_K 15
+
+/* Its inputs besides the rows and their requests. */
+typedef struct sp_spec_args {
+    double u[SP_SPEC_DEV_K];      /* draft i's acceptance uniform */
+    double v;                     /* the resampling uniform (residual or bonus draw) */
+    int32_t drafts[SP_SPEC_DEV_K]; /* the draft tokens */
+    int32_t m;                    /* how many */
+} sp_spec_args;
+
 #endif

@@ -331,6 +331,18 @@ int32_t sp_sample_row(const sp_sample_req *r, const float *logits, int64_t V, sp
     return walk(lane, group, wk->w, V, r->u * total);
 }
 
+bool sp_sample_dist_row(const sp_sample_req *r, const float *logits, int64_t V, sp_sample_work *wk,
+                        double *probs)
+{
+    double lane[SP_SAMPLE_LANES], group[SP_SAMPLE_GROUPS];
+    const double total = r->inv_t > 0.0 ? kept_weights(r, logits, V, wk, lane, group) : 0.0;
+    if (!(total > 0.0))
+        return false;
+    for (int64_t i = 0; i < V; i++)
+        probs[i] = wk->w[i] / total;
+    return true;
+}
+
 int32_t sp_sampler_dist_draw(sp_sampler *s, const float *logits, double *probs, double u)
 {
     int64_t V = s->n_vocab;

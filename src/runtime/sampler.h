@@ -51,6 +51,10 @@ const sp_sampling_params *sp_sampler_params(const sp_sampler *s);
 /* The distribution sampling draws from: probs[n_vocab], zero outside the kept set (the
  * kept weights of sample_row.h over their sum). */
 void sp_sampler_dist(sp_sampler *s, const float *logits, double *probs);
+/* The distribution of r's draw from logits[n_vocab] into probs (sp_sampler_dist's values);
+ * false, probs unwritten, where it has no candidate or r is greedy. */
+bool sp_sample_dist_row(const sp_sample_req *r, const float *logits, int64_t n_vocab,
+                        sp_sample_work *work, double *probs);
 /* sp_sampler_dist, and the token sp_sample_row draws from the same logits with uniform u
  * (one pass over the row). */
 int32_t sp_sampler_dist_draw(sp_sampler *s, const float *logits, double *probs, double u);

@@ -26,6 +26,9 @@ struct sp_session {
     float *hidden;      /* [n_ctx, sp_model_hidden_width] each position's hidden state, when recorded */
     int32_t *tok;       /* [n_ctx] each position's token, when recorded */
     sp_sample_work draw; /* the host's draws (made by the first that needs them) */
+    float *kept;         /* backend memory [n_kept, n_vocab]: a draft's rows for the
+                          * target's verification on the device (sp_session_keep_rows) */
+    int32_t n_kept;
 };
 
 sp_session_params sp_session_default_params(void)
@@ -75,6 +78,8 @@ void sp_session_free(sp_session *s)
         s->mtp->target = NULL;
     if (s->target)
         s->target->mtp = NULL;
+    if (s->kept)
+        s->m->be->ops->free(s->m->be, s->kept);
     sp_kv_free(s->kv);
     free(s->logits);
     free(s->hidden);
@@ -114,10 +119,11 @@ static void advance(sp_session *s, const int32_t *tokens, size_t n)
     s->has_logits = true;
 }
 
-/* One sequence's eval: logits, last_id, sample and ids as sp_seq_eval's (forward.h). */
-static sp_status eval_seq(sp_session *s, const int32_t *tokens, size_t n_tokens, float *logits,
-                          int32_t *last_id, const sp_sample_req *sample, int32_t *ids,
-                          sp_error *err)
+/* One sequence's eval: logits, last_id, sample, ids, spec and keep as sp_seq_eval's
+ * (forward.h). */
+static sp_status eval_seq_on(sp_session *s, const int32_t *tokens, size_t n_tokens, float *logits,
+                             int32_t *last_id, const sp_sample_req *sample, int32_t *ids,
+                             const sp_spec_req *spec, float *keep, sp_error *err)
 {
     if (s->target)
         return sp_err(err, SP_ERR_INVALID_ARG, "an MTP session is evaluated by speculative decoding "
@@ -130,10 +136,20 @@ static sp_status eval_seq(sp_session *s, const int32_t *tokens, size_t n_tokens,
     q.last_id = last_id;
     q.sample = sample;
     q.ids = ids;
+    q.spec = spec;
+    q.keep = keep;
     st = sp_forward(s->m, &q, 1, s->n_batch, err);
     if (st == SP_OK)
         advance(s, tokens, n_tokens);
     return st;
+}
+
+/* eval_seq_on without a verification or a kept row. */
+static sp_status eval_seq(sp_session *s, const int32_t *tokens, size_t n_tokens, float *logits,
+                          int32_t *last_id, const sp_sample_req *sample, int32_t *ids,
+                          sp_error *err)
+{
+    return eval_seq_on(s, tokens, n_tokens, logits, last_id, sample, ids, NULL, NULL, err);
 }
 
 sp_status sp_session_eval(sp_session *s, const int32_t *tokens, size_t n_tokens, float *logits,
@@ -185,9 +201,11 @@ sp_status sp_session_eval_greedy(sp_session *s, const int32_t *tokens, size_t n_
     return st;
 }
 
-sp_status sp_session_eval_sample(sp_session *s, const int32_t *tokens, size_t n_tokens,
-                                 const sp_sampling_params *params, double u, int32_t *next,
-                                 sp_error *err)
+/* sp_session_eval_sample, the last row's logits also copied to keep (backend memory) or
+ * not (NULL). */
+static sp_status eval_draw(sp_session *s, const int32_t *tokens, size_t n_tokens,
+                           const sp_sampling_params *params, double u, float *keep, int32_t *next,
+                           sp_error *err)
 {
     if (!next)
         return sp_err(err, SP_ERR_INVALID_ARG, "no place for the drawn token (next is NULL)");
@@ -196,7 +214,7 @@ sp_status sp_session_eval_sample(sp_session *s, const int32_t *tokens, size_t n_
         return st;
     const sp_sample_req req = sp_sample_req_of(params, u);
     int32_t id = -1;
-    if ((st = eval_seq(s, tokens, n_tokens, NULL, &id, &req, NULL, err)) != SP_OK)
+    if ((st = eval_seq_on(s, tokens, n_tokens, NULL, &id, &req, NULL, NULL, keep, err)) != SP_OK)
         return st;
     if (id < 0) /* the logits came back: draw here */
         st = host_pick(s, &req, &id, err);
@@ -204,6 +222,89 @@ sp_status sp_session_eval_sample(sp_session *s, const int32_t *tokens, size_t n_
         s->has_logits = false; /* only the token came back */
     *next = id;
     return st;
+}
+
+sp_status sp_session_eval_sample(sp_session *s, const int32_t *tokens, size_t n_tokens,
+                                 const sp_sampling_params *params, double u, int32_t *next,
+                                 sp_error *err)
+{
+    return eval_draw(s, tokens, n_tokens, params, u, NULL, next, err);
+}
+
+/* ---- speculative sampling on the device --------------------------------------------- */
+
+bool sp_session_spec_device(const sp_session *t, const sp_session *d)
+{
+    const sp_backend *bt = t->m->be;
+    if (!bt->ops->spec_verify)
+        return false;
+    if (!d)
+        return true;
+    const sp_backend *bd = d->m->be;
+    return bd->ops == bt->ops && bd->device_index == bt->device_index &&
+           d->m->n_vocab == t->m->n_vocab && !d->target && !d->hidden;
+}
+
+sp_status sp_session_keep_rows(sp_session *s, int32_t k, sp_error *err)
+{
+    if (k <= s->n_kept)
+        return SP_OK;
+    size_t bytes;
+    if (sp_ckd_mul3_size(&bytes, (size_t)k, (size_t)s->m->n_vocab, sizeof(float)))
+        return sp_err(err, SP_ERR_LIMIT, "%d kept rows of %lld logits overflow", k,
+                      (long long)s->m->n_vocab);
+    sp_backend *be = s->m->be;
+    void *p = NULL;
+    sp_status st = be->ops->alloc(be, bytes, &p, err);
+    if (st != SP_OK)
+        return st;
+    if (s->kept)
+        be->ops->free(be, s->kept);
+    s->kept = p;
+    s->n_kept = k;
+    return SP_OK;
+}
+
+const float *sp_session_kept(const sp_session *s, int32_t slot)
+{
+    return s->kept && slot >= 0 && slot < s->n_kept ? s->kept + (size_t)slot * (size_t)s->m->n_vocab
+                                                    : NULL;
+}
+
+sp_status sp_session_kept_download(sp_session *s, int32_t slot, float *row, sp_error *err)
+{
+    const float *src = sp_session_kept(s, slot);
+    if (!src)
+        return sp_err(err, SP_ERR_INTERNAL, "no kept row %d", slot);
+    sp_backend *be = s->m->be;
+    return be->ops->download(be, row, src, (size_t)s->m->n_vocab * sizeof(float), err);
+}
+
+sp_status sp_session_eval_sample_keep(sp_session *s, const int32_t *tokens, size_t n_tokens,
+                                      const sp_sampling_params *params, double u, int32_t slot,
+                                      int32_t *next, sp_error *err)
+{
+    float *keep = (float *)sp_session_kept(s, slot);
+    if (!keep)
+        return sp_err(err, SP_ERR_INTERNAL, "no kept row %d", slot);
+    return eval_draw(s, tokens, n_tokens, params, u, keep, next, err);
+}
+
+sp_status sp_session_eval_verify(sp_session *s, const int32_t *tokens, size_t n,
+                                 const sp_spec_req *spec, float *logits, int32_t *n_acc,
+                                 int32_t *next, sp_error *err)
+{
+    if (n < 2 || !spec || !logits)
+        return sp_err(err, SP_ERR_INTERNAL, "a verification needs drafts, a request and logits");
+    int32_t ids[2] = {-1, -1};
+    sp_status st = eval_seq_on(s, tokens, n, logits, NULL, NULL, ids, spec, NULL, err);
+    if (st != SP_OK)
+        return st;
+    *n_acc = ids[0];
+    *next = ids[1];
+    if (ids[0] >= 0)
+        s->has_logits = false; /* only the outcome came back */
+    return SP_OK;
 }
 
 sp_status sp_session_decode_greedy(sp_session *s, int32_t first, size_t max_new, sp_pick_fn on_pick,

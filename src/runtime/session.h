@@ -39,4 +39,27 @@ const int32_t *sp_session_tokens(const sp_session *s);
 int64_t sp_session_mtp_real(const sp_session *s);
 void sp_session_set_mtp_real(sp_session *s, int64_t n);
 
+/* Speculative sampling verified on the device (speculative.c, spec_draft.c). Whether
+ * target t verifies on its device with draft session d's kept rows (d NULL: one-hot drafts,
+ * no rows): t's backend verifies, d's is the same kind on the same device with the same
+ * vocabulary. */
+bool sp_session_spec_device(const sp_session *t, const sp_session *d);
+/* Room for k rows kept in backend memory (the first call with a larger k makes it; rows
+ * kept before are then lost). */
+sp_status sp_session_keep_rows(sp_session *s, int32_t k, sp_error *err);
+/* Kept row slot (backend memory), or NULL. */
+const float *sp_session_kept(const sp_session *s, int32_t slot);
+sp_status sp_session_kept_download(sp_session *s, int32_t slot, float *row, sp_error *err);
+/* sp_session_eval_sample, the last row's logits also kept in slot. */
+sp_status sp_session_eval_sample_keep(sp_session *s, const int32_t *tokens, size_t n_tokens,
+                                      const sp_sampling_params *params, double u, int32_t slot,
+                                      int32_t *next, sp_error *err);
+/* Evaluates tokens (the pending token, then n - 1 drafts) verifying the drafts by spec's
+ * request (engine/forward.h): *n_acc drafts accepted and *next the target's next token, the
+ * host rule's; or *n_acc = -1 and logits [n, n_vocab] holds every row (the caller verifies
+ * on the host). */
+sp_status sp_session_eval_verify(sp_session *s, const int32_t *tokens, size_t n,
+                                 const sp_spec_req *spec, float *logits, int32_t *n_acc,
+                                 int32_t *next, sp_error *err);
+
 #endif

@@ -14,6 +14,8 @@ struct sp_drafter {
     sp_rng rng;
     double *q;     /* [k_max, n_vocab] distributions of the sampled drafts */
     int64_t n_vocab;
+    bool kept;     /* the last proposal's rows are on the device (c.keep_rows) */
+    float *row;    /* [n_vocab] a kept row read back (sp_drafter_q_host) */
 };
 
 sp_status sp_drafter_new(const sp_drafter_config *c, sp_drafter **out, sp_error *err)
@@ -50,6 +52,7 @@ void sp_drafter_free(sp_drafter *d)
         return;
     sp_sampler_free(d->smp);
     free(d->q);
+    free(d->row);
     free(d);
 }
 
@@ -67,10 +70,11 @@ static double top_prob(const float *logits, int64_t n)
 
 /* Brings the draft session to seq[0 .. n_seq) (positions base ..): its logits then
  * predict the next token, or with pick (greedy picks on the device) *pick is that token
- * and the logits may stay unread. Returns false when a token of seq is outside the
+ * and the logits may stay unread; with keep, *pick is the first draft's draw (the drafting
+ * stream's next uniform) and its row kept in slot 0. Returns false when a token of seq is outside the
  * draft's vocabulary. */
 static bool catch_up(sp_drafter *d, const int32_t *seq, int64_t n_seq, int64_t base, int32_t *pick,
-                     sp_status *st, sp_error *err)
+                     bool keep, sp_status *st, sp_error *err)
 {
     sp_session *s = d->c.session;
     int64_t have = sp_session_n_past(s) - base;
@@ -86,8 +90,13 @@ static bool catch_up(sp_drafter *d, const int32_t *seq, int64_t n_seq, int64_t b
     for (int64_t i = have; i < n_seq; i++)
         if (seq[i] < 0 || seq[i] >= d->n_vocab)
             return false;
-    *st = pick ? sp_session_eval_greedy(s, seq + have, (size_t)(n_seq - have), pick, err)
-               : sp_session_eval(s, seq + have, (size_t)(n_seq - have), NULL, err);
+    const size_t n = (size_t)(n_seq - have);
+    if (keep) /* the first draft drawn and its row kept on the device */
+        *st = sp_session_eval_sample_keep(s, seq + have, n, d->c.sampling, sp_rng_uniform(&d->rng),
+                                          0, pick, err);
+    else
+        *st = pick ? sp_session_eval_greedy(s, seq + have, n, pick, err)
+                   : sp_session_eval(s, seq + have, n, NULL, err);
     return *st == SP_OK;
 }
 
@@ -123,6 +132,33 @@ static bool take_pick(void *p, int32_t tok)
     return r != SP_PICK_LAST;
 }
 
+/* propose_model with the draws made on the device and each draft's row kept there (slot i)
+ * for the target's verification: the same tokens from the same uniforms as the host's
+ * picks (sp_drafter_pick: sp_sample_row's draw). */
+static sp_status propose_kept(sp_drafter *d, const int32_t *seq, int64_t n_seq, int64_t base,
+                              int32_t k, int32_t *out, const double **q, int32_t *n_out,
+                              sp_error *err)
+{
+    sp_session *s = d->c.session;
+    sp_status st = sp_session_keep_rows(s, d->c.k_max, err);
+    int32_t tok = -1;
+    if (st != SP_OK || !catch_up(d, seq, n_seq, base, &tok, true, &st, err))
+        return st;
+    for (int32_t i = 0; i < k; i++) {
+        sp_pick r = sp_drafter_take(d, tok);
+        if (r == SP_PICK_END)
+            break;
+        q[*n_out] = NULL;
+        out[(*n_out)++] = tok;
+        if (r == SP_PICK_LAST || i + 1 == k)
+            break;
+        if ((st = sp_session_eval_sample_keep(s, &tok, 1, d->c.sampling, sp_rng_uniform(&d->rng),
+                                              i + 1, &tok, err)) != SP_OK)
+            return st;
+    }
+    return SP_OK;
+}
+
 static sp_status propose_model(sp_drafter *d, const int32_t *seq, int64_t n_seq, int64_t base,
                                int32_t k, int32_t *out, const double **q, int64_t *n_q,
                                int32_t *n_out, sp_error *err)
@@ -136,7 +172,9 @@ static sp_status propose_model(sp_drafter *d, const int32_t *seq, int64_t n_seq,
      * backend can), not the logits */
     const bool picks = sp_drafter_greedy(d);
     int32_t next = -1;
-    if (k <= 0 || !catch_up(d, seq, n_seq, base, picks ? &next : NULL, &st, err))
+    if (k > 0 && d->kept)
+        return propose_kept(d, seq, n_seq, base, k, out, q, n_out, err);
+    if (k <= 0 || !catch_up(d, seq, n_seq, base, picks ? &next : NULL, false, &st, err))
         return st;
     if (picks) { /* the picks only: the draft's steps fed on the device where it can */
         draft_picks c = {d, out, n_out, q};
@@ -209,6 +247,8 @@ sp_status sp_drafter_propose(sp_drafter *d, const int32_t *seq, int64_t n_seq, i
 {
     *n_out = 0;
     *n_q = 0;
+    d->kept = d->c.keep_rows && d->c.session && d->c.sampling->temperature > 0 && !(d->c.p_min > 0) &&
+              (d->c.kind == SP_DRAFT_MODEL || d->c.kind == SP_DRAFT_SELF);
     if (k > d->c.k_max)
         k = d->c.k_max;
     if (k <= 0)
@@ -223,6 +263,23 @@ sp_status sp_drafter_propose(sp_drafter *d, const int32_t *seq, int64_t n_seq, i
 }
 
 const sp_drafter_config *sp_drafter_config_of(const sp_drafter *d) { return &d->c; }
+
+bool sp_drafter_kept(const sp_drafter *d) { return d->kept; }
+
+sp_status sp_drafter_q_host(sp_drafter *d, int32_t i, const double **q, sp_error *err)
+{
+    if (!d->kept || i < 0 || i >= d->c.k_max)
+        return sp_err(err, SP_ERR_INTERNAL, "no kept draft row %d", i);
+    if (!d->row && !(d->row = malloc((size_t)d->n_vocab * sizeof *d->row)))
+        return sp_err(err, SP_ERR_NOMEM, "out of memory reading a draft row back");
+    sp_status st = sp_session_kept_download(d->c.session, i, d->row, err);
+    if (st != SP_OK)
+        return st;
+    double *qi = d->q + (size_t)i * (size_t)d->n_vocab;
+    sp_sampler_dist(d->smp, d->row, qi);
+    *q = qi;
+    return SP_OK;
+}
 
 void sp_drafter_rollback(sp_drafter *d, int64_t n_valid)
 {

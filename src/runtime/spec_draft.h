@@ -33,6 +33,9 @@ typedef struct sp_drafter_config {
     bool stop_at_eos;             /* end a draft after an end-of-sequence token */
     const sp_model *eos_model;    /* whose EOS ids end a draft (the target) */
     uint64_t seed;                /* the drafting stream */
+    bool keep_rows;               /* MODEL / SELF with a session, sampling: the draft's rows
+                                   * stay on the device (its session's kept rows) for the
+                                   * target's verification there, the draws made there */
 } sp_drafter_config;
 
 sp_status sp_drafter_new(const sp_drafter_config *c, sp_drafter **out, sp_error *err);
@@ -44,6 +47,13 @@ void sp_drafter_free(sp_drafter *d);
 sp_status sp_drafter_propose(sp_drafter *d, const int32_t *seq, int64_t n_seq, int64_t base,
                              int32_t k, int32_t *out, const double **q, int64_t *n_q,
                              int32_t *n_out, sp_error *err);
+/* Whether the last proposal's distributions are the session's kept rows on the device
+ * (its q[i] are then NULL: not one-hot). */
+bool sp_drafter_kept(const sp_drafter *d);
+/* The distribution of the last proposal's draft i on the host, from its kept row (for a
+ * verification the device left to the host). */
+sp_status sp_drafter_q_host(sp_drafter *d, int32_t i, const double **q, sp_error *err);
+
 /* What sp_drafter_pick decided about draft token i. */
 typedef enum sp_pick {
     SP_PICK_END,  /* the draft ends before it: top probability under p_min, or a token the

@@ -1,6 +1,8 @@
 /* spec_verify.c: the acceptance rule (see spec_verify.h). */
 #include "runtime/spec_verify.h"
 
+#include <stdlib.h>
+
 static double at(const double *v, int64_t n, int64_t i)
 {
     return v && i >= 0 && i < n ? v[i] : 0.0;
@@ -53,19 +55,67 @@ static int32_t residual_draw(const double *p, int64_t n_p, const double *q, int6
     return (int32_t)last;
 }
 
+/* Whether d is accepted with uniform u: min(1, p/q) as u < p/q, written without dividing by
+ * a zero q. */
+static bool accepts(const double *p, int64_t n_p, const double *q, int64_t n_q, int32_t d, double u)
+{
+    double pd = at(p, n_p, d), qd = q ? at(q, n_q, d) : 1.0;
+    return qd > 0 && u * qd < pd;
+}
+
+/* The replacement of a rejected d, drawn with uniform v. */
+static int32_t replacement(const double *p, int64_t n_p, const double *q, int64_t n_q, int32_t d,
+                           double v)
+{
+    const int32_t r = residual_draw(p, n_p, q, n_q, d, n_p > n_q ? n_p : n_q, v);
+    if (r >= 0)
+        return r;
+    /* no residual mass only through rounding (p == q on the support): draw from p */
+    const int32_t t = sp_sample_values(p, n_p, v);
+    return t >= 0 ? t : 0; /* p itself empty (not a distribution): its first id */
+}
+
 bool sp_spec_verify_token(const double *p, int64_t n_p, const double *q, int64_t n_q, int32_t d,
                           sp_rng *accept_rng, sp_rng *resample_rng, int32_t *out)
 {
-    double pd = at(p, n_p, d), qd = q ? at(q, n_q, d) : 1.0;
-    double u = sp_rng_uniform(accept_rng);
-    /* accept with min(1, p/q): u < p/q, written without dividing by a zero q */
-    if (qd > 0 && u * qd < pd)
+    if (accepts(p, n_p, q, n_q, d, sp_rng_uniform(accept_rng)))
         return true;
-    const double v = sp_rng_uniform(resample_rng);
-    const int32_t r = residual_draw(p, n_p, q, n_q, d, n_p > n_q ? n_p : n_q, v);
-    /* no residual mass only through rounding (p == q on the support): draw from p */
-    *out = r >= 0 ? r : sp_sample_values(p, n_p, v);
-    if (*out < 0) /* p itself empty (not a distribution): its first id */
-        *out = 0;
+    *out = replacement(p, n_p, q, n_q, d, sp_rng_uniform(resample_rng));
     return false;
+}
+
+sp_status sp_spec_verify_rows(const float *logits, int64_t m, int64_t V, bool onehot,
+                              const sp_sample_req *reqs, const sp_spec_args *a, int32_t out[2])
+{
+    out[0] = out[1] = -1;
+    sp_sample_work wk;
+    double *p = malloc((size_t)V * sizeof *p), *q = malloc((size_t)V * sizeof *q);
+    sp_status st = p && q ? sp_sample_work_init(&wk, V) : SP_ERR_NOMEM;
+    if (st != SP_OK) {
+        free(p);
+        free(q);
+        return st;
+    }
+    int64_t i = 0;
+    for (; i < m; i++) {
+        const int32_t d = a->drafts[i];
+        if (!sp_sample_dist_row(&reqs[i], logits + i * V, V, &wk, p) ||
+            (!onehot && !sp_sample_dist_row(&reqs[m + 1 + i], logits + (m + 1 + i) * V, V, &wk, q)))
+            break; /* a row without candidates: the host's sampler decides */
+        if (accepts(p, V, onehot ? NULL : q, V, d, a->u[i]))
+            continue;
+        out[0] = (int32_t)i;
+        out[1] = replacement(p, V, onehot ? NULL : q, V, d, a->v);
+        break;
+    }
+    if (i == m) {
+        sp_sample_req r = reqs[m];
+        r.u = a->v;
+        out[0] = (int32_t)m;
+        out[1] = sp_sample_row(&r, logits + m * V, V, &wk);
+    }
+    sp_sample_work_free(&wk);
+    free(p);
+    free(q);
+    return SP_OK;
 }

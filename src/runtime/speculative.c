@@ -6,7 +6,9 @@
  *      the context and the gate);
  *   2. the target evaluates [pending, d1..dm] in one pass: rows r0..rm;
  *   3. greedy: accept while d_i == argmax r_{i-1}; stochastic: the acceptance rule
- *      (spec_verify.c) with p_i = the target's sampling distribution of r_{i-1};
+ *      (spec_verify.c) with p_i = the target's sampling distribution of r_{i-1}, on the
+ *      device where the backend verifies (the draft's rows kept there, or one-hot drafts:
+ *      two ints come back, the host's tokens), else on the host;
  *   4. one more token comes from the target: the replacement at the first rejection, or
  *      the bonus token from r_m when all were accepted;
  *   5. both KV caches are cut back to the kept prefix (a length decrement).
@@ -46,6 +48,7 @@ typedef struct spec_run {
     int64_t seq_cap;   /* entries allocated in seq (prompt + what the context can hold) */
     float *rows;       /* [k_max + 1, n_vocab] verify logits */
     double *p;         /* [n_vocab] target distribution */
+    bool spec_dev;     /* sampled drafts verified on the device where they can be */
     bool done;
 
     /* acceptance gate */
@@ -188,6 +191,42 @@ static int32_t verify(spec_run *r, const int32_t *d, const double *const *q, int
     return m;
 }
 
+/* The drafts' verification on the device (sp_session_eval_verify) with the uniforms the
+ * host's rule would take next: *acc and *extra, the streams advanced by what the rule used;
+ * or *acc = -1, the streams untouched and the rows in r->rows (the host verifies). */
+static sp_status verify_device(spec_run *r, const int32_t *tokens, int32_t m, const float *draft_rows,
+                               int32_t *acc, int32_t *extra, sp_error *err)
+{
+    sp_rng a = r->accept_rng, b = r->resample_rng;
+    double u[SP_SPEC_DEV_K];
+    for (int32_t i = 0; i < m; i++)
+        u[i] = sp_rng_uniform(&a);
+    const sp_sample_req w = sp_sample_req_of(&r->gp->sampling, 0.0);
+    const sp_spec_req req = {.draft_rows = draft_rows, .p = w, .q = w, .u = u, .v = sp_rng_uniform(&b)};
+    sp_status st = sp_session_eval_verify(r->t, tokens, (size_t)m + 1, &req, r->rows, acc, extra, err);
+    if (st != SP_OK || *acc < 0)
+        return st;
+    for (int32_t i = 0; i < (*acc < m ? *acc + 1 : m); i++) /* one uniform a draft tested */
+        (void)sp_rng_uniform(&r->accept_rng);
+    (void)sp_rng_uniform(&r->resample_rng); /* the residual's or the bonus token's */
+    return SP_OK;
+}
+
+/* Where the drafts' distributions are (for verify_device): the draft session's kept rows,
+ * or one-hot (*rows NULL); false when they are on the host. */
+static bool drafts_on_device(const spec_run *r, const double *const *q, int32_t m, const float **rows)
+{
+    *rows = NULL;
+    if (sp_drafter_kept(r->drafter)) {
+        *rows = sp_session_kept(sp_drafter_config_of(r->drafter)->session, 0);
+        return *rows != NULL;
+    }
+    for (int32_t i = 0; i < m; i++)
+        if (q[i])
+            return false;
+    return true;
+}
+
 static sp_status spec_round(spec_run *r, sp_error *err)
 {
     int32_t k = r->pause_left > 0 ? 0 : round_budget(r);
@@ -211,12 +250,21 @@ static sp_status spec_round(spec_run *r, sp_error *err)
     t0 = sp_now_ms();
     /* greedy: the rows' picks only (on the device where the backend can) */
     const bool greedy = r->gp->sampling.temperature == 0.0f;
-    int32_t picks[SP_SPEC_MAX_K + 1];
-    st = greedy ? sp_session_eval_picks(r->t, drafts, (size_t)m + 1, r->rows, picks, err)
-                : sp_session_eval(r->t, drafts, (size_t)m + 1, r->rows, err);
+    int32_t picks[SP_SPEC_MAX_K + 1], extra = -1, acc = -1;
+    const float *draft_rows;
+    if (greedy)
+        st = sp_session_eval_picks(r->t, drafts, (size_t)m + 1, r->rows, picks, err);
+    else if (r->spec_dev && m <= SP_SPEC_DEV_K && drafts_on_device(r, q, m, &draft_rows))
+        st = verify_device(r, drafts, m, draft_rows, &acc, &extra, err);
+    else
+        st = sp_session_eval(r->t, drafts, (size_t)m + 1, r->rows, err);
+    /* rows the device left to the host: the kept draft rows' distributions read back */
+    for (int32_t i = 0; st == SP_OK && acc < 0 && !greedy && sp_drafter_kept(r->drafter) && i < m; i++)
+        st = sp_drafter_q_host(r->drafter, i, &q[i], err);
     if (st != SP_OK)
         return st;
-    int32_t extra, acc = verify(r, drafts + 1, q, n_q, m, greedy ? picks : NULL, &extra);
+    if (acc < 0)
+        acc = verify(r, drafts + 1, q, n_q, m, greedy ? picks : NULL, &extra);
     r->ss->verify_ms += sp_now_ms() - t0;
     sp_session_truncate(r->t, past + 1 + acc, NULL);
     sp_drafter_rollback(r->drafter, past + 1 + acc);
@@ -289,6 +337,7 @@ static sp_status run_init(spec_run *r, const sp_spec_params *sp, size_t n_prompt
     r->adaptive = sp->adaptive;
     r->cost_gate = sp->adaptive && sp->cost_gate && gp->sampling.temperature == 0.0f;
     r->k_cur = r->k_max;
+    r->spec_dev = gp->sampling.temperature > 0.0f && sp_session_spec_device(r->t, NULL);
     r->ema = 1.0;
     r->pause_len = r->cost_pause = GATE_PAUSE_MIN;
     r->ss->k_max = r->k_max;
@@ -328,6 +377,10 @@ static sp_status run_init(spec_run *r, const sp_spec_params *sp, size_t n_prompt
         .stop_at_eos = !gp->ignore_eos,
         .eos_model = sp_session_model(r->t),
         .seed = gp->sampling.seed ^ SP_SPEC_STREAM_DRAFT,
+        /* sampled drafts verified on the target's device where it can read the draft's rows */
+        .keep_rows = r->spec_dev && r->k_max <= SP_SPEC_DEV_K && sp->draft &&
+                     (sp->kind == SP_DRAFT_MODEL || sp->kind == SP_DRAFT_SELF) &&
+                     sp_session_spec_device(r->t, sp->draft),
     };
     if (sp->kind == SP_DRAFT_NGRAM && dc.ngram_min > dc.ngram_max)
         dc.ngram_min = dc.ngram_max;

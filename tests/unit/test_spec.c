@@ -12,8 +12,11 @@
  *    tokens (its state is its own), and the prompt buffer is never written;
  *  - with sampling, the distribution of generated tokens equals the target's (1e5 runs
  *    against the exact distribution: chi-square below the 1e-6 critical value);
+ *  - sampled speculation verified on the device (or through a CPU shim of the op) gives the
+ *    host's tokens and counts exactly;
  *  - incompatible drafts are refused with the reason. */
 #include "test_util.h"
+#include "backend/backend.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
@@ -436,6 +439,109 @@ static void test_sampled_distribution(void **state)
     free(pdir);
 }
 
+/* ---- verification on the device -------------------------------------------------------- */
+
+/* The device-style ops on host memory (the CPU backend): picks, draws and the verification
+ * by the host's reference, every third verification left to the host (out[0] = -1), as the
+ * CUDA kernels leave rows they cannot decide. */
+static int g_spec_calls, g_spec_left;
+
+static void shim_argmax(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
+                        int32_t *ids)
+{
+    (void)be;
+    for (int64_t r = 0; r < rows; r++)
+        ids[r] = sp_argmax(logits + r * n_vocab, n_vocab);
+}
+
+static void shim_draw(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
+                      const sp_sample_req *reqs, int32_t *ids)
+{
+    (void)be;
+    sp_sample_work wk;
+    assert_int_equal(sp_sample_work_init(&wk, n_vocab), SP_OK);
+    for (int64_t r = 0; r < rows; r++)
+        ids[r] = sp_sample_row(&reqs[r], logits + r * n_vocab, n_vocab, &wk);
+    sp_sample_work_free(&wk);
+}
+
+static void shim_verify(sp_backend *be, const float *logits, int64_t m, int64_t n_vocab, bool onehot,
+                        const sp_sample_req *reqs, const sp_spec_args *args, int32_t *out)
+{
+    (void)be;
+    assert_int_equal(args->m, m);
+    assert_int_equal(sp_spec_verify_rows(logits, m, n_vocab, onehot, reqs, args, out), SP_OK);
+    if (g_spec_calls++ % 3 == 2) {
+        out[0] = out[1] = -1;
+        g_spec_left++;
+    }
+}
+
+/* Sampled speculation with the verification on the device (the CUDA kernels with
+ * SPECULA_TEST_DEVICE=cuda, else the shim above) gives the host's tokens and counts
+ * exactly: the same rule and arithmetic, the same uniforms from the same streams. Model
+ * drafts (rows kept on the device, k 2 and 4) and n-gram drafts (q one-hot), two warper
+ * sets, two seeds; the host's run is the same models with the device ops taken away. */
+static void test_device_verify(void **state)
+{
+    (void)state;
+    char *pdir = perturbed_copy("llama_mha_bf16", 0.3f);
+    sp_model *m = open_model("llama_mha_bf16"), *dm = open_dir(pdir);
+    const sp_backend_ops *own_t = m->be->ops, *own_d = dm->be->ops;
+    const bool cpu = !strcmp(own_t->name, "cpu");
+    static sp_backend_ops host_ops, dev_ops;
+    host_ops = *own_t; /* no picks, draws or verification on the device: the host decides */
+    host_ops.logits_argmax = NULL;
+    host_ops.logits_sample = NULL;
+    host_ops.spec_verify = NULL;
+    dev_ops = *own_t;
+    if (cpu) {
+        dev_ops.logits_argmax = shim_argmax;
+        dev_ops.logits_sample = shim_draw;
+        dev_ops.spec_verify = shim_verify;
+    }
+    const sp_sampling_params sets[2] = {{.temperature = 1.5f, .top_k = 12, .top_p = 1.0f},
+                                        {.temperature = 0.8f, .top_p = 0.9f, .min_p = 0.01f}};
+    int32_t prompt[8];
+    for (int i = 0; i < 8; i++)
+        prompt[i] = (int32_t)((i % 3) * 11 + 7); /* repetitive: n-gram drafts find matches */
+    int64_t accepted = 0, drafted = 0;
+    for (int si = 0; si < 2; si++)
+        for (uint64_t seed = 1; seed <= 2; seed++)
+            for (int c = 0; c < 3; c++) {
+                const sp_draft_kind kind = c < 2 ? SP_DRAFT_MODEL : SP_DRAFT_NGRAM;
+                const int k = c == 0 ? 4 : c == 1 ? 2 : 3;
+                sp_generate_params gp = {.n_predict = 40, .ignore_eos = true, .sampling = sets[si]};
+                gp.sampling.seed = seed;
+                run_out host, dev;
+                m->be->ops = dm->be->ops = &host_ops;
+                run(m, dm, kind, k, prompt, 8, &gp, 128, &host);
+                m->be->ops = dm->be->ops = &dev_ops;
+                run(m, dm, kind, k, prompt, 8, &gp, 128, &dev);
+                m->be->ops = own_t;
+                dm->be->ops = own_d;
+                char what[128];
+                snprintf(what, sizeof what, "warpers %d, seed %llu, %s draft, k %d", si,
+                         (unsigned long long)seed, kind == SP_DRAFT_MODEL ? "model" : "n-gram", k);
+                expect_same(what, &host, &dev);
+                if (host.ss.accepted != dev.ss.accepted || host.ss.drafted != dev.ss.drafted)
+                    fail_msg("%s: drafted / accepted %lld / %lld on the host, %lld / %lld on the device",
+                             what, (long long)host.ss.drafted, (long long)host.ss.accepted,
+                             (long long)dev.ss.drafted, (long long)dev.ss.accepted);
+                accepted += dev.ss.accepted;
+                drafted += dev.ss.drafted;
+            }
+    print_message("  %lld of %lld drafts accepted; %d verifications on the shim, %d left to the host\n",
+                  (long long)accepted, (long long)drafted, g_spec_calls, g_spec_left);
+    assert_true(accepted > 0 && accepted < drafted); /* acceptance and resampling both ran */
+    if (cpu)
+        assert_true(g_spec_calls > 0 && g_spec_left > 0);
+    sp_model_close(dm);
+    sp_model_close(m);
+    remove_tree(pdir);
+    free(pdir);
+}
+
 /* ---- compatibility ---------------------------------------------------------------------- */
 
 static void test_compat(void **state)
@@ -597,6 +703,7 @@ int main(void)
         cmocka_unit_test(test_self_sampled),        cmocka_unit_test(test_draft_isolation),
         cmocka_unit_test(test_sampled_distribution), cmocka_unit_test(test_compat),
         cmocka_unit_test(test_memory_budget),       cmocka_unit_test(test_p_min_and_gate),
+        cmocka_unit_test(test_device_verify),
     };
     const char *only = getenv("SPECULA_TEST_FILTER"); /* e.g. "*dsv4*": one architecture */
     if (only && *only)

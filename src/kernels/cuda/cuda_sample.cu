@@ -24,15 +24,7 @@
  *   k_sample_walk     a block a row: the groups' and the total's sums and the three-level
  *                     walk.
  * Greedy rows (inv_t 0) take the first index of the maximum. */
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/sample_row.h"
-
-#include <cuda_runtime.h>
-#include <stdint.h>
-
-#define SM_THREADS SP_SAMPLE_LANES
-
-#define SEL_BINS 2048 /* the radix select's digits: 11, 11 and 10 bits */
+#include "kernels/cuda/cuda_sample.cuh"
 
 /* The block's exclusive prefix sum of v (a block of up to 1,024 threads, whole warps);
  * *total receives the sum. */
@@ -128,85 +120,6 @@ static __device__ void block_sort(uint64_t *s, int n)
             }
             __syncthreads();
         }
-}
-
-/* What the launches pass on for a row (the scratch's first part). ntop, n_ok, arrive and
- * the histogram are accumulated by many blocks (ntop = ~top, by atomicMax from 0) and set
- * back to 0 by the last block of their pass, so every launch finds them so (the scratch
- * starts zeroed). */
-struct sample_head {
-    unsigned long long ntop; /* ~(rank << 32 | id) of the top candidate */
-    int n_ok;                /* non-NaN logits */
-    int done;                /* the id is written (greedy, no candidate, or left to the host) */
-    float lmax;              /* the top candidate's logit */
-    uint32_t kth;            /* the largest candidate rank (top-k's threshold, else all) */
-    int n_cand;              /* candidates */
-    int masked;              /* top-p or min-p: pass 1's lane sums are the kept ones */
-    unsigned long long cut;  /* top-p: the last kept (rank << 32 | id); else ~0 */
-    /* the many-block radix select (k_sample_scan's histogram, then k_sample_sel's two
-     * passes; the last block of a pass to arrive picks its digit) */
-    int sel_k;               /* k to select (0: none): top-k's, or SP_SAMPLE_HEAD for top-p */
-    int sel_topk;            /* the select is top-k's (else top-p's gather bound) */
-    uint32_t prefix;         /* the digits picked so far */
-    int krem;                /* k within the prefix's bucket */
-    uint32_t below;          /* top-p: gather ranks < below (valid when sel_k && !sel_topk) */
-    unsigned arrive;         /* blocks of the pass done (the last sets it back to 0) */
-};
-
-#define SCAN_THREADS 256
-#define SCAN_PER 8 /* ids a thread */
-#define LANE_BLOCK 32
-
-/* The scratch: SPC_SAMPLE_MAX_ROWS heads and select histograms (SEL_BINS ints a row) at fixed
- * places, whatever a launch's row count (their counters must be found at 0 by the next
- * launch, of any count), then two sets of lane sums a row (passes 0 and 1) and the rows'
- * weights (n_vocab doubles a row), written before they are read. */
-
-static __host__ __device__ size_t heads_bytes(int64_t rows)
-{
-    (void)rows;
-    return ((size_t)SPC_SAMPLE_MAX_ROWS * (sizeof(sample_head) + SEL_BINS * sizeof(int)) + 255) / 256 * 256;
-}
-
-static __device__ int *row_hist(void *scratch, int64_t rows, int64_t row)
-{
-    (void)rows;
-    return (int *)((unsigned char *)scratch + (size_t)SPC_SAMPLE_MAX_ROWS * sizeof(sample_head)) +
-           row * SEL_BINS;
-}
-
-static __device__ double *row_lanes(void *scratch, int64_t rows, int64_t row, int pass)
-{
-    return (double *)((unsigned char *)scratch + heads_bytes(rows)) +
-           ((size_t)row * 2 + (size_t)pass) * SP_SAMPLE_LANES;
-}
-
-static __device__ double *row_weights(void *scratch, int64_t rows, int64_t row, int64_t V)
-{
-    return (double *)((unsigned char *)scratch + heads_bytes(rows)) +
-           (size_t)rows * 2 * SP_SAMPLE_LANES + (size_t)row * (size_t)V;
-}
-
-/* A candidate's weight (0 for the others), as the host computes it (runtime/sampler.c,
- * kept_weights). */
-static __device__ __forceinline__ double cand_weight(float li, const sample_head &h, double inv_t)
-{
-    if (!(li == li) || sp_sample_rank(li) > h.kth)
-        return 0.0;
-    return sp_sample_weight(li, h.lmax, inv_t, (double)h.lmax * inv_t);
-}
-
-/* Weight w of id i in pass 0 (as is) or pass 1 (top-p's cut and min-p applied). */
-static __device__ __forceinline__ double pass_weight(double w, float li, int64_t i,
-                                                     const sample_head &h, const sp_sample_req &rq,
-                                                     int pass)
-{
-    if (pass == 1 && rq.top_p < 1.0f && w > 0.0 &&
-        !sp_sample_before(sp_sample_rank(li), i, (uint32_t)(h.cut >> 32), (int64_t)(uint32_t)h.cut))
-        w = 0.0;
-    if (pass == 1 && rq.min_p > 0.0f && w < (double)rq.min_p)
-        w = 0.0;
-    return w;
 }
 
 /* Whether this block is the last of its row's blocks to finish the pass (its writes and
@@ -397,7 +310,7 @@ k_sample_sel(const float *logits, int64_t V, int64_t stride, void *scratch, int6
     }
 }
 
-/* Launch 3 (grid: ids / (SCAN_THREADS SCAN_PER), rows): the candidates' weights. */
+/* Launch 4 (grid: ids / (SCAN_THREADS SCAN_PER), rows): the candidates' weights. */
 __global__ void __launch_bounds__(SCAN_THREADS)
 k_sample_weights(const float *logits, int64_t V, int64_t stride, const sp_sample_req *reqs,
                  void *scratch, int64_t rows)
@@ -420,7 +333,7 @@ k_sample_weights(const float *logits, int64_t V, int64_t stride, const sp_sample
 
 #define LANE_AHEAD 16 /* a lane's loads in flight */
 
-/* Launches 4 and 6 (grid: SP_SAMPLE_LANES / LANE_BLOCK, rows; LANE_BLOCK threads): lane c's
+/* Launches 5 and 7 (grid: SP_SAMPLE_LANES / LANE_BLOCK, rows; LANE_BLOCK threads): lane c's
  * sum of its weights in pass `pass`, ids c, c + 1024, ... ascending. */
 __global__ void __launch_bounds__(LANE_BLOCK)
 k_sample_lanes(const float *logits, int64_t V, int64_t stride, const sp_sample_req *reqs,
@@ -452,36 +365,7 @@ k_sample_lanes(const float *logits, int64_t V, int64_t stride, const sp_sample_r
     row_lanes(scratch, rows, row, pass)[c] = t;
 }
 
-struct sample_smem {
-    double lane[SP_SAMPLE_LANES];
-    double group[SP_SAMPLE_GROUPS];
-    double buf[SM_THREADS];
-    uint64_t head[SP_SAMPLE_HEAD];
-    int hist[SEL_BINS];
-    int bcast[4 + SM_THREADS / 32];
-    double dcast[2];
-};
-
-/* The groups' sums of a row's lane sums (pass `pass`) into sm, and their total. */
-static __device__ double block_total(const double *lanes, sample_smem &sm)
-{
-    for (int c = threadIdx.x; c < SP_SAMPLE_LANES; c += blockDim.x)
-        sm.lane[c] = lanes[c];
-    __syncthreads();
-    if (threadIdx.x < SP_SAMPLE_GROUPS) {
-        double g = 0.0;
-        for (int c = 0; c < SP_SAMPLE_GROUP; c++)
-            g = g + sm.lane[threadIdx.x * SP_SAMPLE_GROUP + c];
-        sm.group[threadIdx.x] = g;
-    }
-    __syncthreads();
-    double total = 0.0;
-    for (int g = 0; g < SP_SAMPLE_GROUPS; g++)
-        total = total + sm.group[g];
-    return total;
-}
-
-/* Launch 4, a block a row, top-p rows: the head's cut (or the row left to the host). */
+/* Launch 6, a block a row, top-p rows: the head's cut (or the row left to the host). */
 __global__ void __launch_bounds__(SM_THREADS)
 k_sample_head(const float *logits, int64_t V, int64_t stride, const sp_sample_req *reqs,
               int32_t *ids, void *scratch, int64_t rows)
@@ -540,8 +424,7 @@ k_sample_head(const float *logits, int64_t V, int64_t stride, const sp_sample_re
     }
 }
 
-/* Launch 6, a block of WALK_THREADS a row: the total and the three-level walk. */
-#define WALK_THREADS 256
+/* Launch 8, a block of WALK_THREADS a row: the total and the three-level walk. */
 __global__ void __launch_bounds__(WALK_THREADS)
 k_sample_walk(const float *logits, int64_t V, int64_t stride, const sp_sample_req *reqs,
               int32_t *ids, void *scratch, int64_t rows)
@@ -556,41 +439,17 @@ k_sample_walk(const float *logits, int64_t V, int64_t stride, const sp_sample_re
     const int pass = h.masked ? 1 : 0;
     const double x = rq.u * block_total(row_lanes(scratch, rows, row, pass), sm);
     if (threadIdx.x == 0) {
-        double acc = 0.0;
-        const int64_t g = sp_sample_walk(sm.group, SP_SAMPLE_GROUPS, 1, x, 0.0, &acc);
-        const int64_t c = g * SP_SAMPLE_GROUP +
-                          sp_sample_walk(sm.lane + g * SP_SAMPLE_GROUP, SP_SAMPLE_GROUP, 1, x, acc, &acc);
-        sm.bcast[0] = (int)c;
+        double acc;
+        sm.bcast[0] = walk_groups(x, sm, &acc);
         sm.dcast[0] = acc;
     }
     __syncthreads();
-    /* the lane's ids, their weights computed a chunk at a time by the block */
-    const int c = sm.bcast[0];
-    double acc = sm.dcast[0];
-    const int64_t n = (V - c + SP_SAMPLE_LANES - 1) / SP_SAMPLE_LANES;
-    int64_t found = -1, last = -1;
-    for (int64_t j0 = 0; j0 < n; j0 += WALK_THREADS) {
-        const int64_t j = j0 + threadIdx.x, i = c + j * SP_SAMPLE_LANES;
-        __syncthreads();
-        sm.buf[threadIdx.x] =
-            j < n ? pass_weight(row_weights(scratch, rows, row, V)[i], l[i], i, h, rq, pass) : 0.0;
-        __syncthreads();
-        if (threadIdx.x == 0 && found < 0)
-            for (int t = 0; t < WALK_THREADS && j0 + t < n; t++) {
-                const double v = sm.buf[t];
-                if (!(v > 0.0))
-                    continue;
-                const double next = acc + v;
-                if (x < next) {
-                    found = j0 + t;
-                    break;
-                }
-                last = j0 + t;
-                acc = next;
-            }
-    }
+    const double *w = row_weights(scratch, rows, row, V);
+    const int64_t id = walk_lane(sm.bcast[0], sm.dcast[0], x, V, sm, [&](int64_t i) {
+        return pass_weight(w[i], l[i], i, h, rq, pass);
+    });
     if (threadIdx.x == 0)
-        ids[row] = (int32_t)(c + SP_SAMPLE_LANES * (found >= 0 ? found : last));
+        ids[row] = (int32_t)id;
 }
 
 extern "C" size_t spc_sample_scratch_bytes(int64_t rows, int64_t n_vocab)
@@ -599,6 +458,23 @@ extern "C" size_t spc_sample_scratch_bytes(int64_t rows, int64_t n_vocab)
         (uint64_t)rows * (uint64_t)(n_vocab + 2 * SP_SAMPLE_LANES) > SIZE_MAX / 16)
         return 0;
     return heads_bytes(rows) + (size_t)rows * (2 * SP_SAMPLE_LANES + (size_t)n_vocab) * sizeof(double);
+}
+
+int spc_sample_prep(cudaStream_t s, const float *logits, int64_t rows, int64_t n_vocab,
+                    int64_t stride, const sp_sample_req *reqs, int32_t *ids, void *scratch)
+{
+    const unsigned r = (unsigned)rows;
+    const unsigned chunks = (unsigned)((n_vocab + SCAN_THREADS * SCAN_PER - 1) / (SCAN_THREADS * SCAN_PER));
+    const dim3 lanes(SP_SAMPLE_LANES / LANE_BLOCK, r);
+    k_sample_scan<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, ids, scratch,
+                                                           rows);
+    k_sample_sel<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(logits, n_vocab, stride, scratch, rows, 1);
+    k_sample_sel<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(logits, n_vocab, stride, scratch, rows, 2);
+    k_sample_weights<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, scratch, rows);
+    k_sample_lanes<<<lanes, LANE_BLOCK, 0, s>>>(logits, n_vocab, stride, reqs, scratch, rows, 0);
+    k_sample_head<<<r, SM_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, ids, scratch, rows);
+    k_sample_lanes<<<lanes, LANE_BLOCK, 0, s>>>(logits, n_vocab, stride, reqs, scratch, rows, 1);
+    return (int)cudaGetLastError();
 }
 
 extern "C" int spc_sample_rows(void *stream, const float *logits, int64_t rows, int64_t n_vocab,
@@ -611,17 +487,9 @@ extern "C" int spc_sample_rows(void *stream, const float *logits, int64_t rows, 
     if (rows == 0)
         return 0;
     cudaStream_t s = (cudaStream_t)stream;
-    const unsigned r = (unsigned)rows;
-    const unsigned chunks = (unsigned)((n_vocab + SCAN_THREADS * SCAN_PER - 1) / (SCAN_THREADS * SCAN_PER));
-    const dim3 lanes(SP_SAMPLE_LANES / LANE_BLOCK, r);
-    k_sample_scan<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, ids, scratch,
-                                                           rows);
-    k_sample_sel<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(logits, n_vocab, stride, scratch, rows, 1);
-    k_sample_sel<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(logits, n_vocab, stride, scratch, rows, 2);
-    k_sample_weights<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, scratch, rows);
-    k_sample_lanes<<<lanes, LANE_BLOCK, 0, s>>>(logits, n_vocab, stride, reqs, scratch, rows, 0);
-    k_sample_head<<<r, SM_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, ids, scratch, rows);
-    k_sample_lanes<<<lanes, LANE_BLOCK, 0, s>>>(logits, n_vocab, stride, reqs, scratch, rows, 1);
-    k_sample_walk<<<r, WALK_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, ids, scratch, rows);
+    const int st = spc_sample_prep(s, logits, rows, n_vocab, stride, reqs, ids, scratch);
+    if (st)
+        return st;
+    k_sample_walk<<<(unsigned)rows, WALK_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, ids, scratch, rows);
     return (int)cudaGetLastError();
 }
