@@ -241,7 +241,7 @@ bool sp_session_spec_device(const sp_session *t, const sp_session *d)
     if (!d)
         return true;
     const sp_backend *bd = d->m->be;
-    return bd->ops == bt->ops && bd->device_index == bt->device_index &&
+    return !strcmp(bd->ops->name, bt->ops->name) && bd->device_index == bt->device_index &&
            d->m->n_vocab == t->m->n_vocab && !d->target && !d->hidden;
 }
 

@@ -506,6 +506,18 @@ static void test_device_verify(void **state)
     for (int i = 0; i < 8; i++)
         prompt[i] = (int32_t)((i % 3) * 11 + 7); /* repetitive: n-gram drafts find matches */
     int64_t accepted = 0, drafted = 0;
+    { /* the draft model's rows can reach the target's verification (one device, one vocabulary) */
+        m->be->ops = dm->be->ops = &dev_ops;
+        sp_session *s, *d;
+        sp_session_params sp = {.n_ctx = 32};
+        assert_int_equal(sp_session_new(m, &sp, &s, NULL), SP_OK);
+        assert_int_equal(sp_session_new(dm, &sp, &d, NULL), SP_OK);
+        assert_true(sp_session_spec_device(s, d) && sp_session_spec_device(s, NULL));
+        sp_session_free(d);
+        sp_session_free(s);
+        m->be->ops = own_t;
+        dm->be->ops = own_d;
+    }
     for (int si = 0; si < 2; si++)
         for (uint64_t seed = 1; seed <= 2; seed++)
             for (int c = 0; c < 3; c++) {
