@@ -215,12 +215,14 @@ typedef struct sp_backend_ops {
     void (*logits_sample)(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
                           const sp_sample_req *reqs, int32_t *ids);
     /* (optional) speculative verification of m <= SP_SPEC_DEV_K drafts by
-     * runtime/spec_verify.c's rule: logits rows 0..m are the target's, rows m + 1 .. 2m the
-     * draft's (none when onehot: q one-hot at each draft); reqs (a row each) and args in
-     * backend memory. out[0] = drafts accepted, out[1] = the next token (the replacement
-     * or the bonus), the host's tokens; out[0] = -1 where the host must verify. */
-    void (*spec_verify)(sp_backend *be, const float *logits, int64_t m, int64_t n_vocab, bool onehot,
-                        const sp_sample_req *reqs, const sp_spec_args *args, int32_t *out);
+     * runtime/spec_verify.c's rule: target holds the target's m + 1 logits rows, draft the
+     * draft's m rows (NULL: q one-hot at each draft), n_vocab floats apart; reqs (the
+     * target's rows', then the draft's) and args in backend memory. out[0] = drafts
+     * accepted, out[1] = the next token (the replacement or the bonus), the host's tokens;
+     * out[0] = -1 where the host must verify. */
+    void (*spec_verify)(sp_backend *be, const float *target, const float *draft, int64_t m,
+                        int64_t n_vocab, const sp_sample_req *reqs, const sp_spec_args *args,
+                        int32_t *out);
 
     /* Recording (NULL where a backend has none). replay: true when work recorded under
      * key was enqueued (issue nothing). record_begin: true when the ops issued until

@@ -696,8 +696,8 @@ static void cuda_logits_sample(sp_backend *be, const float *logits, int64_t rows
 
 /* Speculative verification on the device (cuda_spec_verify.cu); without the scratch
  * out[0] = -1 and the host verifies. */
-static void cuda_spec_verify(sp_backend *be, const float *logits, int64_t m, int64_t n_vocab,
-                             bool onehot, const sp_sample_req *reqs, const sp_spec_args *args,
+static void cuda_spec_verify(sp_backend *be, const float *target, const float *draft, int64_t m,
+                             int64_t n_vocab, const sp_sample_req *reqs, const sp_spec_args *args,
                              int32_t *out)
 {
     cuda_backend *c = cu(be);
@@ -705,7 +705,7 @@ static void cuda_spec_verify(sp_backend *be, const float *logits, int64_t m, int
         check(c, "spec_verify", spc_memset(c->stream, out, 0xff, 2 * sizeof *out));
         return;
     }
-    check(c, "spec_verify", spc_spec_verify(c->stream, logits, m, n_vocab, onehot, reqs, args, out,
+    check(c, "spec_verify", spc_spec_verify(c->stream, target, draft, m, n_vocab, reqs, args, out,
                                             c->sample_scratch, c->sample_bytes));
 }
 

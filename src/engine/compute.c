@@ -132,7 +132,8 @@ static void lay_out(const sp_model *m, int64_t cap, sp_compute *c, plan *p)
     c->logits = take(p, rows(p, SP_LOGIT_ROWS, m->n_vocab), 4);
     c->logit_ids = take(p, (size_t)SP_LOGIT_ROWS, 4);
     c->sample_reqs = take(p, (size_t)SP_LOGIT_ROWS, sizeof(sp_sample_req));
-    c->spec_args = take(p, 1, sizeof(sp_spec_args));
+    c->spec_reqs = take(p, (size_t)2 * SP_LOGIT_ROWS, sizeof(sp_sample_req));
+    c->spec_args = take(p, (size_t)SP_LOGIT_ROWS / 2, sizeof(sp_spec_args));
     if (E > 0 && K > 0) {
         c->router = take(p, rows(p, cap, E), 4);
         c->moe_w = take(p, rows(p, cap, K), 4);

@@ -17,7 +17,8 @@
  *   logits           [SP_LOGIT_ROWS, n_vocab]: the LM head runs in slices of rows
  *   logit_ids        [SP_LOGIT_ROWS] int32: their argmax or draw, where only that is read back
  *   sample_reqs      [SP_LOGIT_ROWS] sp_sample_req: each row's draw, where drawn there
- *   spec_args        sp_spec_args: a speculative verification's drafts and uniforms
+ *   spec_reqs        [2 SP_LOGIT_ROWS] sp_sample_req, spec_args [SP_LOGIT_ROWS / 2]: the
+ *                    speculative verifications' rows' draws, drafts and uniforms
  *   moe_scratch      the backend's expert-block scratch (sp_moe_scratch_bytes)
  *   mtp_h, mtp_in    multi-token prediction (forward_mtp.c): the main model's hidden states
  *                    [cap, sp_model_hidden_width] uploaded for an MTP pass, and (V3)
@@ -50,8 +51,10 @@ typedef struct sp_compute {
     int32_t h_logit_ids[SP_LOGIT_ROWS]; /* their host copy */
     sp_sample_req *sample_reqs;          /* [SP_LOGIT_ROWS] the rows' draws (backend memory) */
     sp_sample_req h_sample_reqs[SP_LOGIT_ROWS]; /* their host copy */
-    sp_spec_args *spec_args;             /* a verification's drafts and uniforms (backend memory) */
-    sp_spec_args h_spec_args;            /* their host copy */
+    sp_sample_req *spec_reqs;            /* [2 SP_LOGIT_ROWS] verifications' rows' draws */
+    sp_sample_req h_spec_reqs[2 * SP_LOGIT_ROWS];
+    sp_spec_args *spec_args;             /* [SP_LOGIT_ROWS / 2] their drafts and uniforms */
+    sp_spec_args h_spec_args[SP_LOGIT_ROWS / 2];
     void *moe_scratch;
     float *mtp_h, *mtp_in; /* NULL without an MTP module */
     struct {

@@ -243,7 +243,7 @@ static void layer_forward(sp_pass *P, int64_t l)
 static bool pass_key(sp_pass *P, sp_rec_key *key)
 {
     sp_compute *c = P->c;
-    size_t words = 4 + 5 * (size_t)P->n_segs;
+    size_t words = 3 + 6 * (size_t)P->n_segs;
     if (words * 8 > c->rec_key_cap) {
         unsigned char *k = realloc(c->rec_key, words * 8);
         if (!k)
@@ -256,16 +256,17 @@ static bool pass_key(sp_pass *P, sp_rec_key *key)
     w[1] = (uint64_t)P->n | (uint64_t)P->ids_only << 63 | (uint64_t)P->chained << 62 |
            (uint64_t)P->sampled << 61 | (uint64_t)P->spec << 60;
     w[2] = (uint64_t)P->n_segs;
-    /* a verification names the draft's rows it copies (none: q one-hot) */
-    w[3] = P->spec ? (uint64_t)(uintptr_t)P->segs[0].seq->spec->draft_rows : 0;
     for (int64_t i = 0; i < P->n_segs; i++) {
         const sp_seg *g = &P->segs[i];
+        const sp_spec_req *r = P->spec ? g->seq->spec : NULL;
         int64_t r0;
-        w[4 + 5 * i] = g->seq->kv->serial;
-        w[5 + 5 * i] = (uint64_t)g->row0;
-        w[6 + 5 * i] = (uint64_t)g->n;
-        w[7 + 5 * i] = (uint64_t)sp_head_seg_rows(g, &r0);
-        w[8 + 5 * i] = (uint64_t)(uintptr_t)g->seq->keep;
+        w[3 + 6 * i] = g->seq->kv->serial;
+        w[4 + 6 * i] = (uint64_t)g->row0;
+        w[5 + 6 * i] = (uint64_t)g->n;
+        w[6 + 6 * i] = (uint64_t)sp_head_seg_rows(g, &r0);
+        w[7 + 6 * i] = (uint64_t)(uintptr_t)g->seq->keep;
+        /* a verification names the draft rows it reads (1: q one-hot) */
+        w[8 + 6 * i] = !r ? 0 : r->draft_rows ? (uint64_t)(uintptr_t)r->draft_rows : 1;
     }
     *key = (sp_rec_key){c->rec_key, words * 8};
     return true;
@@ -339,12 +340,12 @@ static bool seq_draws(const sp_seq_eval *q)
 }
 
 /* Whether segment g's verification runs on the device: the backend verifies, the segment
- * is the pass's only one and holds all its sequence's rows, and they fit the draw kernels. */
+ * holds all its sequence's rows, and they fit the draw kernels. */
 static bool spec_on_device(const sp_pass *P, const sp_seg *g)
 {
     const sp_seq_eval *q = g->seq;
-    return P->be->ops->spec_verify && P->n_segs == 1 && g->first == 0 && g->n == q->n &&
-           q->n >= 2 && q->n - 1 <= SP_SPEC_DEV_K;
+    return P->be->ops->spec_verify && g->first == 0 && g->n == q->n && q->n >= 2 &&
+           q->n - 1 <= SP_SPEC_DEV_K;
 }
 
 /* Whether the pass reads back only picks: the backend picks (and, for draws, draws) on the
@@ -388,30 +389,38 @@ static sp_status upload_draws(sp_pass *P)
         be, c->sample_reqs, c->h_sample_reqs, (size_t)at * sizeof(sp_sample_req), P->err);
 }
 
-/* A verification's inputs (its one segment): the target's draw for its rows, the draft's
- * for the draft rows after them, the drafts and the uniforms. */
+/* The verifications' inputs, segment by segment in order (as the head reads them): the
+ * target's draw for its rows, the draft's for the draft rows after them, the drafts and
+ * the uniforms. */
 static sp_status upload_spec(sp_pass *P)
 {
     sp_compute *c = P->c;
-    const sp_seq_eval *q = P->segs[0].seq;
-    const sp_spec_req *r = q->spec;
-    const int64_t m = q->n - 1, rows = r->draft_rows ? 2 * m + 1 : m + 1;
-    for (int64_t j = 0; j < rows; j++)
-        c->h_sample_reqs[j] = j <= m ? r->p : r->q;
-    c->h_sample_reqs[m].u = r->v; /* the bonus row's draw */
-    sp_spec_args *a = &c->h_spec_args;
-    memset(a, 0, sizeof *a);
-    a->m = (int32_t)m;
-    a->v = r->v;
-    for (int64_t i = 0; i < m; i++) {
-        a->u[i] = r->u[i];
-        a->drafts[i] = q->tokens[1 + i];
+    int64_t nr = 0, na = 0;
+    for (int64_t g = 0; g < P->n_segs; g++) {
+        const sp_seq_eval *q = P->segs[g].seq;
+        const sp_spec_req *r = q->spec;
+        if (!r)
+            continue;
+        const int64_t m = q->n - 1, rows = r->draft_rows ? 2 * m + 1 : m + 1;
+        for (int64_t j = 0; j < rows; j++)
+            c->h_spec_reqs[nr + j] = j <= m ? r->p : r->q;
+        c->h_spec_reqs[nr + m].u = r->v; /* the bonus row's draw */
+        sp_spec_args *a = &c->h_spec_args[na++];
+        memset(a, 0, sizeof *a);
+        a->m = (int32_t)m;
+        a->v = r->v;
+        for (int64_t i = 0; i < m; i++) {
+            a->u[i] = r->u[i];
+            a->drafts[i] = q->tokens[1 + i];
+        }
+        nr += rows;
     }
     sp_backend *be = P->be;
     sp_status (*up)(sp_backend *, void *, const void *, size_t, sp_error *) =
         be->ops->upload_queued ? be->ops->upload_queued : be->ops->upload;
-    sp_status st = up(be, c->sample_reqs, c->h_sample_reqs, (size_t)rows * sizeof(sp_sample_req), P->err);
-    return st == SP_OK ? up(be, c->spec_args, a, sizeof *a, P->err) : st;
+    sp_status st = up(be, c->spec_reqs, c->h_spec_reqs, (size_t)nr * sizeof(sp_sample_req), P->err);
+    return st == SP_OK ? up(be, c->spec_args, c->h_spec_args, (size_t)na * sizeof(sp_spec_args), P->err)
+                       : st;
 }
 
 /* The pass up to its results: its inputs uploaded and its body issued (replayed or
@@ -426,7 +435,9 @@ static sp_status issue_pass(sp_pass *P, bool gathered)
     bool sampled = false;
     P->ids_only = gathered && ids_only(P, &sampled);
     P->sampled = P->ids_only && sampled;
-    P->spec = P->ids_only && P->n_segs == 1 && P->segs[0].seq->spec;
+    P->spec = false;
+    for (int64_t i = 0; P->ids_only && i < P->n_segs; i++)
+        P->spec |= P->segs[i].seq->spec != NULL;
     if (P->sampled && (st = upload_draws(P)) != SP_OK)
         return st;
     if (P->spec && (st = upload_spec(P)) != SP_OK)
@@ -547,12 +558,13 @@ sp_status sp_forward(sp_model *m, const sp_seq_eval *seqs, int64_t n_seqs, int64
                  .segs = m->compute->segs, .mtp = mtp, .err = err};
     int64_t max = max_tokens > 0 && max_tokens < P.c->cap ? max_tokens : P.c->cap;
     for (int64_t i = 0; i < n_seqs && st == SP_OK; i++)
-        if (seqs[i].ids && (n_seqs > 1 || !seqs[i].logits || seqs[i].n > SP_LOGIT_ROWS ||
-                            seqs[i].n > max))
+        if (seqs[i].ids && !seqs[i].spec && (n_seqs > 1 || !seqs[i].logits ||
+                                             seqs[i].n > SP_LOGIT_ROWS || seqs[i].n > max))
             st = sp_err(err, SP_ERR_INTERNAL, "greedy picks of every row: one sequence of at "
                         "most %d rows in one pass, with a logits buffer", SP_LOGIT_ROWS);
-        else if (seqs[i].spec && (!seqs[i].ids || seqs[i].n < 2))
-            st = sp_err(err, SP_ERR_INTERNAL, "a verification has drafts and wants ids and logits");
+        else if (seqs[i].spec && (!seqs[i].ids || !seqs[i].logits || seqs[i].n < 2))
+            st = sp_err(err, SP_ERR_INTERNAL, "a verification has drafts and wants its outcome "
+                        "(ids) and every row (logits)");
     int64_t idx = 0, off = 0;
     while (st == SP_OK && idx < n_seqs) {
         pack(&P, seqs, n_seqs, max, &idx, &off);

@@ -50,17 +50,35 @@ static void final_norm(sp_pass *P, const sp_seg *g, int64_t r0, int64_t k, int64
         sp_emit_rows(P, g, -1, SP_OP_FINAL_NORM, H, out, r0, k);
 }
 
-/* A verification (its one segment, rows 0 .. m): the draft's rows copied after the
- * target's, then the backend's rule; the count and the token go to logit_ids[0..1]. */
-static void spec_verify(sp_pass *P, int64_t rows)
+/* The verifications, segment by segment in upload_spec's order: each segment's rows (at
+ * `at`) with its draft's rows where they are; the count and the token go to its first two
+ * logit_ids. */
+static void spec_verify(sp_pass *P)
 {
-    const sp_spec_req *r = P->segs[0].seq->spec;
-    const int64_t V = P->m->n_vocab, m = rows - 1;
-    float *logits = P->c->logits;
-    if (r->draft_rows)
-        P->be->ops->copy2d(P->be, logits + rows * V, V, r->draft_rows, V, m, V);
-    P->be->ops->spec_verify(P->be, logits, m, V, !r->draft_rows, P->c->sample_reqs, P->c->spec_args,
-                            P->c->logit_ids);
+    const int64_t V = P->m->n_vocab;
+    int64_t at = 0, nr = 0, na = 0, r0;
+    for (int64_t i = 0; i < P->n_segs; i++) {
+        const sp_seg *g = &P->segs[i];
+        const sp_spec_req *r = g->seq->spec;
+        const int64_t k = sp_head_seg_rows(g, &r0);
+        if (r) {
+            const int64_t m = k - 1;
+            P->be->ops->spec_verify(P->be, P->c->logits + at * V, r->draft_rows, m, V,
+                                    P->c->spec_reqs + nr, P->c->spec_args + na++, P->c->logit_ids + at);
+            nr += r->draft_rows ? 2 * m + 1 : m + 1;
+        }
+        at += k;
+    }
+}
+
+/* Whether some segment's rows want picks or draws besides the verifications. */
+static bool picks_besides_spec(const sp_pass *P)
+{
+    int64_t r0;
+    for (int64_t i = 0; i < P->n_segs; i++)
+        if (!P->segs[i].seq->spec && sp_head_seg_rows(&P->segs[i], &r0) > 0)
+            return true;
+    return false;
 }
 
 /* Each segment's last row copied on the device where its sequence keeps it (seq->keep). */
@@ -89,12 +107,13 @@ void sp_head_gathered(sp_pass *P)
     if (at == 0)
         return;
     P->be->ops->matmul(P->be, &P->w->lm_head, P->c->xn, at, P->c->logits, NULL);
-    if (P->spec)
-        spec_verify(P, at);
-    else if (P->sampled)
+    const bool picks = !P->spec || picks_besides_spec(P);
+    if (P->sampled)
         P->be->ops->logits_sample(P->be, P->c->logits, at, V, P->c->sample_reqs, P->c->logit_ids);
-    else if (P->ids_only)
+    else if (P->ids_only && picks)
         P->be->ops->logits_argmax(P->be, P->c->logits, at, V, P->c->logit_ids);
+    if (P->spec) /* after the picks: a verification's outcome replaces its rows' picks */
+        spec_verify(P);
     keep_rows(P);
     if (!SP_TRACE_ON(P))
         return;
@@ -128,19 +147,16 @@ static sp_status download_ids(sp_pass *P, int64_t total)
     sp_status st = P->be->ops->download(P->be, c->h_logit_ids, c->logit_ids,
                                         (size_t)total * sizeof(int32_t), P->err);
     int64_t at = 0, r0;
-    if (P->spec) { /* the count and the token; every row where the host must verify */
-        const sp_seg *g = &P->segs[0];
-        g->seq->ids[0] = c->h_logit_ids[0];
-        g->seq->ids[1] = c->h_logit_ids[1];
-        if (st == SP_OK && c->h_logit_ids[0] < 0)
-            st = P->be->ops->download(P->be, g->seq->logits, c->logits,
-                                      (size_t)(g->n * P->m->n_vocab) * sizeof(float), P->err);
-        return st;
-    }
     for (int64_t i = 0; i < P->n_segs && st == SP_OK; i++) {
         const sp_seg *g = &P->segs[i];
         int64_t k = sp_head_seg_rows(g, &r0);
-        if (k > 0 && g->seq->logits) /* every row (ids_only: the ids are given) */
+        if (g->seq->spec) { /* the count and the token; every row where the host must verify */
+            g->seq->ids[0] = c->h_logit_ids[at];
+            g->seq->ids[1] = c->h_logit_ids[at + 1];
+            if (c->h_logit_ids[at] < 0)
+                st = P->be->ops->download(P->be, g->seq->logits, c->logits + at * P->m->n_vocab,
+                                          (size_t)(k * P->m->n_vocab) * sizeof(float), P->err);
+        } else if (k > 0 && g->seq->logits) /* every row (ids_only: the ids are given) */
             memcpy(g->seq->ids + g->first, c->h_logit_ids + at, (size_t)k * sizeof(int32_t));
         else if (k > 0)
             *g->seq->last_id = c->h_logit_ids[at];

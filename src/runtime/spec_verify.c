@@ -84,9 +84,10 @@ bool sp_spec_verify_token(const double *p, int64_t n_p, const double *q, int64_t
     return false;
 }
 
-sp_status sp_spec_verify_rows(const float *logits, int64_t m, int64_t V, bool onehot,
+sp_status sp_spec_verify_rows(const float *target, const float *draft, int64_t m, int64_t V,
                               const sp_sample_req *reqs, const sp_spec_args *a, int32_t out[2])
 {
+    const bool onehot = !draft;
     out[0] = out[1] = -1;
     sp_sample_work wk;
     double *p = malloc((size_t)V * sizeof *p), *q = malloc((size_t)V * sizeof *q);
@@ -99,8 +100,8 @@ sp_status sp_spec_verify_rows(const float *logits, int64_t m, int64_t V, bool on
     int64_t i = 0;
     for (; i < m; i++) {
         const int32_t d = a->drafts[i];
-        if (!sp_sample_dist_row(&reqs[i], logits + i * V, V, &wk, p) ||
-            (!onehot && !sp_sample_dist_row(&reqs[m + 1 + i], logits + (m + 1 + i) * V, V, &wk, q)))
+        if (!sp_sample_dist_row(&reqs[i], target + i * V, V, &wk, p) ||
+            (!onehot && !sp_sample_dist_row(&reqs[m + 1 + i], draft + i * V, V, &wk, q)))
             break; /* a row without candidates: the host's sampler decides */
         if (accepts(p, V, onehot ? NULL : q, V, d, a->u[i]))
             continue;
@@ -112,7 +113,7 @@ sp_status sp_spec_verify_rows(const float *logits, int64_t m, int64_t V, bool on
         sp_sample_req r = reqs[m];
         r.u = a->v;
         out[0] = (int32_t)m;
-        out[1] = sp_sample_row(&r, logits + m * V, V, &wk);
+        out[1] = sp_sample_row(&r, target + m * V, V, &wk);
     }
     sp_sample_work_free(&wk);
     free(p);

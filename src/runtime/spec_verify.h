@@ -26,13 +26,13 @@
 bool sp_spec_verify_token(const double *p, int64_t n_p, const double *q, int64_t n_q, int32_t d,
                           sp_rng *accept_rng, sp_rng *resample_rng, int32_t *out);
 
-/* The backend op spec_verify's rule on the host, its reference: logits rows 0..m the
- * target's (reqs[i] their draws), rows m + 1 .. 2m the draft's unless onehot; a->drafts,
- * a->u (acceptance) and a->v (the residual's or the bonus row's draw). out[0] = drafts
- * accepted, out[1] = the next token: what sp_spec_verify_token and the bonus draw
- * (sp_sample_row with v) give with these uniforms; out[0] = -1 where a row has no
- * candidate. SP_ERR_NOMEM. */
-sp_status sp_spec_verify_rows(const float *logits, int64_t m, int64_t n_vocab, bool onehot,
+/* The backend op spec_verify's rule on the host, its reference: target holds the target's
+ * m + 1 rows (reqs[0 .. m] their draws), draft the draft's m rows (reqs[m + 1 ..]) or NULL
+ * (q one-hot); a->drafts, a->u (acceptance) and a->v (the residual's or the bonus row's
+ * draw). out[0] = drafts accepted, out[1] = the next token: what sp_spec_verify_token and
+ * the bonus draw (sp_sample_row with v) give with these uniforms; out[0] = -1 where a row
+ * has no candidate. SP_ERR_NOMEM. */
+sp_status sp_spec_verify_rows(const float *target, const float *draft, int64_t m, int64_t n_vocab,
                               const sp_sample_req *reqs, const sp_spec_args *a, int32_t out[2]);
 
 #endif

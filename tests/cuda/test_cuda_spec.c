@@ -57,23 +57,26 @@ typedef struct counts {
 } counts;
 
 /* One verification of m drafts: the device's result against the host's. x holds the
- * target's m + 1 rows, then (unless onehot) the draft's m rows. */
+ * target's m + 1 rows, then (unless onehot) the draft's m rows, which go to the device in
+ * an allocation of their own (as a draft session's kept rows are). */
 static void check_case(const float *x, int64_t m, int64_t V, bool onehot, const sp_sample_req *reqs,
                        const sp_spec_args *a, counts *c)
 {
     const int64_t rows = onehot ? m + 1 : 2 * m + 1;
-    float *dx = dev_from(x, (size_t)(rows * V) * sizeof(float));
+    const float *xd = onehot ? NULL : x + (m + 1) * V;
+    float *dt = dev_from(x, (size_t)((m + 1) * V) * sizeof(float));
+    float *dd = onehot ? NULL : dev_from(xd, (size_t)(m * V) * sizeof(float));
     sp_sample_req *dr = dev_from(reqs, (size_t)rows * sizeof *reqs);
     sp_spec_args *da = dev_from(a, sizeof *a);
     int32_t *dout = dev_alloc(2 * sizeof(int32_t));
     int32_t dev[2], again[2], want[2];
-    CK(spc_spec_verify(g_stream, dx, m, V, onehot, dr, da, dout, g_scratch, g_bytes));
+    CK(spc_spec_verify(g_stream, dt, dd, m, V, dr, da, dout, g_scratch, g_bytes));
     to_host(dev, dout, sizeof dev);
-    draw_between(dx, V, dr, (int)rows);
-    CK(spc_spec_verify(g_stream, dx, m, V, onehot, dr, da, dout, g_scratch, g_bytes));
+    draw_between(dt, V, dr, (int)(m + 1));
+    CK(spc_spec_verify(g_stream, dt, dd, m, V, dr, da, dout, g_scratch, g_bytes));
     to_host(again, dout, sizeof again);
     assert_memory_equal(dev, again, sizeof dev);
-    assert_int_equal(sp_spec_verify_rows(x, m, V, onehot, reqs, a, want), SP_OK);
+    assert_int_equal(sp_spec_verify_rows(x, xd, m, V, reqs, a, want), SP_OK);
     c->cases++;
     if (dev[0] < 0) {
         c->left++;
@@ -86,7 +89,9 @@ static void check_case(const float *x, int64_t m, int64_t V, bool onehot, const 
         c->accepted_all += want[0] == m;
         c->rejected += want[0] < m;
     }
-    spc_free(dx);
+    spc_free(dt);
+    if (dd)
+        spc_free(dd);
     spc_free(dr);
     spc_free(da);
     spc_free(dout);
@@ -163,10 +168,13 @@ static void test_verify_refuses(void **state)
 {
     (void)state;
     NEED_GPU();
-    assert_int_not_equal(spc_spec_verify(g_stream, NULL, 0, 10, 0, NULL, NULL, NULL, NULL, 0), 0);
-    assert_int_not_equal(spc_spec_verify(g_stream, NULL, SP_SPEC_DEV_K + 1, 10, 0, NULL, NULL, NULL,
+    float *x = dev_alloc(64 * sizeof(float));
+    assert_int_not_equal(spc_spec_verify(g_stream, x, NULL, 0, 10, NULL, NULL, NULL, NULL, 0), 0);
+    assert_int_not_equal(spc_spec_verify(g_stream, x, NULL, SP_SPEC_DEV_K + 1, 10, NULL, NULL, NULL,
                                          NULL, 0), 0);
-    assert_int_not_equal(spc_spec_verify(g_stream, NULL, 1, 10, 0, NULL, NULL, NULL, NULL, 0), 0);
+    assert_int_not_equal(spc_spec_verify(g_stream, NULL, NULL, 1, 10, NULL, NULL, NULL, NULL, 0), 0);
+    assert_int_not_equal(spc_spec_verify(g_stream, x, NULL, 1, 10, NULL, NULL, NULL, NULL, 0), 0);
+    spc_free(x);
     assert_int_equal(spc_spec_scratch_bytes(0), 0);
     assert_int_equal(spc_spec_scratch_bytes((int64_t)INT32_MAX + 1), 0);
 }

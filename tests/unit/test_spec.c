@@ -465,12 +465,13 @@ static void shim_draw(sp_backend *be, const float *logits, int64_t rows, int64_t
     sp_sample_work_free(&wk);
 }
 
-static void shim_verify(sp_backend *be, const float *logits, int64_t m, int64_t n_vocab, bool onehot,
-                        const sp_sample_req *reqs, const sp_spec_args *args, int32_t *out)
+static void shim_verify(sp_backend *be, const float *target, const float *draft, int64_t m,
+                        int64_t n_vocab, const sp_sample_req *reqs, const sp_spec_args *args,
+                        int32_t *out)
 {
     (void)be;
     assert_int_equal(args->m, m);
-    assert_int_equal(sp_spec_verify_rows(logits, m, n_vocab, onehot, reqs, args, out), SP_OK);
+    assert_int_equal(sp_spec_verify_rows(target, draft, m, n_vocab, reqs, args, out), SP_OK);
     if (g_spec_calls++ % 3 == 2) {
         out[0] = out[1] = -1;
         g_spec_left++;

@@ -400,14 +400,15 @@ int spc_sample_rows(void *stream, const float *logits, int64_t rows, int64_t n_v
 size_t spc_sample_scratch_bytes(int64_t rows, int64_t n_vocab); /* 0: too large, or too many rows */
 
 /* Speculative sampling's acceptance rule over m <= SP_SPEC_DEV_K drafts (cuda_spec_verify.cu;
- * runtime/spec_verify.c's arithmetic): logits rows 0..m (n_vocab floats apart) are the
- * target's, rows m + 1 .. 2m the draft's unless onehot; reqs (a row each) and args in device
- * memory. out[0] = drafts accepted, out[1] = the next token; out[0] = -1 where the host must
- * verify. scratch: spc_spec_scratch_bytes, zeroed before its first use; it may be the draws'
- * scratch (spc_sample_rows) when it is as large: both leave its counters at 0. */
-int spc_spec_verify(void *stream, const float *logits, int64_t m, int64_t n_vocab, int onehot,
-                    const sp_sample_req *reqs, const sp_spec_args *args, int32_t *out, void *scratch,
-                    size_t scratch_bytes);
+ * runtime/spec_verify.c's arithmetic): target holds the target's m + 1 logits rows, draft
+ * the draft's m rows (n_vocab floats apart each), or NULL: q one-hot at each draft; reqs (a
+ * row each, the target's then the draft's) and args in device memory. out[0] = drafts
+ * accepted, out[1] = the next token; out[0] = -1 where the host must verify. scratch:
+ * spc_spec_scratch_bytes, zeroed before its first use; it may be the draws' scratch
+ * (spc_sample_rows) when it is as large: both leave its counters at 0. */
+int spc_spec_verify(void *stream, const float *target, const float *draft, int64_t m,
+                    int64_t n_vocab, const sp_sample_req *reqs, const sp_spec_args *args,
+                    int32_t *out, void *scratch, size_t scratch_bytes);
 size_t spc_spec_scratch_bytes(int64_t n_vocab); /* 0: too large */
 
 /* ---- recorded work (CUDA graphs) ---------------------------------------------------- */

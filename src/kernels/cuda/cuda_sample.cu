@@ -191,13 +191,13 @@ static __device__ void add_hist(const float *l, int64_t V, uint32_t hi, uint32_t
  * for rows that select (top-k, top-p) the histogram of their ranks' top 11 bits. The last
  * block of a row: greedy rows' ids, the head's fields, the select's first digit. */
 __global__ void __launch_bounds__(SCAN_THREADS)
-k_sample_scan(const float *logits, int64_t V, int64_t stride, const sp_sample_req *reqs,
+k_sample_scan(const sample_rows src, int64_t V, const sp_sample_req *reqs,
               int32_t *ids, void *scratch, int64_t rows)
 {
     __shared__ unsigned long long red[SCAN_THREADS / 32];
     __shared__ int ired[SCAN_THREADS / 32], sh_hist[SEL_BINS], sh[4 + SCAN_THREADS / 32], flag;
     const int64_t row = blockIdx.y;
-    const float *l = logits + row * stride;
+    const float *l = row_ptr(src, row);
     const sp_sample_req rq = reqs[row];
     sample_head *hp = (sample_head *)scratch + row;
     int *hist = row_hist(scratch, rows, row);
@@ -279,7 +279,7 @@ k_sample_scan(const float *logits, int64_t V, int64_t stride, const sp_sample_re
  * the ranks in the bucket picked so far; after the last, top-k's threshold and candidate
  * count, or top-p's gather bound. */
 __global__ void __launch_bounds__(SCAN_THREADS)
-k_sample_sel(const float *logits, int64_t V, int64_t stride, void *scratch, int64_t rows, int pass)
+k_sample_sel(const sample_rows src, int64_t V, void *scratch, int64_t rows, int pass)
 {
     __shared__ int sh_hist[SEL_BINS], sh[4 + SCAN_THREADS / 32], flag;
     const int64_t row = blockIdx.y;
@@ -287,7 +287,7 @@ k_sample_sel(const float *logits, int64_t V, int64_t stride, void *scratch, int6
     const int sel_k = hp->sel_k;
     if (hp->done || sel_k == 0)
         return;
-    const float *l = logits + row * stride;
+    const float *l = row_ptr(src, row);
     int *hist = row_hist(scratch, rows, row);
     const int shift = pass == 1 ? 10 : 0, bins = pass == 1 ? 2048 : 1024;
     const uint32_t hi = 0xffffffffu << (shift + (pass == 1 ? 11 : 10));
@@ -312,14 +312,14 @@ k_sample_sel(const float *logits, int64_t V, int64_t stride, void *scratch, int6
 
 /* Launch 4 (grid: ids / (SCAN_THREADS SCAN_PER), rows): the candidates' weights. */
 __global__ void __launch_bounds__(SCAN_THREADS)
-k_sample_weights(const float *logits, int64_t V, int64_t stride, const sp_sample_req *reqs,
+k_sample_weights(const sample_rows src, int64_t V, const sp_sample_req *reqs,
                  void *scratch, int64_t rows)
 {
     const int64_t row = blockIdx.y;
     const sample_head h = ((const sample_head *)scratch)[row];
     if (h.done)
         return;
-    const float *l = logits + row * stride;
+    const float *l = row_ptr(src, row);
     double *w = row_weights(scratch, rows, row, V);
     const double inv_t = reqs[row].inv_t;
     const int64_t i0 = (int64_t)blockIdx.x * SCAN_THREADS * SCAN_PER + threadIdx.x;
@@ -336,14 +336,14 @@ k_sample_weights(const float *logits, int64_t V, int64_t stride, const sp_sample
 /* Launches 5 and 7 (grid: SP_SAMPLE_LANES / LANE_BLOCK, rows; LANE_BLOCK threads): lane c's
  * sum of its weights in pass `pass`, ids c, c + 1024, ... ascending. */
 __global__ void __launch_bounds__(LANE_BLOCK)
-k_sample_lanes(const float *logits, int64_t V, int64_t stride, const sp_sample_req *reqs,
+k_sample_lanes(const sample_rows src, int64_t V, const sp_sample_req *reqs,
                void *scratch, int64_t rows, int pass)
 {
     const int64_t row = blockIdx.y;
     const sample_head h = ((const sample_head *)scratch)[row];
     if (h.done || (pass == 1 && !h.masked))
         return;
-    const float *l = logits + row * stride;
+    const float *l = row_ptr(src, row);
     const double *w = row_weights(scratch, rows, row, V);
     const sp_sample_req rq = reqs[row];
     const int c = blockIdx.x * LANE_BLOCK + threadIdx.x;
@@ -367,7 +367,7 @@ k_sample_lanes(const float *logits, int64_t V, int64_t stride, const sp_sample_r
 
 /* Launch 6, a block a row, top-p rows: the head's cut (or the row left to the host). */
 __global__ void __launch_bounds__(SM_THREADS)
-k_sample_head(const float *logits, int64_t V, int64_t stride, const sp_sample_req *reqs,
+k_sample_head(const sample_rows src, int64_t V, const sp_sample_req *reqs,
               int32_t *ids, void *scratch, int64_t rows)
 {
     __shared__ sample_smem sm;
@@ -377,7 +377,7 @@ k_sample_head(const float *logits, int64_t V, int64_t stride, const sp_sample_re
     const sp_sample_req rq = reqs[row];
     if (h.done || !(rq.top_p < 1.0f))
         return;
-    const float *l = logits + row * stride;
+    const float *l = row_ptr(src, row);
     const double target = (double)rq.top_p * block_total(row_lanes(scratch, rows, row, 0), sm);
     uint32_t below = 0xffffffffu; /* gather ranks < below (all candidates if they fit) */
     const bool all = h.n_cand <= SP_SAMPLE_HEAD;
@@ -426,7 +426,7 @@ k_sample_head(const float *logits, int64_t V, int64_t stride, const sp_sample_re
 
 /* Launch 8, a block of WALK_THREADS a row: the total and the three-level walk. */
 __global__ void __launch_bounds__(WALK_THREADS)
-k_sample_walk(const float *logits, int64_t V, int64_t stride, const sp_sample_req *reqs,
+k_sample_walk(const sample_rows src, int64_t V, const sp_sample_req *reqs,
               int32_t *ids, void *scratch, int64_t rows)
 {
     __shared__ sample_smem sm;
@@ -434,7 +434,7 @@ k_sample_walk(const float *logits, int64_t V, int64_t stride, const sp_sample_re
     const sample_head h = ((const sample_head *)scratch)[row];
     if (h.done)
         return;
-    const float *l = logits + row * stride;
+    const float *l = row_ptr(src, row);
     const sp_sample_req rq = reqs[row];
     const int pass = h.masked ? 1 : 0;
     const double x = rq.u * block_total(row_lanes(scratch, rows, row, pass), sm);
@@ -460,20 +460,20 @@ extern "C" size_t spc_sample_scratch_bytes(int64_t rows, int64_t n_vocab)
     return heads_bytes(rows) + (size_t)rows * (2 * SP_SAMPLE_LANES + (size_t)n_vocab) * sizeof(double);
 }
 
-int spc_sample_prep(cudaStream_t s, const float *logits, int64_t rows, int64_t n_vocab,
-                    int64_t stride, const sp_sample_req *reqs, int32_t *ids, void *scratch)
+int spc_sample_prep(cudaStream_t s, const sample_rows src, int64_t rows, int64_t n_vocab,
+                    const sp_sample_req *reqs, int32_t *ids, void *scratch)
 {
     const unsigned r = (unsigned)rows;
     const unsigned chunks = (unsigned)((n_vocab + SCAN_THREADS * SCAN_PER - 1) / (SCAN_THREADS * SCAN_PER));
     const dim3 lanes(SP_SAMPLE_LANES / LANE_BLOCK, r);
-    k_sample_scan<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, ids, scratch,
+    k_sample_scan<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(src, n_vocab, reqs, ids, scratch,
                                                            rows);
-    k_sample_sel<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(logits, n_vocab, stride, scratch, rows, 1);
-    k_sample_sel<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(logits, n_vocab, stride, scratch, rows, 2);
-    k_sample_weights<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, scratch, rows);
-    k_sample_lanes<<<lanes, LANE_BLOCK, 0, s>>>(logits, n_vocab, stride, reqs, scratch, rows, 0);
-    k_sample_head<<<r, SM_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, ids, scratch, rows);
-    k_sample_lanes<<<lanes, LANE_BLOCK, 0, s>>>(logits, n_vocab, stride, reqs, scratch, rows, 1);
+    k_sample_sel<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(src, n_vocab, scratch, rows, 1);
+    k_sample_sel<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(src, n_vocab, scratch, rows, 2);
+    k_sample_weights<<<dim3(chunks, r), SCAN_THREADS, 0, s>>>(src, n_vocab, reqs, scratch, rows);
+    k_sample_lanes<<<lanes, LANE_BLOCK, 0, s>>>(src, n_vocab, reqs, scratch, rows, 0);
+    k_sample_head<<<r, SM_THREADS, 0, s>>>(src, n_vocab, reqs, ids, scratch, rows);
+    k_sample_lanes<<<lanes, LANE_BLOCK, 0, s>>>(src, n_vocab, reqs, scratch, rows, 1);
     return (int)cudaGetLastError();
 }
 
@@ -487,9 +487,10 @@ extern "C" int spc_sample_rows(void *stream, const float *logits, int64_t rows, 
     if (rows == 0)
         return 0;
     cudaStream_t s = (cudaStream_t)stream;
-    const int st = spc_sample_prep(s, logits, rows, n_vocab, stride, reqs, ids, scratch);
+    const sample_rows src = {logits, logits, rows, stride};
+    const int st = spc_sample_prep(s, src, rows, n_vocab, reqs, ids, scratch);
     if (st)
         return st;
-    k_sample_walk<<<(unsigned)rows, WALK_THREADS, 0, s>>>(logits, n_vocab, stride, reqs, ids, scratch, rows);
+    k_sample_walk<<<(unsigned)rows, WALK_THREADS, 0, s>>>(src, n_vocab, reqs, ids, scratch, rows);
     return (int)cudaGetLastError();
 }

@@ -124,6 +124,18 @@ static __device__ double block_total(const double *lanes, sample_smem &sm)
 
 #define WALK_THREADS 256 /* the walks' blocks */
 
+/* Where a launch's rows are: rows below split from a, the others from b, stride floats
+ * apart (a verification's target rows and its draft's rows, or one array). */
+struct sample_rows {
+    const float *a, *b;
+    int64_t split, stride;
+};
+
+static __device__ __forceinline__ const float *row_ptr(const sample_rows &r, int64_t row)
+{
+    return row < r.split ? r.a + row * r.stride : r.b + (row - r.split) * r.stride;
+}
+
 /* The walk's last level, by a block of WALK_THREADS: the ids c, c + L, ... < V of lane c,
  * from the running sum acc (the sum before the lane) to x, their values value(i) computed a
  * chunk at a time by the block and walked by thread 0 as sp_sample_walk walks (the first
@@ -168,7 +180,7 @@ static __device__ int walk_groups(double x, const sample_smem &sm, double *acc)
 
 /* Launches 1 to 7 of spc_sample_rows (cuda_sample.cu), all but the walk: after them each row
  * not done has its head's fields, its weights and its lane sums (pass h.masked). */
-int spc_sample_prep(cudaStream_t s, const float *logits, int64_t rows, int64_t n_vocab,
-                    int64_t stride, const sp_sample_req *reqs, int32_t *ids, void *scratch);
+int spc_sample_prep(cudaStream_t s, const sample_rows src, int64_t rows, int64_t n_vocab,
+                    const sp_sample_req *reqs, int32_t *ids, void *scratch);
 
 #endif

@@ -3,8 +3,9 @@
  * host's bit for bit and only those two ints cross PCIe (tests/cuda/test_cuda_spec.c
  * compares them).
  *
- * The rows: the target's m + 1 (row i verifies draft i; row m gives the bonus token), then,
- * unless q is one-hot (a deterministic draft), the draft's m rows. The draw kernels'
+ * The rows: the target's m + 1 (row i verifies draft i; row m gives the bonus token) and,
+ * unless q is one-hot (a deterministic draft), the draft's m rows, each set contiguous
+ * wherever it is (rows m + 1 .. 2m of the launch are the draft's). The draw kernels'
  * passes (cuda_sample.cu, all but their walk) give every row its kept weights and lane
  * sums with the sampler's arithmetic; then:
  *   k_spec_totals   a block a row: the kept weights' total S (sample_row.h's order);
@@ -35,18 +36,18 @@ static size_t spec_state_at(int64_t n_vocab)
 }
 
 /* Kept weight of id i in row `row` (its head h and request rq), as the walk reads it. */
-static __device__ __forceinline__ double kept(const float *logits, int64_t V, void *scratch,
+static __device__ __forceinline__ double kept(const sample_rows &src, int64_t V, void *scratch,
                                               int64_t rows, int64_t row, const sample_head &h,
                                               const sp_sample_req &rq, int64_t i)
 {
     const double w = row_weights(scratch, rows, row, V)[i];
-    return pass_weight(w, logits[row * V + i], i, h, rq, h.masked ? 1 : 0);
+    return pass_weight(w, row_ptr(src, row)[i], i, h, rq, h.masked ? 1 : 0);
 }
 
 /* The residual max(0, p - q) at i of verify row i0 (spec_verify.c's residual; q one-hot at
  * d when there are no draft rows). */
 struct resid_fn {
-    const float *logits;
+    sample_rows logits;
     int64_t V, rows, i0, m;
     void *scratch;
     sample_head hp, hq;
@@ -64,7 +65,7 @@ struct resid_fn {
     }
 };
 
-static __device__ resid_fn resid_of(const float *logits, int64_t V, int64_t rows, void *scratch,
+static __device__ resid_fn resid_of(const sample_rows &logits, int64_t V, int64_t rows, void *scratch,
                                     const sp_sample_req *reqs, const sp_spec_args *a, bool onehot,
                                     const spec_state *st, int64_t i0)
 {
@@ -91,7 +92,7 @@ k_spec_totals(void *scratch, int64_t rows, spec_state *st)
 }
 
 /* one thread: the acceptance tests in order */
-__global__ void k_spec_accept(const float *logits, int64_t V, int64_t rows, void *scratch,
+__global__ void k_spec_accept(const sample_rows logits, int64_t V, int64_t rows, void *scratch,
                               const sp_sample_req *reqs, const sp_spec_args *a, bool onehot,
                               spec_state *st, int32_t *out)
 {
@@ -129,7 +130,7 @@ __global__ void k_spec_accept(const float *logits, int64_t V, int64_t rows, void
 
 /* 32 blocks of 32 lanes: the rejected row's residual, lane c's ids ascending */
 __global__ void __launch_bounds__(SPEC_LANE_BLOCK)
-k_spec_lanes(const float *logits, int64_t V, int64_t rows, void *scratch, const sp_sample_req *reqs,
+k_spec_lanes(const sample_rows logits, int64_t V, int64_t rows, void *scratch, const sp_sample_req *reqs,
              const sp_spec_args *a, bool onehot, spec_state *st)
 {
     if (st->fallback || st->row >= a->m)
@@ -154,7 +155,7 @@ k_spec_lanes(const float *logits, int64_t V, int64_t rows, void *scratch, const 
 
 /* a block: the residual's draw, or the bonus row's */
 __global__ void __launch_bounds__(WALK_THREADS)
-k_spec_walk(const float *logits, int64_t V, int64_t rows, void *scratch, const sp_sample_req *reqs,
+k_spec_walk(const sample_rows logits, int64_t V, int64_t rows, void *scratch, const sp_sample_req *reqs,
             const sp_spec_args *a, bool onehot, spec_state *st, int32_t *out)
 {
     __shared__ sample_smem sm;
@@ -199,24 +200,25 @@ extern "C" size_t spc_spec_scratch_bytes(int64_t n_vocab)
     return spec_state_at(n_vocab) + sizeof(spec_state);
 }
 
-extern "C" int spc_spec_verify(void *stream, const float *logits, int64_t m, int64_t n_vocab,
-                               int onehot, const sp_sample_req *reqs, const sp_spec_args *args,
+extern "C" int spc_spec_verify(void *stream, const float *target, const float *draft, int64_t m,
+                               int64_t n_vocab, const sp_sample_req *reqs, const sp_spec_args *args,
                                int32_t *out, void *scratch, size_t scratch_bytes)
 {
-    if (m < 1 || m > SP_SPEC_DEV_K || n_vocab <= 0 || !scratch ||
+    if (m < 1 || m > SP_SPEC_DEV_K || n_vocab <= 0 || !target || !scratch ||
         scratch_bytes < spc_spec_scratch_bytes(n_vocab))
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
-    const int64_t rows = onehot ? m + 1 : 2 * m + 1;
+    const bool oh = !draft;
+    const int64_t rows = oh ? m + 1 : 2 * m + 1;
+    const sample_rows src = {target, oh ? target : draft, m + 1, n_vocab};
     spec_state *st = (spec_state *)((unsigned char *)scratch + spec_state_at(n_vocab));
-    int e = spc_sample_prep(s, logits, rows, n_vocab, n_vocab, reqs, st->ids, scratch);
+    int e = spc_sample_prep(s, src, rows, n_vocab, reqs, st->ids, scratch);
     if (e)
         return e;
-    const bool oh = onehot != 0;
     k_spec_totals<<<(unsigned)rows, WALK_THREADS, 0, s>>>(scratch, rows, st);
-    k_spec_accept<<<1, 32, 0, s>>>(logits, n_vocab, rows, scratch, reqs, args, oh, st, out);
+    k_spec_accept<<<1, 32, 0, s>>>(src, n_vocab, rows, scratch, reqs, args, oh, st, out);
     k_spec_lanes<<<SP_SAMPLE_LANES / SPEC_LANE_BLOCK, SPEC_LANE_BLOCK, 0, s>>>(
-        logits, n_vocab, rows, scratch, reqs, args, oh, st);
-    k_spec_walk<<<1, WALK_THREADS, 0, s>>>(logits, n_vocab, rows, scratch, reqs, args, oh, st, out);
+        src, n_vocab, rows, scratch, reqs, args, oh, st);
+    k_spec_walk<<<1, WALK_THREADS, 0, s>>>(src, n_vocab, rows, scratch, reqs, args, oh, st, out);
     return (int)cudaGetLastError();
 }
