@@ -312,6 +312,7 @@ SP_API void sp_logprobs(const float *logits, int64_t n_vocab, int32_t token, flo
  * picks on the device and every item of the pass has logits NULL and a pick, only the
  * picks are read back and the items' last logits are not kept. Sessions must be distinct
  * and belong to `model`. */
+typedef struct sp_batch_verify sp_batch_verify;
 typedef struct sp_batch_item {
     sp_session *session;
     const int32_t *tokens;
@@ -320,9 +321,21 @@ typedef struct sp_batch_item {
     int32_t *pick;
     const sp_sampling_params *sampling; /* with pick, or NULL: the pick is the draw of these */
     double u;                           /* parameters with this uniform (sp_session_eval_sample) */
+    int32_t keep;            /* > 0: the last row's logits are also kept on the device, in the
+                                session's kept row keep - 1 (sp_session_keep_rows): a draft's
+                                row for its target's verification (sp_batch_verify) */
+    sp_batch_verify *verify; /* or NULL: see sp_batch_verify */
 } sp_batch_item;
 SP_API sp_status sp_batch_eval(sp_model *model, const sp_batch_item *items, size_t n_items,
                         sp_error *err);
+
+/* Room for n kept rows of logits in the session's device memory (sp_batch_item.keep); a
+ * larger n than before makes new room (rows kept before are lost). */
+SP_API sp_status sp_session_keep_rows(sp_session *session, int32_t n, sp_error *err);
+/* Whether target's passes verify drafts on the device (sp_batch_verify) with draft's kept
+ * rows (draft NULL: deterministic drafts): the backend verifies there, and a draft session
+ * is on the same kind of device, the same device, with the same vocabulary. */
+SP_API bool sp_session_can_verify(const sp_session *target, const sp_session *draft);
 
 typedef struct sp_tokenizer sp_tokenizer;
 
@@ -435,6 +448,35 @@ SP_API sp_status sp_draft_verifier_new(const sp_sampling_params *params, int64_t
 SP_API void sp_draft_verifier_free(sp_draft_verifier *v);
 SP_API int32_t sp_draft_verifier_check(sp_draft_verifier *v, const float *logits, int32_t draft,
                                        const double *q, int64_t n_q);
+
+/* A sampled verification inside a batch (sp_batch_item.verify): the item's tokens are the
+ * pending token and its drafts, drawn by a draft sampler in the draft model's passes with
+ * their rows kept (sp_draft_sampler_uniform, sp_batch_item.keep: draft i in kept row i of
+ * `draft`), or deterministic drafts (draft NULL); its logits buffer holds n_tokens rows.
+ * Where the target's backend verifies (sp_session_can_verify, at most 15 drafts, a sampled
+ * verifier) *only* `accepted` and `next` come back: the drafts sp_draft_verifier_check
+ * would accept in order, and the token after them (its replacement, or the bonus token
+ * sp_sampler_next would draw from the last row), the same tokens from the same streams
+ * (the verifier's and sampler's). Elsewhere accepted is -1 and the logits hold every row:
+ * check them with sp_draft_verifier_check (the drafts' distributions from
+ * sp_draft_sampler_kept_q) and draw the bonus with sp_sampler_next. */
+struct sp_batch_verify {
+    sp_draft_verifier *verifier;
+    sp_sampler *sampler; /* the bonus token's stream */
+    sp_session *draft;   /* whose kept rows hold the drafts' logits, or NULL */
+    int32_t accepted, next; /* out */
+};
+/* The uniform of the sampler's next draft draw, for a draw made in the draft's pass
+ * (sp_batch_item.sampling with the sampler's params, .u, .pick; .keep = i + 1 for draft i);
+ * sp_draft_sampler_drawn then takes the pass's token. */
+SP_API double sp_draft_sampler_uniform(sp_draft_sampler *sampler);
+/* sp_draft_sampler_next for draft token i drawn in the pass (its distribution kept on the
+ * device): false when the draft ends before it, *last. */
+SP_API bool sp_draft_sampler_drawn(sp_draft_sampler *sampler, int32_t token, int32_t i, bool *last);
+/* The distribution of draft i from its row kept in `draft` (kept row i), for a
+ * verification on the host: valid as sp_draft_sampler_next's. */
+SP_API sp_status sp_draft_sampler_kept_q(sp_draft_sampler *sampler, sp_session *draft, int32_t i,
+                                         const double **q, sp_error *err);
 
 /* Whether `draft` can draft for `target`: same vocabulary up to padding (sizes within
  * 128), same BOS/EOS ids, and, when both tokenizers are given, the same tokenizer type

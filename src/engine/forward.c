@@ -404,11 +404,12 @@ static sp_status upload_spec(sp_pass *P)
         const int64_t m = q->n - 1, rows = r->draft_rows ? 2 * m + 1 : m + 1;
         for (int64_t j = 0; j < rows; j++)
             c->h_spec_reqs[nr + j] = j <= m ? r->p : r->q;
-        c->h_spec_reqs[nr + m].u = r->v; /* the bonus row's draw */
+        c->h_spec_reqs[nr + m].u = r->v_bonus; /* the bonus row's draw */
         sp_spec_args *a = &c->h_spec_args[na++];
         memset(a, 0, sizeof *a);
         a->m = (int32_t)m;
         a->v = r->v;
+        a->v_bonus = r->v_bonus;
         for (int64_t i = 0; i < m; i++) {
             a->u[i] = r->u[i];
             a->drafts[i] = q->tokens[1 + i];

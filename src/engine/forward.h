@@ -31,7 +31,8 @@ typedef struct sp_spec_req {
                               * draft, or NULL: q one-hot at each (a deterministic draft) */
     sp_sample_req p, q;      /* the target's and the draft's draws (u unused) */
     const double *u;         /* [n - 1] the acceptance uniforms */
-    double v;                /* the resampling uniform */
+    double v;                /* the residual's uniform (a rejection) */
+    double v_bonus;          /* the bonus token's (every draft accepted) */
 } sp_spec_req;
 
 typedef struct sp_seq_eval {

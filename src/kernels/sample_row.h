@@ -157,7 +157,8 @@ SP_SAMPLE_FN int64_t sp_sample_walk(const double *a, int64_t n, int64_t stride, 
 /* Its inputs besides the rows and their requests. */
 typedef struct sp_spec_args {
     double u[SP_SPEC_DEV_K];      /* draft i's acceptance uniform */
-    double v;                     /* the resampling uniform (residual or bonus draw) */
+    double v;                     /* the residual's uniform */
+    double v_bonus;               /* the bonus token's (every draft accepted) */
     int32_t drafts[SP_SPEC_DEV_K]; /* the draft tokens */
     int32_t m;                    /* how many */
 } sp_spec_args;

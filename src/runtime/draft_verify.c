@@ -146,3 +146,61 @@ bool sp_draft_sampler_take(sp_draft_sampler *s, int32_t token, int32_t i, const 
 {
     return sampler_step(s, NULL, true, i, &token, q, last);
 }
+
+/* ---- draws made in the draft's passes, verification on the device ------------------- */
+
+double sp_draft_sampler_uniform(sp_draft_sampler *s) { return sp_drafter_uniform(s->drafter); }
+
+bool sp_draft_sampler_drawn(sp_draft_sampler *s, int32_t token, int32_t i, bool *last)
+{
+    *last = false;
+    if (i < 0 || i >= s->k_max || sp_drafter_greedy(s->drafter))
+        return false;
+    sp_pick r = sp_drafter_take(s->drafter, token);
+    *last = r == SP_PICK_LAST;
+    return r != SP_PICK_END;
+}
+
+sp_status sp_draft_sampler_kept_q(sp_draft_sampler *s, sp_session *draft, int32_t i,
+                                  const double **q, sp_error *err)
+{
+    *q = NULL;
+    const int64_t V = sp_drafter_n_vocab(s->drafter);
+    if (sp_model_n_vocab(sp_session_model(draft)) != V)
+        return sp_err(err, SP_ERR_INVALID_ARG, "draft sampler: the session's vocabulary is not the "
+                      "draft model's");
+    float *row = malloc((size_t)V * sizeof *row);
+    if (!row)
+        return sp_err(err, SP_ERR_NOMEM, "draft sampler: out of memory reading a kept row");
+    sp_status st = sp_session_kept_download(draft, i, row, err);
+    if (st == SP_OK && !(*q = sp_drafter_q_of(s->drafter, row, i)))
+        st = sp_err(err, SP_ERR_INVALID_ARG, "draft sampler: no distribution for draft %d", i);
+    free(row);
+    return st;
+}
+
+bool sp_draft_verifier_sampled(const sp_draft_verifier *v)
+{
+    return sp_sampler_params(v->sampler)->temperature > 0.0f;
+}
+
+sp_sample_req sp_draft_verifier_req(const sp_draft_verifier *v)
+{
+    return sp_sample_req_of(sp_sampler_params(v->sampler), 0.0);
+}
+
+void sp_draft_verifier_peek(const sp_draft_verifier *v, int32_t m, double *u, double *vres)
+{
+    sp_rng a = v->accept_rng, b = v->resample_rng;
+    for (int32_t i = 0; i < m; i++)
+        u[i] = sp_rng_uniform(&a);
+    *vres = sp_rng_uniform(&b);
+}
+
+void sp_draft_verifier_took(sp_draft_verifier *v, int32_t accepted, int32_t m)
+{
+    for (int32_t i = 0; i < (accepted < m ? accepted + 1 : m); i++) /* one a draft tested */
+        (void)sp_rng_uniform(&v->accept_rng);
+    if (accepted < m) /* the replacement's */
+        (void)sp_rng_uniform(&v->resample_rng);
+}

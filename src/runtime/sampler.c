@@ -382,6 +382,12 @@ int32_t sp_sampler_sample(sp_sampler *s, const float *logits, sp_rng *rng)
 
 double sp_sampler_uniform(sp_sampler *s) { return sp_rng_uniform(&s->rng); }
 
+double sp_sampler_peek_uniform(const sp_sampler *s)
+{
+    sp_rng r = s->rng;
+    return sp_rng_uniform(&r);
+}
+
 int32_t sp_sampler_next(sp_sampler *s, const float *logits)
 {
     return sp_sampler_sample(s, logits, &s->rng);

@@ -65,4 +65,7 @@ int32_t sp_sample_values(const double *v, int64_t n, double u);
  * uniform from rng. */
 int32_t sp_sampler_sample(sp_sampler *s, const float *logits, sp_rng *rng);
 
+/* The uniform sp_sampler_uniform would give next, without taking it. */
+double sp_sampler_peek_uniform(const sp_sampler *s);
+
 #endif

@@ -4,6 +4,7 @@
 #include "runtime/session.h"
 #include "engine/compute.h"
 #include "runtime/sampler.h"
+#include "runtime/spec_verify.h"
 #include "util/ckd.h"
 #include "util/error.h"
 
@@ -233,7 +234,7 @@ sp_status sp_session_eval_sample(sp_session *s, const int32_t *tokens, size_t n_
 
 /* ---- speculative sampling on the device --------------------------------------------- */
 
-bool sp_session_spec_device(const sp_session *t, const sp_session *d)
+bool sp_session_can_verify(const sp_session *t, const sp_session *d)
 {
     const sp_backend *bt = t->m->be;
     if (!bt->ops->spec_verify)
@@ -368,13 +369,60 @@ sp_status sp_session_eval_picks(sp_session *s, const int32_t *tokens, size_t n, 
     return SP_OK;
 }
 
+/* A batch item's verification (sp_batch_verify), checked; *dev: run on the device, with
+ * request *r and its acceptance uniforms u (else the item's rows come back). */
+static sp_status batch_verify(const sp_batch_item *it, sp_spec_req *r, double *u, bool *dev,
+                              sp_error *err)
+{
+    sp_batch_verify *v = it->verify;
+    *dev = false;
+    v->accepted = v->next = -1;
+    if (!v->verifier || !v->sampler || !it->logits || it->n_tokens < 2)
+        return sp_err(err, SP_ERR_INVALID_ARG, "a verification needs a verifier, a sampler, a logits "
+                      "buffer and drafts");
+    const int32_t m = (int32_t)it->n_tokens - 1;
+    if (m > SP_SPEC_DEV_K || !sp_draft_verifier_sampled(v->verifier) ||
+        !sp_session_can_verify(it->session, v->draft) || (v->draft && !sp_session_kept(v->draft, m - 1)))
+        return SP_OK;
+    const sp_sample_req w = sp_draft_verifier_req(v->verifier);
+    *r = (sp_spec_req){.draft_rows = v->draft ? sp_session_kept(v->draft, 0) : NULL, .p = w, .q = w,
+                       .u = u, .v_bonus = sp_sampler_peek_uniform(v->sampler)};
+    sp_draft_verifier_peek(v->verifier, m, u, &r->v);
+    *dev = true;
+    return SP_OK;
+}
+
+/* After the pass: a verification's outcome, and the uniforms its rule used taken. */
+static void batch_verified(const sp_batch_item *it, const int32_t *out)
+{
+    sp_batch_verify *v = it->verify;
+    const int32_t m = (int32_t)it->n_tokens - 1;
+    v->accepted = out[0];
+    v->next = out[0] >= 0 ? out[1] : -1;
+    if (out[0] < 0)
+        return; /* the rows came back */
+    sp_draft_verifier_took(v->verifier, out[0], m);
+    if (out[0] == m) /* the bonus token's */
+        (void)sp_sampler_uniform(v->sampler);
+    it->session->has_logits = false;
+}
+
+/* Per item: its draw's request, its verification's request and uniforms and outcome. */
+typedef struct batch_extra {
+    sp_sample_req req;
+    sp_spec_req spec;
+    double u[SP_SPEC_DEV_K];
+    int32_t out[2];
+    bool dev;
+} batch_extra;
+
 sp_status sp_batch_eval(sp_model *m, const sp_batch_item *items, size_t n_items, sp_error *err)
 {
     sp_seq_eval *qs = calloc(n_items ? n_items : 1, sizeof *qs);
-    sp_sample_req *reqs = calloc(n_items ? n_items : 1, sizeof *reqs);
-    if (!qs || !reqs) {
+    batch_extra *ex = calloc(n_items ? n_items : 1, sizeof *ex);
+    if (!qs || !ex) {
         free(qs);
-        free(reqs);
+        free(ex);
         return sp_err(err, SP_ERR_NOMEM, "out of memory");
     }
     sp_status st = SP_OK;
@@ -392,13 +440,26 @@ sp_status sp_batch_eval(sp_model *m, const sp_batch_item *items, size_t n_items,
             sp_err(err, st, "batch item %zu: %s", i, e.msg);
         if (st == SP_OK && items[i].sampling && (st = check_draw(items[i].sampling, items[i].u, &e)) != SP_OK)
             sp_err(err, st, "batch item %zu: %s", i, e.msg);
+        if (st == SP_OK && items[i].keep > 0 && !sp_session_kept(s, items[i].keep - 1))
+            st = sp_err(err, SP_ERR_INVALID_ARG, "batch item %zu: no kept row %d (sp_session_keep_rows)",
+                        i, items[i].keep - 1);
+        if (st == SP_OK && items[i].verify &&
+            (st = batch_verify(&items[i], &ex[i].spec, ex[i].u, &ex[i].dev, &e)) != SP_OK)
+            sp_err(err, st, "batch item %zu: %s", i, e.msg);
         if (st == SP_OK) {
             qs[i] = seq_of(s, items[i].tokens, items[i].n_tokens, items[i].logits);
             if (items[i].sampling)
-                reqs[i] = sp_sample_req_of(items[i].sampling, items[i].u);
+                ex[i].req = sp_sample_req_of(items[i].sampling, items[i].u);
             if (items[i].pick && !items[i].logits) {
                 qs[i].last_id = items[i].pick;
-                qs[i].sample = &reqs[i];
+                qs[i].sample = &ex[i].req;
+            }
+            if (items[i].keep > 0)
+                qs[i].keep = (float *)sp_session_kept(s, items[i].keep - 1);
+            if (ex[i].dev) {
+                ex[i].out[0] = ex[i].out[1] = -1;
+                qs[i].spec = &ex[i].spec;
+                qs[i].ids = ex[i].out;
             }
         }
     }
@@ -411,16 +472,18 @@ sp_status sp_batch_eval(sp_model *m, const sp_batch_item *items, size_t n_items,
     for (size_t i = 0; st == SP_OK && i < n_items; i++) {
         const sp_batch_item *it = &items[i];
         advance(it->session, it->tokens, it->n_tokens);
+        if (it->verify)
+            batch_verified(it, ex[i].out);
         if (!it->pick || pick_st != SP_OK)
             continue;
         if (it->logits || *it->pick < 0) /* the last logits came back: pick here */
-            pick_st = host_pick(it->session, &reqs[i], it->pick, err);
+            pick_st = host_pick(it->session, &ex[i].req, it->pick, err);
         else
             it->session->has_logits = false; /* only the pick came back */
     }
     st = st != SP_OK ? st : pick_st;
     free(qs);
-    free(reqs);
+    free(ex);
     return st;
 }
 

@@ -39,14 +39,8 @@ const int32_t *sp_session_tokens(const sp_session *s);
 int64_t sp_session_mtp_real(const sp_session *s);
 void sp_session_set_mtp_real(sp_session *s, int64_t n);
 
-/* Speculative sampling verified on the device (speculative.c, spec_draft.c). Whether
- * target t verifies on its device with draft session d's kept rows (d NULL: one-hot drafts,
- * no rows): t's backend verifies, d's is the same kind on the same device with the same
- * vocabulary. */
-bool sp_session_spec_device(const sp_session *t, const sp_session *d);
-/* Room for k rows kept in backend memory (the first call with a larger k makes it; rows
- * kept before are then lost). */
-sp_status sp_session_keep_rows(sp_session *s, int32_t k, sp_error *err);
+/* Speculative sampling verified on the device (speculative.c, spec_draft.c; the public
+ * sp_session_keep_rows and sp_session_can_verify in specula.h). */
 /* Kept row slot (backend memory), or NULL. */
 const float *sp_session_kept(const sp_session *s, int32_t slot);
 sp_status sp_session_kept_download(sp_session *s, int32_t slot, float *row, sp_error *err);

@@ -266,6 +266,17 @@ const sp_drafter_config *sp_drafter_config_of(const sp_drafter *d) { return &d->
 
 bool sp_drafter_kept(const sp_drafter *d) { return d->kept; }
 
+double sp_drafter_uniform(sp_drafter *d) { return sp_rng_uniform(&d->rng); }
+
+const double *sp_drafter_q_of(sp_drafter *d, const float *row, int32_t i)
+{
+    if (!d->q || i < 0 || i >= d->c.k_max)
+        return NULL;
+    double *qi = d->q + (size_t)i * (size_t)d->n_vocab;
+    sp_sampler_dist(d->smp, row, qi);
+    return qi;
+}
+
 sp_status sp_drafter_q_host(sp_drafter *d, int32_t i, const double **q, sp_error *err)
 {
     if (!d->kept || i < 0 || i >= d->c.k_max)
@@ -275,9 +286,7 @@ sp_status sp_drafter_q_host(sp_drafter *d, int32_t i, const double **q, sp_error
     sp_status st = sp_session_kept_download(d->c.session, i, d->row, err);
     if (st != SP_OK)
         return st;
-    double *qi = d->q + (size_t)i * (size_t)d->n_vocab;
-    sp_sampler_dist(d->smp, d->row, qi);
-    *q = qi;
+    *q = sp_drafter_q_of(d, d->row, i);
     return SP_OK;
 }
 

@@ -54,6 +54,12 @@ bool sp_drafter_kept(const sp_drafter *d);
  * verification the device left to the host). */
 sp_status sp_drafter_q_host(sp_drafter *d, int32_t i, const double **q, sp_error *err);
 
+/* The drafting stream's next uniform (a draw made in a pass: sp_draft_sampler_uniform). */
+double sp_drafter_uniform(sp_drafter *d);
+/* Draft i's distribution from its row of draft logits (sampled drafters: into the
+ * drafter's q[i]); NULL for a greedy drafter or i out of range. */
+const double *sp_drafter_q_of(sp_drafter *d, const float *row, int32_t i);
+
 /* What sp_drafter_pick decided about draft token i. */
 typedef enum sp_pick {
     SP_PICK_END,  /* the draft ends before it: top probability under p_min, or a token the

@@ -111,7 +111,7 @@ sp_status sp_spec_verify_rows(const float *target, const float *draft, int64_t m
     }
     if (i == m) {
         sp_sample_req r = reqs[m];
-        r.u = a->v;
+        r.u = a->v_bonus;
         out[0] = (int32_t)m;
         out[1] = sp_sample_row(&r, target + m * V, V, &wk);
     }

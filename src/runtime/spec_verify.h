@@ -28,11 +28,20 @@ bool sp_spec_verify_token(const double *p, int64_t n_p, const double *q, int64_t
 
 /* The backend op spec_verify's rule on the host, its reference: target holds the target's
  * m + 1 rows (reqs[0 .. m] their draws), draft the draft's m rows (reqs[m + 1 ..]) or NULL
- * (q one-hot); a->drafts, a->u (acceptance) and a->v (the residual's or the bonus row's
- * draw). out[0] = drafts accepted, out[1] = the next token: what sp_spec_verify_token and
- * the bonus draw (sp_sample_row with v) give with these uniforms; out[0] = -1 where a row
+ * (q one-hot); a->drafts, a->u (acceptance), a->v (the residual's draw) and a->v_bonus
+ * (the bonus row's). out[0] = drafts accepted, out[1] = the next token: what sp_spec_verify_token and
+ * the bonus draw (sp_sample_row with v_bonus) give with these uniforms; out[0] = -1 where a row
  * has no candidate. SP_ERR_NOMEM. */
 sp_status sp_spec_verify_rows(const float *target, const float *draft, int64_t m, int64_t n_vocab,
                               const sp_sample_req *reqs, const sp_spec_args *a, int32_t out[2]);
+
+/* A public sp_draft_verifier's rule on the device (sp_batch_eval, sp_batch_verify): whether
+ * it samples, its draws' request, the uniforms its next check of m drafts would take
+ * (acceptance u[0 .. m), the replacement's *v) without taking them, then taking what the
+ * rule used for `accepted` of m drafts. */
+bool sp_draft_verifier_sampled(const sp_draft_verifier *v);
+sp_sample_req sp_draft_verifier_req(const sp_draft_verifier *v);
+void sp_draft_verifier_peek(const sp_draft_verifier *v, int32_t m, double *u, double *vres);
+void sp_draft_verifier_took(sp_draft_verifier *v, int32_t accepted, int32_t m);
 
 #endif

@@ -202,7 +202,8 @@ static sp_status verify_device(spec_run *r, const int32_t *tokens, int32_t m, co
     for (int32_t i = 0; i < m; i++)
         u[i] = sp_rng_uniform(&a);
     const sp_sample_req w = sp_sample_req_of(&r->gp->sampling, 0.0);
-    const sp_spec_req req = {.draft_rows = draft_rows, .p = w, .q = w, .u = u, .v = sp_rng_uniform(&b)};
+    const double v = sp_rng_uniform(&b); /* the residual's or (the same stream) the bonus's */
+    const sp_spec_req req = {.draft_rows = draft_rows, .p = w, .q = w, .u = u, .v = v, .v_bonus = v};
     sp_status st = sp_session_eval_verify(r->t, tokens, (size_t)m + 1, &req, r->rows, acc, extra, err);
     if (st != SP_OK || *acc < 0)
         return st;
@@ -337,7 +338,7 @@ static sp_status run_init(spec_run *r, const sp_spec_params *sp, size_t n_prompt
     r->adaptive = sp->adaptive;
     r->cost_gate = sp->adaptive && sp->cost_gate && gp->sampling.temperature == 0.0f;
     r->k_cur = r->k_max;
-    r->spec_dev = gp->sampling.temperature > 0.0f && sp_session_spec_device(r->t, NULL);
+    r->spec_dev = gp->sampling.temperature > 0.0f && sp_session_can_verify(r->t, NULL);
     r->ema = 1.0;
     r->pause_len = r->cost_pause = GATE_PAUSE_MIN;
     r->ss->k_max = r->k_max;
@@ -380,7 +381,7 @@ static sp_status run_init(spec_run *r, const sp_spec_params *sp, size_t n_prompt
         /* sampled drafts verified on the target's device where it can read the draft's rows */
         .keep_rows = r->spec_dev && r->k_max <= SP_SPEC_DEV_K && sp->draft &&
                      (sp->kind == SP_DRAFT_MODEL || sp->kind == SP_DRAFT_SELF) &&
-                     sp_session_spec_device(r->t, sp->draft),
+                     sp_session_can_verify(r->t, sp->draft),
     };
     if (sp->kind == SP_DRAFT_NGRAM && dc.ngram_min > dc.ngram_max)
         dc.ngram_min = dc.ngram_max;

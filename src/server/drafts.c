@@ -7,9 +7,11 @@
  *      the whole sequence re-evaluates its last token, whose logits predict the next;
  *   2. draft position i = 0, 1, ...: every decoding sequence still drafting picks token i
  *      from its session's last logits (sp_draft_sampler_next), or a greedy one takes the
- *      pick its pass read back (sp_batch_item.pick, sp_draft_sampler_take); those that go
- *      on evaluate it, all in one pass, until every draft has ended (k reached, p_min, end
- *      of sequence). */
+ *      pick its pass read back (sp_batch_item.pick, sp_draft_sampler_take), or one that
+ *      keeps its rows (sp_draft_req.keep) takes the draw its pass made with its sampler's
+ *      uniform (sp_draft_sampler_drawn; the row kept on the device for the target); those
+ *      that go on evaluate it, all in one pass, until every draft has ended (k reached,
+ *      p_min, end of sequence). */
 #include "drafts.h"
 
 #include <stdio.h>
@@ -86,17 +88,30 @@ sp_status sp_draft_pool_reset(sp_draft_pool *p, int slot, sp_error *err)
     return sp_session_truncate(p->sessions[slot], 0, err);
 }
 
+sp_session *sp_draft_pool_session(sp_draft_pool *p, int slot) { return p->sessions[slot]; }
+
 void sp_draft_pool_rollback(sp_draft_pool *p, int slot, int64_t n_valid)
 {
     if (sp_session_n_past(p->sessions[slot]) > n_valid)
         sp_session_truncate(p->sessions[slot], n_valid, NULL);
 }
 
-/* Where slot i's pass puts its greedy pick: its greedy samplers read nothing else of the
- * draft logits, so only the pick comes back (on a backend that picks on the device). */
-static int32_t *slot_pick(sp_draft_pool *p, int i, const sp_draft_req *r)
+/* Slot i's pass evaluating tokens[0 .. n): its greedy pick or (with `draws`, a slot keeping
+ * its rows) its draw of draft `next` with the sampler's next uniform, its row kept for the
+ * target; only the pick comes back on a backend that picks on the device. */
+static sp_batch_item slot_item(sp_draft_pool *p, int i, const sp_draft_req *r, const int32_t *tokens,
+                               size_t n, bool draws, int next)
 {
-    return sp_draft_sampler_greedy(r->sampler) ? &p->picks[i] : NULL;
+    sp_batch_item it = {.session = p->sessions[i], .tokens = tokens, .n_tokens = n};
+    if (sp_draft_sampler_greedy(r->sampler)) {
+        it.pick = &p->picks[i];
+    } else if (r->keep && draws) {
+        it.pick = &p->picks[i];
+        it.sampling = r->sampling;
+        it.u = sp_draft_sampler_uniform(r->sampler);
+        it.keep = next + 1;
+    }
+    return it;
 }
 
 /* Adds slot i's catch-up tokens (at most *budget) to the pass; marks it active when it
@@ -120,8 +135,8 @@ static void catch_up(sp_draft_pool *p, int i, sp_draft_req *r, int64_t *budget, 
             return;
         }
     *budget -= take;
-    p->items[(*n_items)++] = (sp_batch_item){s, r->hist + have, (size_t)take, NULL, slot_pick(p, i, r), NULL, 0.0};
     p->active[i] = r->decoding && r->k > 0 && have + take == n;
+    p->items[(*n_items)++] = slot_item(p, i, r, r->hist + have, (size_t)take, p->active[i], 0);
 }
 
 /* Draft position j for every active slot; returns the items of the pass evaluating the
@@ -140,6 +155,10 @@ static size_t pick(sp_draft_pool *p, sp_draft_req *const *reqs, int32_t j)
         if (sp_draft_sampler_greedy(r->sampler)) { /* the pick its last pass read back */
             tok = p->picks[i];
             ok = sp_draft_sampler_take(r->sampler, tok, j, &q, &last);
+        } else if (r->keep) { /* the draw its last pass made; the row stays on the device */
+            tok = p->picks[i];
+            q = NULL;
+            ok = sp_draft_sampler_drawn(r->sampler, tok, j, &last);
         } else {
             ok = sp_draft_sampler_next(r->sampler, sp_session_last_logits(p->sessions[i]), j, &tok,
                                        &q, &last);
@@ -155,9 +174,7 @@ static size_t pick(sp_draft_pool *p, sp_draft_req *const *reqs, int32_t j)
             p->active[i] = false;
             continue;
         }
-        p->items[n_items++] =
-            (sp_batch_item){p->sessions[i], &r->drafts[r->n_drafts - 1], 1, NULL, slot_pick(p, i, r),
-                            NULL, 0.0};
+        p->items[n_items++] = slot_item(p, i, r, &r->drafts[r->n_drafts - 1], 1, true, r->n_drafts);
     }
     return n_items;
 }

@@ -32,9 +32,14 @@ typedef struct sp_draft_req {
                                    sequence's draft session just follows its prompt */
     int k;                      /* most draft tokens wanted (0: catch up only) */
     sp_draft_sampler *sampler;
+    const sp_sampling_params *sampling; /* the sampler's parameters */
+    bool keep;                  /* a sampled sampler's draws made in the draft's passes, each
+                                   draft's row kept in the slot's session (kept row i) for the
+                                   target's verification on the device (sp_batch_verify) */
     int32_t *drafts;            /* out: [k] */
     int n_drafts;               /* out */
-    const double *q[SP_SPEC_MAX_K]; /* out: the distribution of each draft (NULL: greedy) */
+    const double *q[SP_SPEC_MAX_K]; /* out: the distribution of each draft (NULL: greedy, or
+                                       kept on the device) */
 } sp_draft_req;
 
 typedef struct sp_draft_pool sp_draft_pool;
@@ -44,6 +49,8 @@ typedef struct sp_draft_pool sp_draft_pool;
 sp_status sp_draft_pool_new(sp_model *draft, int n_slots, int64_t n_ctx, int64_t chunk,
                             sp_draft_pool **out, sp_error *err);
 void sp_draft_pool_free(sp_draft_pool *p);
+/* The slot's draft session. */
+sp_session *sp_draft_pool_session(sp_draft_pool *p, int slot);
 /* A new sequence enters the slot. */
 sp_status sp_draft_pool_reset(sp_draft_pool *p, int slot, sp_error *err);
 /* The target kept positions [0, n_valid) of the slot's sequence. */

@@ -9,8 +9,9 @@
  *      target's pass;
  *   3. after the pass: sample each sequence from its own logits rows with its own
  *      sampler; with drafts, keep the longest accepted prefix (greedy: the argmax equals
- *      the draft; sampled: sp_draft_verifier's lossless rule) plus one token, and roll the
- *      KV caches back to it (sp_session_truncate; the draft session likewise);
+ *      the draft; sampled: sp_draft_verifier's lossless rule, on the device where the
+ *      backend verifies and no logprobs are asked: sp_batch_verify) plus one token, and
+ *      roll the KV caches back to it (sp_session_truncate; the draft session likewise);
  *   4. detokenize, cut stop strings, publish text and log-probabilities under the lock,
  *      wake the HTTP threads. */
 #include "scheduler.h"
@@ -39,6 +40,7 @@ struct sp_sched {
     bool *item_wake;       /* [n_parallel]: the item's sequence published and still runs */
     int32_t *item_pick;    /* [n_parallel]: a greedy item's pick (read back instead of its
                             * logits where the backend picks on the device) */
+    sp_batch_verify *item_verify; /* [n_parallel]: a sampled item's verification on the device */
     sp_seq *queue_head, *queue_tail;
     int n_running, n_waiting;
     bool accepting, stop;
@@ -399,6 +401,18 @@ static int draft_room(const sp_sched *s, const sp_seq *q, int64_t n_past)
     return k > 0 ? (int)k : 0;
 }
 
+/* Whether slot i's sampled drafts are drawn in the draft's passes with their rows kept for
+ * the target's verification on the device: no logprobs asked (they need the rows on the
+ * host), and the draft's session can hand its rows to the target's. */
+static bool keeps_rows(sp_sched *s, const sp_seq *q, int i)
+{
+    if (!s->drafts || !q->drafter || !(q->sampling.temperature > 0.0f) || q->logprobs)
+        return false;
+    sp_session *d = sp_draft_pool_session(s->drafts, i);
+    return sp_session_can_verify(s->sessions[i], d) &&
+           sp_session_keep_rows(d, s->cfg.draft_k, NULL) == SP_OK;
+}
+
 /* Step, part 1: each running sequence's item (a prompt chunk, or its pending token) and
  * its draft request. Returns the number of items. */
 static size_t plan(sp_sched *s)
@@ -413,11 +427,12 @@ static size_t plan(sp_sched *s)
             continue;
         sp_draft_req *r = &s->reqs[i];
         *r = (sp_draft_req){.hist = q->hist, .n_hist = q->n_hist, .sampler = q->drafter,
+                            .sampling = &q->sampling, .keep = keeps_rows(s, q, i),
                             .drafts = s->draft_buf + (size_t)i * (SP_SPEC_MAX_K + 1) + 1};
         if (q->drafter)
             s->req_ptrs[i] = r; /* a prefilling sequence's draft session follows its prompt */
         sp_batch_item *it = &s->items[n_items];
-        *it = (sp_batch_item){s->sessions[i], &q->pending, 1, NULL, NULL, NULL, 0.0};
+        *it = (sp_batch_item){.session = s->sessions[i], .tokens = &q->pending, .n_tokens = 1};
         if (q->n_prefilled < q->n_prompt) {
             /* chunked prefill: prefill_chunk prompt tokens per step in all, in slot order, so
              * that a long prompt does not stall the decoding sequences for long */
@@ -470,7 +485,32 @@ static bool add_drafts(sp_sched *s, size_t n_items)
         s->items[j].tokens = r->drafts - 1;
         s->items[j].n_tokens = (size_t)r->n_drafts + 1;
         s->items[j].logits = s->verify_logits[q->slot];
+        /* sampled without logprobs: verified on the device where it can be (two ints back) */
+        sp_session *draft = r->keep ? sp_draft_pool_session(s->drafts, q->slot) : NULL;
+        if (q->verifier && !q->logprobs && (r->keep || !s->drafts) &&
+            sp_session_can_verify(s->items[j].session, draft)) {
+            s->item_verify[j] = (sp_batch_verify){q->verifier, q->sampler, draft, -1, -1};
+            s->items[j].verify = &s->item_verify[j];
+        }
     }
+    return true;
+}
+
+/* verify's end: the counts, and both caches cut back to the kept prefix plus one token
+ * (q, in `slot`, is not read once it finished: it may be freed). */
+static bool after_verify(sp_sched *s, sp_seq *q, int slot, const sp_batch_item *it, int nd,
+                         int64_t base, int accepted, bool finished)
+{
+    sp_metrics_spec(s->cfg.metrics, nd, accepted);
+    if (finished)
+        return false;
+    sp_error err = {0};
+    if (sp_session_truncate(it->session, base + 1 + accepted, &err) != SP_OK) {
+        fail_seq(s, q, err.msg);
+        return false;
+    }
+    if (s->drafts)
+        sp_draft_pool_rollback(s->drafts, slot, base + 1 + accepted);
     return true;
 }
 
@@ -485,10 +525,26 @@ static bool verify(sp_sched *s, sp_seq *q, const sp_batch_item *it, int nd)
     int64_t base = sp_session_n_past(it->session) - (int64_t)it->n_tokens;
     int accepted = 0;
     bool finished = false;
+    if (it->verify && it->verify->accepted >= 0) { /* verified on the device: no rows here */
+        for (int i = 0; i <= it->verify->accepted && !finished; i++) {
+            int32_t t = i < it->verify->accepted ? it->tokens[i + 1] : it->verify->next;
+            finished = accept_token(s, q, t, NULL);
+            accepted += !finished && i < it->verify->accepted;
+        }
+        return after_verify(s, q, slot, it, nd, base, accepted, finished);
+    }
     for (int i = 0; i <= nd && !finished; i++) {
         const float *row = it->logits + (size_t)i * (size_t)s->n_vocab;
         int32_t d = i < nd ? it->tokens[i + 1] : -1;
-        int32_t t = d >= 0 && q->verifier ? sp_draft_verifier_check(q->verifier, row, d, r->q[i], n_q)
+        const double *qi = i < nd ? r->q[i] : NULL;
+        sp_error err = {0};
+        if (d >= 0 && q->verifier && r->keep && !qi && /* the draft's row kept on the device */
+            sp_draft_sampler_kept_q(q->drafter, sp_draft_pool_session(s->drafts, slot), i, &qi,
+                                    &err) != SP_OK) {
+            fail_seq(s, q, err.msg);
+            return false;
+        }
+        int32_t t = d >= 0 && q->verifier ? sp_draft_verifier_check(q->verifier, row, d, qi, n_q)
                                           : sp_sampler_next(q->sampler, row);
         bool hit = d >= 0 && t == d;
         if ((finished = accept_token(s, q, t, row)))
@@ -497,17 +553,7 @@ static bool verify(sp_sched *s, sp_seq *q, const sp_batch_item *it, int nd)
             break;
         accepted++;
     }
-    sp_metrics_spec(s->cfg.metrics, nd, accepted);
-    if (finished)
-        return false;
-    sp_error err = {0};
-    if (sp_session_truncate(it->session, base + 1 + accepted, &err) != SP_OK) {
-        fail_seq(s, q, err.msg);
-        return false;
-    }
-    if (s->drafts)
-        sp_draft_pool_rollback(s->drafts, slot, base + 1 + accepted);
-    return true;
+    return after_verify(s, q, slot, it, nd, base, accepted, finished);
 }
 
 /* Step, part 4: one wake-up for each sequence that published and still runs (the finished
@@ -630,11 +676,13 @@ sp_status sp_sched_new(const sp_sched_config *cfg, sp_sched **out, sp_error *err
     s->item_drafts = calloc(np, sizeof *s->item_drafts);
     s->item_wake = calloc(np, sizeof *s->item_wake);
     s->item_pick = calloc(np, sizeof *s->item_pick);
+    s->item_verify = calloc(np, sizeof *s->item_verify);
     s->draft_buf = calloc(np * (SP_SPEC_MAX_K + 1), sizeof *s->draft_buf);
     s->reqs = calloc(np, sizeof *s->reqs);
     s->req_ptrs = calloc(np, sizeof *s->req_ptrs);
     if (!s->draft_buf || !s->sessions || !s->slots || !s->verify_logits || !s->items || !s->item_seq ||
-        !s->item_drafts || !s->item_wake || !s->item_pick || !s->reqs || !s->req_ptrs)
+        !s->item_drafts || !s->item_wake || !s->item_pick || !s->item_verify || !s->reqs ||
+        !s->req_ptrs)
         goto oom;
     bool drafting = cfg->ngram || cfg->draft_model;
     sp_session_params sp = sp_session_default_params();
@@ -725,6 +773,7 @@ void sp_sched_free(sp_sched *s)
     free(s->item_drafts);
     free(s->item_wake);
     free(s->item_pick);
+    free(s->item_verify);
     free(s->draft_buf);
     free(s->reqs);
     free(s->req_ptrs);

@@ -5,8 +5,10 @@
 # log-probabilities and usage; so does an n-gram server. The plain and the draft-model
 # servers reproduce seeded sampled requests under concurrency, and the plain server's
 # sampled requests without logprobs (the token drawn in the pass: on a GPU, on the device)
-# equal the same requests with logprobs (drawn after the logits come back). The draft-model
-# server counts what it drafted.
+# equal the same requests with logprobs (drawn after the logits come back); so do the
+# draft-model and n-gram servers' sampled requests (without logprobs their drafts are
+# verified on the device on a GPU, with logprobs on the host). The draft-model server counts
+# what it drafted.
 # Labelled 'threads': scripts/test.sh also runs it under ThreadSanitizer.
 # usage: serve_draft.sh SPECULA FIXTURES
 set -u
@@ -98,12 +100,23 @@ check "draft model: acceptance per position" bash -c \
 send sampled_serial "$SAMPLED" serial
 send sampled_conc "$SAMPLED"
 check "draft model, sampled: concurrent == one at a time" same sampled_serial sampled_conc
+LP=0
+send sampled_nolp "$SAMPLED"
+LP=1
+check "draft model, sampled: verified without logprobs (on a GPU: on the device) == with logprobs (the host)" \
+    same sampled_serial sampled_nolp text
 stop_server
 check "draft-model server: exit 0" [ "$SRV_RC" = 0 ]
 
 start_server ngram -m "$M" --draft ngram --draft-k 4 --parallel 4 --ctx 512 || exit 1
 send ngram
 check "n-gram drafts: 6 concurrent greedy requests == plain server" same plain ngram
+send ngram_sampled_lp "$SAMPLED"
+LP=0
+send ngram_sampled_nolp "$SAMPLED"
+LP=1
+check "n-gram drafts, sampled: verified without logprobs (on a GPU: on the device) == with logprobs" \
+    same ngram_sampled_lp ngram_sampled_nolp text
 stop_server
 
 echo "serve_draft: $fails failure(s)"

@@ -141,6 +141,7 @@ static void test_verify_equals_host(void **state)
             memset(&a, 0, sizeof a);
             a.m = (int32_t)m;
             a.v = uniform(2 + (int)(rnd32() % 4));
+            a.v_bonus = rep % 2 ? a.v : uniform(2);
             for (int64_t i = 0; i < m; i++) {
                 /* the draft's draw from its row, or (one-hot) the target's top or any token */
                 sp_sample_req dq = reqs[0];

@@ -70,9 +70,9 @@ static bool batch_step(sp_model *m, seq *qs, int64_t V)
         for (int t = 0; t < take; t++)
             q->checked[q->done + t] = all_rows;
         of[n] = q;
-        items[n++] = (sp_batch_item){q->s, q->toks + q->done, (size_t)take,
-                                     all_rows ? q->batched + (size_t)q->done * (size_t)V : NULL, NULL,
-                                     NULL, 0.0};
+        items[n++] = (sp_batch_item){
+            .session = q->s, .tokens = q->toks + q->done, .n_tokens = (size_t)take,
+            .logits = all_rows ? q->batched + (size_t)q->done * (size_t)V : NULL};
         q->done += take;
     }
     if (!n)
@@ -153,11 +153,11 @@ static void test_batch_bad_items(void **state)
     sp_error err = {0};
     assert_int_equal(sp_session_new(m, NULL, &s, &err), SP_OK);
     int32_t t[2] = {1, 2};
-    sp_batch_item dup[2] = {{s, t, 1, NULL, NULL, NULL, 0.0}, {s, t + 1, 1, NULL, NULL, NULL, 0.0}};
+    sp_batch_item dup[2] = {{.session = s, .tokens = t, .n_tokens = 1}, {.session = s, .tokens = t + 1, .n_tokens = 1}};
     assert_int_equal(sp_batch_eval(m, dup, 2, &err), SP_ERR_INVALID_ARG);
     assert_non_null(strstr(err.msg, "share a session"));
     int32_t bad = (int32_t)sp_model_n_vocab(m);
-    sp_batch_item oob = {s, &bad, 1, NULL, NULL, NULL, 0.0};
+    sp_batch_item oob = {.session = s, .tokens = &bad, .n_tokens = 1};
     assert_int_equal(sp_batch_eval(m, &oob, 1, &err), SP_ERR_INVALID_ARG);
     assert_non_null(strstr(err.msg, "batch item 0"));
     assert_int_equal(sp_session_n_past(s), 0);
@@ -277,7 +277,8 @@ static void check_batch_picks(const char *name)
             assert_int_equal(next_b[i], next_a[i]);
             tok[i] = next_a[i];
             const bool wants_rows = step % 4 == 3 && i == 1; /* a mixed pass */
-            items[i] = (sp_batch_item){b[i], &tok[i], 1, wants_rows ? rows : NULL, &next_b[i], NULL, 0.0};
+            items[i] = (sp_batch_item){.session = b[i], .tokens = &tok[i], .n_tokens = 1,
+                                         .logits = wants_rows ? rows : NULL, .pick = &next_b[i]};
         }
         if (sp_batch_eval(m, items, 3, &err) != SP_OK)
             fail_msg("%s: %s", name, err.msg);

@@ -122,8 +122,10 @@ static void check_model(const char *name, bool shim)
     for (int i = 0; i < N; i++) {
         sp_batch_item items[3];
         for (int k = 0; k < 3; k++) {
-            items[k] = (sp_batch_item){b[k], i ? &tok[k] : prompt, i ? 1 : 6, NULL, &next[k],
-                                       k < 2 ? &g_params[k] : NULL, k < 2 ? sp_rng_uniform(&rng[k]) : 0.0};
+            items[k] = (sp_batch_item){.session = b[k], .tokens = i ? &tok[k] : prompt,
+                                       .n_tokens = i ? 1 : 6, .pick = &next[k],
+                                       .sampling = k < 2 ? &g_params[k] : NULL,
+                                       .u = k < 2 ? sp_rng_uniform(&rng[k]) : 0.0};
         }
         sp_error err = {0};
         if (sp_batch_eval(m, items, 3, &err) != SP_OK)
@@ -146,7 +148,7 @@ static void check_model(const char *name, bool shim)
     assert_int_equal(sp_session_eval_sample(s, prompt, 6, &g_params[0], 1.0, &t, &err), SP_ERR_INVALID_ARG);
     assert_int_equal(sp_session_eval_sample(s, prompt, 6, &bad, 0.5, &t, &err), SP_ERR_INVALID_ARG);
     assert_int_equal(sp_session_eval_sample(s, prompt, 6, &g_params[0], 0.5, NULL, &err), SP_ERR_INVALID_ARG);
-    sp_batch_item it = {s, prompt, 6, NULL, &t, &bad, 0.5};
+    sp_batch_item it = {.session = s, .tokens = prompt, .n_tokens = 6, .pick = &t, .sampling = &bad, .u = 0.5};
     assert_int_equal(sp_batch_eval(m, &it, 1, &err), SP_ERR_INVALID_ARG);
     assert_int_equal(sp_session_n_past(s), 0);
     sp_session_free(s);

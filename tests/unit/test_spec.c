@@ -513,7 +513,7 @@ static void test_device_verify(void **state)
         sp_session_params sp = {.n_ctx = 32};
         assert_int_equal(sp_session_new(m, &sp, &s, NULL), SP_OK);
         assert_int_equal(sp_session_new(dm, &sp, &d, NULL), SP_OK);
-        assert_true(sp_session_spec_device(s, d) && sp_session_spec_device(s, NULL));
+        assert_true(sp_session_can_verify(s, d) && sp_session_can_verify(s, NULL));
         sp_session_free(d);
         sp_session_free(s);
         m->be->ops = own_t;

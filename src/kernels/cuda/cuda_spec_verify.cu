@@ -13,7 +13,8 @@
  *                   u_i q(d_i) < p(d_i); the first rejected row, or m;
  *   k_spec_lanes    32 blocks of 32 lanes: the residual max(0, p - q) of the rejected row
  *                   summed in the lane order, each value computed where it is added;
- *   k_spec_walk     a block: the residual's walk to v * R, or the bonus row's draw to v * S.
+ *   k_spec_walk     a block: the residual's walk to v * R, or the bonus row's draw to
+ *                   v_bonus * S.
  * Where the host has to decide (a row the draw kernels leave to the host, a row with no
  * candidate, a residual with no mass) out[0] is -1 and the caller verifies on the host:
  * the same tokens. */
@@ -173,7 +174,7 @@ k_spec_walk(const sample_rows logits, int64_t V, int64_t rows, void *scratch, co
         }
         return;
     }
-    const double x = a->v * total;
+    const double x = (bonus ? a->v_bonus : a->v) * total;
     if (threadIdx.x == 0) {
         double acc;
         sm.bcast[0] = walk_groups(x, sm, &acc);
