@@ -36,7 +36,9 @@
 
 #include "model/model.h"
 
-#define SP_LOGIT_ROWS 32
+/* Logits rows one pass of the LM head holds: a server step's verify rows (sequences x
+ * (drafts + 1)) come back as picks or verification outcomes only when they fit. */
+#define SP_LOGIT_ROWS 128
 
 typedef struct sp_compute {
     sp_backend *be;

@@ -346,7 +346,8 @@ sp_status sp_session_decode_greedy(sp_session *s, int32_t first, size_t max_new,
     return SP_OK;
 }
 
-_Static_assert(SP_LOGIT_ROWS == 32, "specula.h documents sp_session_eval_picks' 32 rows");
+#define PICKS_ROWS 32 /* specula.h documents sp_session_eval_picks' 32 rows */
+_Static_assert(PICKS_ROWS <= SP_LOGIT_ROWS, "sp_session_eval_picks' rows fit one pass of the head");
 
 sp_status sp_session_eval_picks(sp_session *s, const int32_t *tokens, size_t n, float *logits,
                                 int32_t *picks, sp_error *err)
@@ -356,7 +357,7 @@ sp_status sp_session_eval_picks(sp_session *s, const int32_t *tokens, size_t n, 
                       "a picks array (%s is NULL)", !logits ? "logits" : "picks");
     const int64_t V = s->m->n_vocab;
     /* the rows come back where they do not fit one pass of the head */
-    const bool fits = n <= SP_LOGIT_ROWS && (int64_t)n <= s->n_batch;
+    const bool fits = n <= PICKS_ROWS && (int64_t)n <= s->n_batch;
     sp_status st = eval_seq(s, tokens, n, logits, NULL, NULL, fits ? picks : NULL, err);
     if (st != SP_OK)
         return st;
