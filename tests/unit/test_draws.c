@@ -5,7 +5,7 @@
  * to the host, id -1, as the CUDA kernel leaves long top-p heads), and on a GPU backend
  * with its own kernel (SPECULA_TEST_DEVICE=cuda). Greedy and sampled sequences share a
  * batch; bad parameters and uniforms are refused before anything runs. */
-#include "backend/backend.h"
+#include "device_shim.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "test_util.h"
@@ -13,34 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int g_draw_calls, g_left;
 static sp_backend_ops g_draw_ops;
-
-static void host_argmax(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
-                        int32_t *ids)
-{
-    (void)be;
-    for (int64_t r = 0; r < rows; r++)
-        ids[r] = sp_argmax(logits + r * n_vocab, n_vocab);
-}
-
-/* The device-style op on host memory: the draw, or -1 for every third call's rows. */
-static void host_draw(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
-                      const sp_sample_req *reqs, int32_t *ids)
-{
-    (void)be;
-    sp_sample_work wk;
-    assert_int_equal(sp_sample_work_init(&wk, n_vocab), SP_OK);
-    const bool leave = g_draw_calls++ % 3 == 2;
-    for (int64_t r = 0; r < rows; r++) {
-        ids[r] = sp_sample_row(&reqs[r], logits + r * n_vocab, n_vocab, &wk);
-        if (leave && reqs[r].inv_t > 0.0) {
-            ids[r] = -1;
-            g_left++;
-        }
-    }
-    sp_sample_work_free(&wk);
-}
 
 static const sp_sampling_params g_params[] = {
     {.temperature = 1.0f, .top_p = 1.0f, .seed = 3},
@@ -76,9 +49,7 @@ static void check_model(const char *name, bool shim)
     sp_model *m = open_fixture_model(name, 2);
     const sp_backend_ops *own = m->be->ops;
     if (shim) {
-        g_draw_ops = *own;
-        g_draw_ops.logits_argmax = host_argmax;
-        g_draw_ops.logits_sample = host_draw;
+        test_shim_ops(own, &g_draw_ops, 3);
         m->be->ops = &g_draw_ops;
     }
     const int64_t V = sp_model_n_vocab(m);
@@ -163,10 +134,10 @@ static void test_draws_equal_host(void **state)
     check_model("gptoss_mxfp4", false);
     if (strcmp(test_device(), "cpu") != 0)
         return; /* a GPU backend drew with its own kernel above */
-    g_draw_calls = g_left = 0;
     check_model("llama_gqa4_tied_f16", true);
+    assert_true(g_shim.draw_calls > 0 && g_shim.draw_left > 0); /* drew, and left rows to the host */
     check_model("qwen3moe_mixed_bf16", true);
-    assert_true(g_draw_calls > 0 && g_left > 0); /* the shim drew, and left rows to the host */
+    assert_true(g_shim.draw_calls > 0 && g_shim.draw_left > 0);
 }
 
 int main(void)

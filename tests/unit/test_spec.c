@@ -16,7 +16,7 @@
  *    host's tokens and counts exactly;
  *  - incompatible drafts are refused with the reason. */
 #include "test_util.h"
-#include "backend/backend.h"
+#include "device_shim.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
@@ -86,45 +86,6 @@ static void test_acceptance_rule(void **state)
 
 static sp_model *open_model(const char *name) { return open_fixture_model(name, 1); }
 
-/* Scales every BF16/F32 value by (1 + amount * r), r uniform in [-1, 1]. */
-static void perturb(unsigned char *d, size_t n, const char *dtype, void *ctx)
-{
-    float amount = *(const float *)ctx;
-    static sp_rng rng;
-    static bool seeded;
-    if (!seeded) {
-        sp_rng_seed(&rng, 99);
-        seeded = true;
-    }
-    bool f32 = !strcmp(dtype, "F32");
-    if (!f32 && strcmp(dtype, "BF16"))
-        return;
-    for (size_t k = 0; k < n; k += f32 ? 4 : 2) {
-        float f = (float)(1.0 + amount * (2.0 * sp_rng_uniform(&rng) - 1.0));
-        if (f32) {
-            float v;
-            memcpy(&v, d + k, 4);
-            v *= f;
-            memcpy(d + k, &v, 4);
-        } else {
-            uint16_t h;
-            memcpy(&h, d + k, 2);
-            h = sp_f32_to_bf16(sp_bf16_to_f32(h) * f);
-            memcpy(d + k, &h, 2);
-        }
-    }
-}
-
-/* A copy of a fixture with perturbed weights: a draft that mostly, not always, agrees
- * with its target. */
-static char *perturbed_copy(const char *name, float amount)
-{
-    static float a;
-    a = amount;
-    tensor_edit all = {.name = "*", .patch = perturb, .patch_ctx = &a};
-    return copy_fixture(name, &all, 1, NULL);
-}
-
 static sp_model *open_dir(const char *dir) { return open_model_dir(dir, 1); }
 
 static void run(sp_model *m, sp_model *draft_m, sp_draft_kind kind, int k, const int32_t *prompt,
@@ -154,7 +115,7 @@ static void run(sp_model *m, sp_model *draft_m, sp_draft_kind kind, int k, const
  * target with perturbed weights (mostly right) or, with `draft`, another model. */
 static void greedy_suite(const char *target, const char *draft)
 {
-    char *pdir = draft ? NULL : perturbed_copy(target, 0.05f);
+    char *pdir = draft ? NULL : perturbed_fixture(target, 0.05f);
     sp_model *m = open_model(target), *dm = draft ? open_model(draft) : open_dir(pdir);
     int64_t V = sp_model_n_vocab(m);
     int32_t prompts[3][12];
@@ -370,7 +331,7 @@ static void test_sampled_distribution(void **state)
 {
     (void)state;
     enum { RUNS = 100000 };
-    char *pdir = perturbed_copy("llama_mha_bf16", 0.3f);
+    char *pdir = perturbed_fixture("llama_mha_bf16", 0.3f);
     sp_model *m = open_model("llama_mha_bf16"), *dm = open_dir(pdir);
     int64_t V = sp_model_n_vocab(m);
     sp_sampling_params smp = {.temperature = 1.5f, .top_k = 12, .top_p = 1.0f};
@@ -441,52 +402,15 @@ static void test_sampled_distribution(void **state)
 
 /* ---- verification on the device -------------------------------------------------------- */
 
-/* The device-style ops on host memory (the CPU backend): picks, draws and the verification
- * by the host's reference, every third verification left to the host (out[0] = -1), as the
- * CUDA kernels leave rows they cannot decide. */
-static int g_spec_calls, g_spec_left;
-
-static void shim_argmax(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
-                        int32_t *ids)
-{
-    (void)be;
-    for (int64_t r = 0; r < rows; r++)
-        ids[r] = sp_argmax(logits + r * n_vocab, n_vocab);
-}
-
-static void shim_draw(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
-                      const sp_sample_req *reqs, int32_t *ids)
-{
-    (void)be;
-    sp_sample_work wk;
-    assert_int_equal(sp_sample_work_init(&wk, n_vocab), SP_OK);
-    for (int64_t r = 0; r < rows; r++)
-        ids[r] = sp_sample_row(&reqs[r], logits + r * n_vocab, n_vocab, &wk);
-    sp_sample_work_free(&wk);
-}
-
-static void shim_verify(sp_backend *be, const float *target, const float *draft, int64_t m,
-                        int64_t n_vocab, const sp_sample_req *reqs, const sp_spec_args *args,
-                        int32_t *out)
-{
-    (void)be;
-    assert_int_equal(args->m, m);
-    assert_int_equal(sp_spec_verify_rows(target, draft, m, n_vocab, reqs, args, out), SP_OK);
-    if (g_spec_calls++ % 3 == 2) {
-        out[0] = out[1] = -1;
-        g_spec_left++;
-    }
-}
-
 /* Sampled speculation with the verification on the device (the CUDA kernels with
- * SPECULA_TEST_DEVICE=cuda, else the shim above) gives the host's tokens and counts
+ * SPECULA_TEST_DEVICE=cuda, else device_shim.h's ops) gives the host's tokens and counts
  * exactly: the same rule and arithmetic, the same uniforms from the same streams. Model
  * drafts (rows kept on the device, k 2 and 4) and n-gram drafts (q one-hot), two warper
  * sets, two seeds; the host's run is the same models with the device ops taken away. */
 static void test_device_verify(void **state)
 {
     (void)state;
-    char *pdir = perturbed_copy("llama_mha_bf16", 0.3f);
+    char *pdir = perturbed_fixture("llama_mha_bf16", 0.3f);
     sp_model *m = open_model("llama_mha_bf16"), *dm = open_dir(pdir);
     const sp_backend_ops *own_t = m->be->ops, *own_d = dm->be->ops;
     const bool cpu = !strcmp(own_t->name, "cpu");
@@ -496,11 +420,8 @@ static void test_device_verify(void **state)
     host_ops.logits_sample = NULL;
     host_ops.spec_verify = NULL;
     dev_ops = *own_t;
-    if (cpu) {
-        dev_ops.logits_argmax = shim_argmax;
-        dev_ops.logits_sample = shim_draw;
-        dev_ops.spec_verify = shim_verify;
-    }
+    if (cpu) /* every third draw and verification left to the host */
+        test_shim_ops(own_t, &dev_ops, 3);
     const sp_sampling_params sets[2] = {{.temperature = 1.5f, .top_k = 12, .top_p = 1.0f},
                                         {.temperature = 0.8f, .top_p = 0.9f, .min_p = 0.01f}};
     int32_t prompt[8];
@@ -545,10 +466,10 @@ static void test_device_verify(void **state)
                 drafted += dev.ss.drafted;
             }
     print_message("  %lld of %lld drafts accepted; %d verifications on the shim, %d left to the host\n",
-                  (long long)accepted, (long long)drafted, g_spec_calls, g_spec_left);
+                  (long long)accepted, (long long)drafted, g_shim.verify_calls, g_shim.verify_left);
     assert_true(accepted > 0 && accepted < drafted); /* acceptance and resampling both ran */
     if (cpu)
-        assert_true(g_spec_calls > 0 && g_spec_left > 0);
+        assert_true(g_shim.verify_calls > 0 && g_shim.verify_left > 0 && g_shim.draw_left > 0);
     sp_model_close(dm);
     sp_model_close(m);
     remove_tree(pdir);

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "test_util.h"
 #include "format/safetensors.h"
+#include "runtime/sampler.h"
 #include "util/dtype.h"
 
 #include <stdio.h>
@@ -327,4 +328,42 @@ void chi2_check(const char *what, const int64_t *count, const double *p, int64_t
         fail_msg("%s: chi-square %.1f exceeds %.1f (df %d), total variation %.4f", what, chi,
                  chi2_crit(df), df, tv / 2);
     print_message("  %-40s chi2 %.1f (crit %.1f, df %d), TV %.4f\n", what, chi, chi2_crit(df), df, tv / 2);
+}
+
+/* Scales every BF16/F32 value by (1 + amount * r), r uniform in [-1, 1]. */
+static void perturb(unsigned char *d, size_t n, const char *dtype, void *ctx)
+{
+    float amount = *(const float *)ctx;
+    static sp_rng rng;
+    static bool seeded;
+    if (!seeded) {
+        sp_rng_seed(&rng, 99);
+        seeded = true;
+    }
+    bool f32 = !strcmp(dtype, "F32");
+    if (!f32 && strcmp(dtype, "BF16"))
+        return;
+    for (size_t k = 0; k < n; k += f32 ? 4 : 2) {
+        float f = (float)(1.0 + amount * (2.0 * sp_rng_uniform(&rng) - 1.0));
+        if (f32) {
+            float v;
+            memcpy(&v, d + k, 4);
+            v *= f;
+            memcpy(d + k, &v, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, d + k, 2);
+            h = sp_f32_to_bf16(sp_bf16_to_f32(h) * f);
+            memcpy(d + k, &h, 2);
+        }
+    }
+}
+
+/* perturbed_fixture's edit. */
+char *perturbed_fixture(const char *name, float amount)
+{
+    static float a;
+    a = amount;
+    tensor_edit all = {.name = "*", .patch = perturb, .patch_ctx = &a};
+    return copy_fixture(name, &all, 1, NULL);
 }

@@ -70,6 +70,9 @@ typedef struct tensor_edit {
  * edits applied. qcfg replaces config.json's quantization_config (NULL keeps it, ""
  * removes it). Returns the malloc'd directory (remove_tree + free it). */
 char *copy_fixture(const char *name, const tensor_edit *edits, size_t n_edits, const char *qcfg);
+/* A copy of a fixture with every BF16/F32 value scaled by (1 + amount * r), r uniform in
+ * [-1, 1] (one fixed stream): a draft that mostly, not always, agrees with its target. */
+char *perturbed_fixture(const char *name, float amount);
 
 /* Opens a model directory with n_threads workers; fails the test on error. */
 /* The device model tests run on: SPECULA_TEST_DEVICE, default "cpu". */
