@@ -168,15 +168,8 @@ static void radix_sort_keys(uint64_t *keys, uint64_t *spare, int64_t n)
 
 /* sample_row.h's fixed order of a sum over ids: lanes, then groups, then the total;
  * lane[] and group[] receive the partial sums. */
-static double lsum(const double *w, int64_t V, double *lane, double *group)
+double sp_sample_groups(const double *lane, double *group)
 {
-    for (int64_t c = 0; c < SP_SAMPLE_LANES; c++)
-        lane[c] = 0.0;
-    for (int64_t i0 = 0; i0 < V; i0 += SP_SAMPLE_LANES) { /* each lane's ids ascending */
-        const int64_t n = V - i0 < SP_SAMPLE_LANES ? V - i0 : SP_SAMPLE_LANES;
-        for (int64_t c = 0; c < n; c++)
-            lane[c] = lane[c] + w[i0 + c];
-    }
     double total = 0.0;
     for (int g = 0; g < SP_SAMPLE_GROUPS; g++) {
         double t = 0.0;
@@ -186,6 +179,18 @@ static double lsum(const double *w, int64_t V, double *lane, double *group)
         total = total + t;
     }
     return total;
+}
+
+static double lsum(const double *w, int64_t V, double *lane, double *group)
+{
+    for (int64_t c = 0; c < SP_SAMPLE_LANES; c++)
+        lane[c] = 0.0;
+    for (int64_t i0 = 0; i0 < V; i0 += SP_SAMPLE_LANES) { /* each lane's ids ascending */
+        const int64_t n = V - i0 < SP_SAMPLE_LANES ? V - i0 : SP_SAMPLE_LANES;
+        for (int64_t c = 0; c < n; c++)
+            lane[c] = lane[c] + w[i0 + c];
+    }
+    return sp_sample_groups(lane, group);
 }
 
 /* The first index of the maximum (sp_argmax's scan). */

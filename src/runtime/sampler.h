@@ -58,6 +58,9 @@ bool sp_sample_dist_row(const sp_sample_req *r, const float *logits, int64_t n_v
 /* sp_sampler_dist, and the token sp_sample_row draws from the same logits with uniform u
  * (one pass over the row). */
 int32_t sp_sampler_dist_draw(sp_sampler *s, const float *logits, double *probs, double u);
+/* The groups' sums of lane sums (sample_row.h's order) into group[SP_SAMPLE_GROUPS]; returns
+ * their total. */
+double sp_sample_groups(const double *lane, double *group);
 /* sample_row.h's draw over nonnegative values v[n] (the lane sums, x = u * total, the
  * three-level walk) with uniform u in [0, 1); -1 when they do not sum above 0. */
 int32_t sp_sample_values(const double *v, int64_t n, double u);

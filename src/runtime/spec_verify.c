@@ -24,16 +24,10 @@ static double residual(const double *p, int64_t n_p, const double *q, int64_t n_
 static int32_t residual_draw(const double *p, int64_t n_p, const double *q, int64_t n_q, int32_t d,
                              int64_t n, double u)
 {
-    double lane[SP_SAMPLE_LANES] = {0}, group[SP_SAMPLE_GROUPS], total = 0.0;
+    double lane[SP_SAMPLE_LANES] = {0}, group[SP_SAMPLE_GROUPS];
     for (int64_t i = 0; i < n; i++)
         lane[i % SP_SAMPLE_LANES] = lane[i % SP_SAMPLE_LANES] + residual(p, n_p, q, n_q, d, i);
-    for (int g = 0; g < SP_SAMPLE_GROUPS; g++) {
-        double t = 0.0;
-        for (int c = 0; c < SP_SAMPLE_GROUP; c++)
-            t = t + lane[g * SP_SAMPLE_GROUP + c];
-        group[g] = t;
-        total = total + t;
-    }
+    const double total = sp_sample_groups(lane, group);
     if (!(total > 0.0))
         return -1;
     const double x = u * total;

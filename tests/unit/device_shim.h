@@ -19,5 +19,8 @@ extern test_shim_counts g_shim;
 /* *out = *own with the shim's logits_argmax, logits_sample and spec_verify; leave 0: no call
  * leaves its rows. Resets g_shim. */
 void test_shim_ops(const sp_backend_ops *own, sp_backend_ops *out, int leave);
+/* *out = *own with nothing decided on the device (no picks, draws or verification): every
+ * row comes back, the host decides (the reference runs of a device-path test). */
+void test_host_ops(const sp_backend_ops *own, sp_backend_ops *out);
 
 #endif

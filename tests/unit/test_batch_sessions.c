@@ -12,6 +12,7 @@
 #include "engine/forward.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
+#include "device_shim.h"
 #include "test_util.h"
 #include "util/error.h"
 
@@ -323,21 +324,13 @@ static bool collect(void *p, int32_t pick)
     return !c->stop_after || c->n < c->stop_after;
 }
 
-/* The chain (engine/forward_chain.c) on the CPU: the CPU backend's ops with the picks and
- * the queued copies added in host memory, as a GPU backend has them, so that the engine's
- * chained passes (each step's token read from the pick before) also run here, under the
- * sanitizers. */
+/* The chain (engine/forward_chain.c) on the CPU: the CPU backend's ops with the picks
+ * (device_shim.h) and the queued copies added in host memory, as a GPU backend has them, so
+ * that the engine's chained passes (each step's token read from the pick before) also run
+ * here, under the sanitizers. */
 static int g_queued_reads;
 static int32_t g_read_slot[SP_QUEUED_READS];
 static sp_backend_ops g_chain_ops;
-
-static void host_argmax(sp_backend *be, const float *logits, int64_t rows, int64_t n_vocab,
-                        int32_t *ids)
-{
-    (void)be;
-    for (int64_t r = 0; r < rows; r++)
-        ids[r] = sp_argmax(logits + r * n_vocab, n_vocab);
-}
 
 static sp_status host_read_queued(sp_backend *be, int slot, const void *src, size_t bytes,
                                   sp_error *err)
@@ -364,8 +357,7 @@ static sp_status host_read_wait(sp_backend *be, int slot, void *dst, size_t byte
 /* Gives m's backend the ops the chain needs (the CPU's, plus the above). */
 static void chain_on_cpu(sp_model *m)
 {
-    g_chain_ops = *m->be->ops;
-    g_chain_ops.logits_argmax = host_argmax;
+    test_shim_ops(m->be->ops, &g_chain_ops, 0); /* the picks (device_shim.h) */
     g_chain_ops.upload_queued = g_chain_ops.upload;
     g_chain_ops.download_queued = host_read_queued;
     g_chain_ops.download_wait = host_read_wait;

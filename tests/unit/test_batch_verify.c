@@ -192,10 +192,7 @@ static void test_batch_verify_equals_host(void **state)
     const sp_backend_ops *own_t = m->be->ops, *own_d = dm->be->ops;
     const bool cpu = !strcmp(own_t->name, "cpu");
     static sp_backend_ops host_ops, dev_ops;
-    host_ops = *own_t; /* nothing decided on the device: every row comes back */
-    host_ops.logits_argmax = NULL;
-    host_ops.logits_sample = NULL;
-    host_ops.spec_verify = NULL;
+    test_host_ops(own_t, &host_ops);
     dev_ops = *own_t;
     if (cpu)
         test_shim_ops(own_t, &dev_ops, 3);

@@ -415,10 +415,7 @@ static void test_device_verify(void **state)
     const sp_backend_ops *own_t = m->be->ops, *own_d = dm->be->ops;
     const bool cpu = !strcmp(own_t->name, "cpu");
     static sp_backend_ops host_ops, dev_ops;
-    host_ops = *own_t; /* no picks, draws or verification on the device: the host decides */
-    host_ops.logits_argmax = NULL;
-    host_ops.logits_sample = NULL;
-    host_ops.spec_verify = NULL;
+    test_host_ops(own_t, &host_ops);
     dev_ops = *own_t;
     if (cpu) /* every third draw and verification left to the host */
         test_shim_ops(own_t, &dev_ops, 3);

@@ -347,22 +347,9 @@ k_sample_lanes(const sample_rows src, int64_t V, const sp_sample_req *reqs,
     const double *w = row_weights(scratch, rows, row, V);
     const sp_sample_req rq = reqs[row];
     const int c = blockIdx.x * LANE_BLOCK + threadIdx.x;
-    double t = 0.0;
-    for (int64_t i0 = c; i0 < V; i0 += LANE_AHEAD * (int64_t)SP_SAMPLE_LANES) {
-        double v[LANE_AHEAD];
-#pragma unroll
-        for (int k = 0; k < LANE_AHEAD; k++) {
-            const int64_t i = i0 + (int64_t)k * SP_SAMPLE_LANES;
-            v[k] = i < V ? w[i] : 0.0;
-        }
-#pragma unroll
-        for (int k = 0; k < LANE_AHEAD; k++) {
-            const int64_t i = i0 + (int64_t)k * SP_SAMPLE_LANES;
-            if (i < V)
-                t = t + (pass == 0 ? v[k] : pass_weight(v[k], l[i], i, h, rq, 1));
-        }
-    }
-    row_lanes(scratch, rows, row, pass)[c] = t;
+    row_lanes(scratch, rows, row, pass)[c] = lane_sum<LANE_AHEAD>(c, V, [&](int64_t i) {
+        return pass == 0 ? w[i] : pass_weight(w[i], l[i], i, h, rq, 1);
+    });
 }
 
 /* Launch 6, a block a row, top-p rows: the head's cut (or the row left to the host). */

@@ -136,6 +136,27 @@ static __device__ __forceinline__ const float *row_ptr(const sample_rows &r, int
     return row < r.split ? r.a + row * r.stride : r.b + (row - r.split) * r.stride;
 }
 
+/* Lane c's sum of value(i) over its ids c, c + L, ... < V ascending (sample_row.h's lane
+ * order), AHEAD values fetched before they are added. */
+template <int AHEAD, class F>
+static __device__ double lane_sum(int c, int64_t V, const F &value)
+{
+    double t = 0.0;
+    for (int64_t i0 = c; i0 < V; i0 += AHEAD * (int64_t)SP_SAMPLE_LANES) {
+        double v[AHEAD];
+#pragma unroll
+        for (int k = 0; k < AHEAD; k++) {
+            const int64_t i = i0 + (int64_t)k * SP_SAMPLE_LANES;
+            v[k] = i < V ? value(i) : 0.0;
+        }
+#pragma unroll
+        for (int k = 0; k < AHEAD; k++)
+            if (i0 + (int64_t)k * SP_SAMPLE_LANES < V)
+                t = t + v[k];
+    }
+    return t;
+}
+
 /* The walk's last level, by a block of WALK_THREADS: the ids c, c + L, ... < V of lane c,
  * from the running sum acc (the sum before the lane) to x, their values value(i) computed a
  * chunk at a time by the block and walked by thread 0 as sp_sample_walk walks (the first

@@ -138,20 +138,7 @@ k_spec_lanes(const sample_rows logits, int64_t V, int64_t rows, void *scratch, c
         return;
     const resid_fn f = resid_of(logits, V, rows, scratch, reqs, a, onehot, st, st->row);
     const int c = blockIdx.x * SPEC_LANE_BLOCK + threadIdx.x;
-    double t = 0.0;
-    for (int64_t i0 = c; i0 < V; i0 += SPEC_AHEAD * (int64_t)SP_SAMPLE_LANES) {
-        double v[SPEC_AHEAD];
-#pragma unroll
-        for (int k = 0; k < SPEC_AHEAD; k++) {
-            const int64_t i = i0 + (int64_t)k * SP_SAMPLE_LANES;
-            v[k] = i < V ? f(i) : 0.0;
-        }
-#pragma unroll
-        for (int k = 0; k < SPEC_AHEAD; k++)
-            if (i0 + (int64_t)k * SP_SAMPLE_LANES < V)
-                t = t + v[k];
-    }
-    st->lanes[c] = t;
+    st->lanes[c] = lane_sum<SPEC_AHEAD>(c, V, f);
 }
 
 /* a block: the residual's draw, or the bonus row's */
