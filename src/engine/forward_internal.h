@@ -27,7 +27,7 @@ typedef struct sp_pass {
     bool mtp;          /* an MTP pass (forward_mtp.c): w is the model's exec_mtp */
     bool ids_only;     /* every logits row wanted is a last_id alone, picked on the device */
     bool sampled;      /* ids_only, and some row's pick is a draw (logits_sample) */
-    bool spec;         /* ids_only, and its one segment verifies drafts (spec_verify) */
+    bool spec;         /* ids_only, and some segment verifies drafts (spec_verify) */
     bool chained;      /* one token whose id is the pick of the pass before, read on the
                         * device (forward_chain.c) */
     sp_status st;      /* first failure reading an output back for an observer (or, in

@@ -378,9 +378,9 @@ static sp_status batch_verify(const sp_batch_item *it, sp_spec_req *r, double *u
     sp_batch_verify *v = it->verify;
     *dev = false;
     v->accepted = v->next = -1;
-    if (!v->verifier || !v->sampler || !it->logits || it->n_tokens < 2)
+    if (!v->verifier || !v->sampler || !it->logits || it->n_tokens < 2 || it->pick)
         return sp_err(err, SP_ERR_INVALID_ARG, "a verification needs a verifier, a sampler, a logits "
-                      "buffer and drafts");
+                      "buffer and drafts, and no pick");
     const int32_t m = (int32_t)it->n_tokens - 1;
     if (m > SP_SPEC_DEV_K || !sp_draft_verifier_sampled(v->verifier) ||
         !sp_session_can_verify(it->session, v->draft) || (v->draft && !sp_session_kept(v->draft, m - 1)))

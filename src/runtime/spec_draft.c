@@ -71,8 +71,8 @@ static double top_prob(const float *logits, int64_t n)
 /* Brings the draft session to seq[0 .. n_seq) (positions base ..): its logits then
  * predict the next token, or with pick (greedy picks on the device) *pick is that token
  * and the logits may stay unread; with keep, *pick is the first draft's draw (the drafting
- * stream's next uniform) and its row kept in slot 0. Returns false when a token of seq is outside the
- * draft's vocabulary. */
+ * stream's next uniform) and its row kept in slot 0. Returns false when a token of seq is
+ * outside the draft's vocabulary. */
 static bool catch_up(sp_drafter *d, const int32_t *seq, int64_t n_seq, int64_t base, int32_t *pick,
                      bool keep, sp_status *st, sp_error *err)
 {

@@ -8,7 +8,7 @@
  * (every third call left to the host, which then reads the kept rows:
  * sp_draft_sampler_kept_q); with SPECULA_TEST_DEVICE=cuda, the CUDA kernels. Model drafts
  * (a perturbed copy of the target: acceptances and rejections) and n-gram style one-hot
- * drafts (every sequence's drafts fixed tokens). */
+ * drafts (every sequence's drafts fixed tokens). Bad verifications are refused. */
 #include "device_shim.h"
 #include "model/model.h"
 #include "test_util.h"
@@ -234,10 +234,42 @@ static void test_batch_verify_equals_host(void **state)
     free(pdir);
 }
 
+/* Refused before anything runs: a verification without a logits buffer, without drafts,
+ * with a pick, without its verifier; a kept row the session has no room for. */
+static void test_batch_verify_refuses(void **state)
+{
+    (void)state;
+    sp_model *m = open_fixture_model("llama_mha_bf16", 1);
+    const sp_sampling_params p = {.temperature = 1.0f, .top_p = 1.0f, .seed = 1};
+    seq_state q;
+    seq_open(&q, m, m, &p, 0);
+    int32_t toks[3] = {q.pending, 5, 6}, pick = -1;
+    sp_batch_verify v = {q.ver, q.smp, NULL, -1, -1};
+    const sp_batch_item good = {.session = q.t, .tokens = toks, .n_tokens = 3, .logits = q.rows,
+                                .verify = &v};
+    sp_batch_item bad[5] = {good, good, good, good, good};
+    bad[0].logits = NULL;
+    bad[1].n_tokens = 1;
+    bad[2].pick = &pick;
+    sp_batch_verify nov = {NULL, q.smp, NULL, -1, -1};
+    bad[3].verify = &nov;
+    bad[4] = (sp_batch_item){.session = q.t, .tokens = toks, .n_tokens = 1, .keep = 1};
+    const int64_t past = sp_session_n_past(q.t);
+    for (int i = 0; i < 5; i++) {
+        sp_error err = {0};
+        assert_int_equal(sp_batch_eval(m, &bad[i], 1, &err), SP_ERR_INVALID_ARG);
+        assert_int_equal(sp_session_n_past(q.t), past);
+    }
+    assert_int_equal(sp_session_keep_rows(q.t, -3, NULL), SP_OK); /* nothing to make room for */
+    seq_close(&q);
+    sp_model_close(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_verify_equals_host),
+        cmocka_unit_test(test_batch_verify_refuses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
