@@ -45,6 +45,17 @@ _Static_assert(sizeof(spc_expert) == sizeof(sp_expert) &&
 #define QUEUED_SLOTS 2                 /* pinned slots of upload_queued */
 #define QUEUED_BYTES ((size_t)64 << 10) /* each: a decode or verify pass's inputs fit */
 
+/* Pinned host slots with an event each (queued uploads, queued reads). */
+#define PINNED_SLOTS_MAX 4
+typedef struct pinned_slots {
+    void *host; /* n x bytes of pinned memory, or NULL (not made yet) */
+    void *ev[PINNED_SLOTS_MAX]; /* recorded behind each slot's last copy */
+    int n;
+    size_t bytes;
+} pinned_slots;
+_Static_assert(QUEUED_SLOTS <= PINNED_SLOTS_MAX && SP_QUEUED_READS <= PINNED_SLOTS_MAX,
+               "pinned_slots holds the queued uploads' and reads' events");
+
 typedef struct cuda_backend {
     sp_backend base;
     int index;
@@ -65,13 +76,11 @@ typedef struct cuda_backend {
     sp_cuda_stager *stager; /* made by the first large upload, freed by the next finish */
     bool queued_on;         /* upload_queued through pinned slots (SPECULA_CUDA_QUEUED_UPLOAD=0:
                              * off, every upload waits) */
-    void *queued_host;      /* QUEUED_SLOTS x QUEUED_BYTES of pinned memory, made on first use */
-    void *queued_ev[QUEUED_SLOTS]; /* recorded behind each slot's last copy */
+    pinned_slots queued;    /* upload_queued's: QUEUED_SLOTS x QUEUED_BYTES, made on first use */
     bool queued_used[QUEUED_SLOTS];
     int queued_next;
-    void *reads_host;       /* download_queued's slots: SP_QUEUED_READS x SP_QUEUED_READ_BYTES
-                             * of pinned memory, made on first use */
-    void *reads_ev[SP_QUEUED_READS];
+    pinned_slots reads;     /* download_queued's: SP_QUEUED_READS x SP_QUEUED_READ_BYTES, made on
+                             * first use */
     sp_rec_cache rec;
     sp_rec_slot *capturing; /* the slot being recorded, or NULL */
     void *index_queue;      /* DeepSeek-V4 indexer scratch (grown on demand) */
@@ -117,27 +126,34 @@ static void plant(cuda_backend *c, const char *op, float *out, int64_t n)
         check(c, op, spc_scale(c->stream, out, n, 1.001f));
 }
 
-/* The queued uploads' pinned slots and events. */
-static void queued_free(cuda_backend *c)
+static void slots_free(pinned_slots *p)
 {
-    for (int i = 0; i < QUEUED_SLOTS; i++) {
-        spc_event_free(c->queued_ev[i]);
-        c->queued_ev[i] = NULL;
-        c->queued_used[i] = false;
+    for (int i = 0; i < p->n; i++) {
+        spc_event_free(p->ev[i]);
+        p->ev[i] = NULL;
     }
-    spc_host_free(c->queued_host);
-    c->queued_host = NULL;
+    spc_host_free(p->host);
+    p->host = NULL;
 }
 
-/* The queued reads' pinned slots and events. */
-static void reads_free(cuda_backend *c)
+/* n slots of `bytes` with their events, made once (0, or a CUDA error and none made). */
+static int slots_make(pinned_slots *p, int n, size_t bytes)
 {
-    for (int i = 0; i < SP_QUEUED_READS; i++) {
-        spc_event_free(c->reads_ev[i]);
-        c->reads_ev[i] = NULL;
-    }
-    spc_host_free(c->reads_host);
-    c->reads_host = NULL;
+    if (p->host)
+        return 0;
+    p->n = n;
+    p->bytes = bytes;
+    int rc = spc_host_alloc(&p->host, (size_t)n * bytes);
+    for (int i = 0; !rc && i < n; i++)
+        rc = spc_event_new(&p->ev[i]);
+    if (rc)
+        slots_free(p);
+    return rc;
+}
+
+static void *slot_at(const pinned_slots *p, int i)
+{
+    return (unsigned char *)p->host + (size_t)i * p->bytes;
 }
 
 static void cuda_destroy(sp_backend *be)
@@ -146,8 +162,8 @@ static void cuda_destroy(sp_backend *be)
     spc_stream_sync(c->stream);
     sp_replay_clock_free(c->clock);
     sp_cuda_stager_free(c->stager);
-    queued_free(c);
-    reads_free(c);
+    slots_free(&c->queued);
+    slots_free(&c->reads);
     sp_rec_clear(&c->rec);
     spc_free(c->index_queue);
     spc_free(c->attn_scratch);
@@ -218,27 +234,21 @@ static sp_status cuda_upload_queued(sp_backend *be, void *dst, const void *src, 
     if (!c->queued_on || bytes > QUEUED_BYTES)
         return cuda_upload(be, dst, src, bytes, err);
     spc_device_open(c->index, NULL, NULL); /* as cuda_upload: this thread, our device */
-    if (!c->queued_host) {
-        bool ok = !spc_host_alloc(&c->queued_host, QUEUED_SLOTS * QUEUED_BYTES);
-        for (int i = 0; ok && i < QUEUED_SLOTS; i++)
-            ok = !spc_event_new(&c->queued_ev[i]);
-        if (!ok) { /* no pinned memory or events here: the plain way from now on */
-            queued_free(c);
-            c->queued_on = false;
-            return cuda_upload(be, dst, src, bytes, err);
-        }
+    if (slots_make(&c->queued, QUEUED_SLOTS, QUEUED_BYTES)) {
+        c->queued_on = false; /* no pinned memory or events here: the plain way from now on */
+        return cuda_upload(be, dst, src, bytes, err);
     }
     if (!bytes)
         return SP_OK;
     const int i = c->queued_next;
     c->queued_next = (i + 1) % QUEUED_SLOTS;
-    unsigned char *slot = (unsigned char *)c->queued_host + (size_t)i * QUEUED_BYTES;
-    int rc = c->queued_used[i] ? spc_event_sync(c->queued_ev[i]) : 0; /* its last copy is done */
+    unsigned char *slot = slot_at(&c->queued, i);
+    int rc = c->queued_used[i] ? spc_event_sync(c->queued.ev[i]) : 0; /* its last copy is done */
     if (!rc) {
         memcpy(slot, src, bytes);
         rc = spc_memcpy_h2d(c->stream, dst, slot, bytes);
     }
-    if (!rc && !(rc = spc_event_record(c->queued_ev[i], c->stream)))
+    if (!rc && !(rc = spc_event_record(c->queued.ev[i], c->stream)))
         c->queued_used[i] = true;
     return copy_status(be, rc, "upload", bytes, err);
 }
@@ -254,34 +264,26 @@ static sp_status cuda_download_queued(sp_backend *be, int slot, const void *src,
     if (slot < 0 || slot >= SP_QUEUED_READS || bytes > SP_QUEUED_READ_BYTES)
         return sp_err(err, SP_ERR_INTERNAL, "cuda:%d: queued read %d of %zu bytes", c->index, slot,
                       bytes);
-    int rc = 0;
-    if (!c->reads_host) {
-        rc = spc_host_alloc(&c->reads_host, SP_QUEUED_READS * SP_QUEUED_READ_BYTES);
-        for (int i = 0; !rc && i < SP_QUEUED_READS; i++)
-            rc = spc_event_new(&c->reads_ev[i]);
-        if (rc)
-            reads_free(c); /* tried again by the next read */
-    }
+    int rc = slots_make(&c->reads, SP_QUEUED_READS, SP_QUEUED_READ_BYTES); /* else: the next read tries */
     if (!rc)
-        rc = spc_memcpy_d2h(c->stream, (char *)c->reads_host + slot * SP_QUEUED_READ_BYTES, src,
-                            bytes);
+        rc = spc_memcpy_d2h(c->stream, slot_at(&c->reads, slot), src, bytes);
     if (!rc)
-        rc = spc_event_record(c->reads_ev[slot], c->stream);
+        rc = spc_event_record(c->reads.ev[slot], c->stream);
     return copy_status(be, rc, "queued read back", bytes, err);
 }
 
 static sp_status cuda_download_wait(sp_backend *be, int slot, void *dst, size_t bytes, sp_error *err)
 {
     cuda_backend *c = cu(be);
-    if (slot < 0 || slot >= SP_QUEUED_READS || bytes > SP_QUEUED_READ_BYTES || !c->reads_ev[slot])
+    if (slot < 0 || slot >= SP_QUEUED_READS || bytes > SP_QUEUED_READ_BYTES || !c->reads.ev[slot])
         return sp_err(err, SP_ERR_INTERNAL, "cuda:%d: wait for queued read %d, never issued",
                       c->index, slot);
-    int rc = spc_event_sync(c->reads_ev[slot]);
+    int rc = spc_event_sync(c->reads.ev[slot]);
     if (!rc && c->status) /* a launch before it failed: what came back means nothing */
         return cuda_finish(be, err);
     if (rc)
         return copy_status(be, rc, "queued read back", bytes, err);
-    memcpy(dst, (const char *)c->reads_host + slot * SP_QUEUED_READ_BYTES, bytes);
+    memcpy(dst, slot_at(&c->reads, slot), bytes);
     return SP_OK;
 }
 
