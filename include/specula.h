@@ -452,7 +452,8 @@ SP_API int32_t sp_draft_verifier_check(sp_draft_verifier *v, const float *logits
 /* A sampled verification inside a batch (sp_batch_item.verify): the item's tokens are the
  * pending token and its drafts, drawn by a draft sampler in the draft model's passes with
  * their rows kept (sp_draft_sampler_uniform, sp_batch_item.keep: draft i in kept row i of
- * `draft`), or deterministic drafts (draft NULL); its logits buffer holds n_tokens rows.
+ * `draft`), or deterministic drafts (draft NULL); its logits buffer holds n_tokens rows
+ * (and it has no pick).
  * Where the target's backend verifies (sp_session_can_verify, at most 15 drafts, a sampled
  * verifier) *only* `accepted` and `next` come back: the drafts sp_draft_verifier_check
  * would accept in order, and the token after them (its replacement, or the bonus token
