@@ -107,7 +107,7 @@ bool sp_drafter_greedy(const sp_drafter *d)
 
 sp_pick sp_drafter_take(const sp_drafter *d, int32_t tok)
 {
-    if (tok >= d->c.target_vocab)
+    if (tok < 0 || tok >= d->c.target_vocab) /* a caller's bad token ends the draft too */
         return SP_PICK_END;
     if (d->c.stop_at_eos && sp_model_is_eos(d->c.eos_model, tok))
         return SP_PICK_LAST;

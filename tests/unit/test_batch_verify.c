@@ -235,7 +235,8 @@ static void test_batch_verify_equals_host(void **state)
 }
 
 /* Refused before anything runs: a verification without a logits buffer, without drafts,
- * with a pick, without its verifier; a kept row the session has no room for. */
+ * with a pick, without its verifier; a kept row the session has no room for; a drawn draft
+ * that is no token, past k; a kept distribution that was never kept. */
 static void test_batch_verify_refuses(void **state)
 {
     (void)state;
@@ -261,6 +262,14 @@ static void test_batch_verify_refuses(void **state)
         assert_int_equal(sp_session_n_past(q.t), past);
     }
     assert_int_equal(sp_session_keep_rows(q.t, -3, NULL), SP_OK); /* nothing to make room for */
+    bool last;
+    assert_false(sp_draft_sampler_drawn(q.ds, -1, 0, &last)); /* no such token */
+    assert_false(sp_draft_sampler_drawn(q.ds, (int32_t)sp_model_n_vocab(m), 0, &last));
+    assert_false(sp_draft_sampler_drawn(q.ds, 5, K, &last)); /* past k_max */
+    const double *qd;
+    sp_error err = {0};
+    assert_int_not_equal(sp_draft_sampler_kept_q(q.ds, q.d, K, &qd, &err), SP_OK);
+    assert_int_not_equal(sp_draft_sampler_kept_q(q.ds, q.t, 0, &qd, &err), SP_OK); /* no kept rows */
     seq_close(&q);
     sp_model_close(m);
 }
