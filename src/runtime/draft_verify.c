@@ -164,19 +164,7 @@ bool sp_draft_sampler_drawn(sp_draft_sampler *s, int32_t token, int32_t i, bool 
 sp_status sp_draft_sampler_kept_q(sp_draft_sampler *s, sp_session *draft, int32_t i,
                                   const double **q, sp_error *err)
 {
-    *q = NULL;
-    const int64_t V = sp_drafter_n_vocab(s->drafter);
-    if (sp_model_n_vocab(sp_session_model(draft)) != V)
-        return sp_err(err, SP_ERR_INVALID_ARG, "draft sampler: the session's vocabulary is not the "
-                      "draft model's");
-    float *row = malloc((size_t)V * sizeof *row);
-    if (!row)
-        return sp_err(err, SP_ERR_NOMEM, "draft sampler: out of memory reading a kept row");
-    sp_status st = sp_session_kept_download(draft, i, row, err);
-    if (st == SP_OK && !(*q = sp_drafter_q_of(s->drafter, row, i)))
-        st = sp_err(err, SP_ERR_INVALID_ARG, "draft sampler: no distribution for draft %d", i);
-    free(row);
-    return st;
+    return sp_drafter_q_kept(s->drafter, draft, i, q, err);
 }
 
 bool sp_draft_verifier_sampled(const sp_draft_verifier *v)

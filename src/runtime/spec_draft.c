@@ -15,7 +15,7 @@ struct sp_drafter {
     double *q;     /* [k_max, n_vocab] distributions of the sampled drafts */
     int64_t n_vocab;
     bool kept;     /* the last proposal's rows are on the device (c.keep_rows) */
-    float *row;    /* [n_vocab] a kept row read back (sp_drafter_q_host) */
+    float *row;    /* [n_vocab] a kept row read back (sp_drafter_q_kept) */
 };
 
 sp_status sp_drafter_new(const sp_drafter_config *c, sp_drafter **out, sp_error *err)
@@ -268,25 +268,23 @@ bool sp_drafter_kept(const sp_drafter *d) { return d->kept; }
 
 double sp_drafter_uniform(sp_drafter *d) { return sp_rng_uniform(&d->rng); }
 
-const double *sp_drafter_q_of(sp_drafter *d, const float *row, int32_t i)
+sp_status sp_drafter_q_kept(sp_drafter *d, sp_session *s, int32_t i, const double **q,
+                            sp_error *err)
 {
+    *q = NULL;
+    if (!s || sp_model_n_vocab(sp_session_model(s)) != d->n_vocab)
+        return sp_err(err, SP_ERR_INVALID_ARG, "draft: the session's vocabulary is not the draft "
+                      "model's");
     if (!d->q || i < 0 || i >= d->c.k_max)
-        return NULL;
-    double *qi = d->q + (size_t)i * (size_t)d->n_vocab;
-    sp_sampler_dist(d->smp, row, qi);
-    return qi;
-}
-
-sp_status sp_drafter_q_host(sp_drafter *d, int32_t i, const double **q, sp_error *err)
-{
-    if (!d->kept || i < 0 || i >= d->c.k_max)
-        return sp_err(err, SP_ERR_INTERNAL, "no kept draft row %d", i);
+        return sp_err(err, SP_ERR_INVALID_ARG, "draft: no distribution for draft %d", i);
     if (!d->row && !(d->row = malloc((size_t)d->n_vocab * sizeof *d->row)))
         return sp_err(err, SP_ERR_NOMEM, "out of memory reading a draft row back");
-    sp_status st = sp_session_kept_download(d->c.session, i, d->row, err);
+    sp_status st = sp_session_kept_download(s, i, d->row, err);
     if (st != SP_OK)
         return st;
-    *q = sp_drafter_q_of(d, d->row, i);
+    double *qi = d->q + (size_t)i * (size_t)d->n_vocab;
+    sp_sampler_dist(d->smp, d->row, qi);
+    *q = qi;
     return SP_OK;
 }
 

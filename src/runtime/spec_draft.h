@@ -50,15 +50,14 @@ sp_status sp_drafter_propose(sp_drafter *d, const int32_t *seq, int64_t n_seq, i
 /* Whether the last proposal's distributions are the session's kept rows on the device
  * (its q[i] are then NULL: not one-hot). */
 bool sp_drafter_kept(const sp_drafter *d);
-/* The distribution of the last proposal's draft i on the host, from its kept row (for a
- * verification the device left to the host). */
-sp_status sp_drafter_q_host(sp_drafter *d, int32_t i, const double **q, sp_error *err);
+/* The distribution of draft i on the host from session s's kept row i (for a verification
+ * the device left to the host): into the drafter's q[i], the row read back into a buffer the
+ * drafter keeps. */
+sp_status sp_drafter_q_kept(sp_drafter *d, sp_session *s, int32_t i, const double **q,
+                            sp_error *err);
 
 /* The drafting stream's next uniform (a draw made in a pass: sp_draft_sampler_uniform). */
 double sp_drafter_uniform(sp_drafter *d);
-/* Draft i's distribution from its row of draft logits (sampled drafters: into the
- * drafter's q[i]); NULL for a greedy drafter or i out of range. */
-const double *sp_drafter_q_of(sp_drafter *d, const float *row, int32_t i);
 
 /* What sp_drafter_pick decided about draft token i. */
 typedef enum sp_pick {

@@ -261,7 +261,7 @@ static sp_status spec_round(spec_run *r, sp_error *err)
         st = sp_session_eval(r->t, drafts, (size_t)m + 1, r->rows, err);
     /* rows the device left to the host: the kept draft rows' distributions read back */
     for (int32_t i = 0; st == SP_OK && acc < 0 && !greedy && sp_drafter_kept(r->drafter) && i < m; i++)
-        st = sp_drafter_q_host(r->drafter, i, &q[i], err);
+        st = sp_drafter_q_kept(r->drafter, sp_drafter_config_of(r->drafter)->session, i, &q[i], err);
     if (st != SP_OK)
         return st;
     if (acc < 0)
