@@ -179,16 +179,10 @@ sp_sample_req sp_draft_verifier_req(const sp_draft_verifier *v)
 
 void sp_draft_verifier_peek(const sp_draft_verifier *v, int32_t m, double *u, double *vres)
 {
-    sp_rng a = v->accept_rng, b = v->resample_rng;
-    for (int32_t i = 0; i < m; i++)
-        u[i] = sp_rng_uniform(&a);
-    *vres = sp_rng_uniform(&b);
+    sp_spec_peek(&v->accept_rng, &v->resample_rng, m, u, vres);
 }
 
 void sp_draft_verifier_took(sp_draft_verifier *v, int32_t accepted, int32_t m)
 {
-    for (int32_t i = 0; i < (accepted < m ? accepted + 1 : m); i++) /* one a draft tested */
-        (void)sp_rng_uniform(&v->accept_rng);
-    if (accepted < m) /* the replacement's */
-        (void)sp_rng_uniform(&v->resample_rng);
+    sp_spec_took(&v->accept_rng, &v->resample_rng, accepted, m);
 }

@@ -78,6 +78,22 @@ bool sp_spec_verify_token(const double *p, int64_t n_p, const double *q, int64_t
     return false;
 }
 
+void sp_spec_peek(const sp_rng *accept, const sp_rng *resample, int32_t m, double *u, double *v)
+{
+    sp_rng a = *accept, b = *resample;
+    for (int32_t i = 0; i < m; i++)
+        u[i] = sp_rng_uniform(&a);
+    *v = sp_rng_uniform(&b);
+}
+
+void sp_spec_took(sp_rng *accept, sp_rng *resample, int32_t accepted, int32_t m)
+{
+    for (int32_t i = 0; i < (accepted < m ? accepted + 1 : m); i++)
+        (void)sp_rng_uniform(accept);
+    if (accepted < m)
+        (void)sp_rng_uniform(resample);
+}
+
 sp_status sp_spec_verify_rows(const float *target, const float *draft, int64_t m, int64_t V,
                               const sp_sample_req *reqs, const sp_spec_args *a, int32_t out[2])
 {

@@ -35,6 +35,13 @@ bool sp_spec_verify_token(const double *p, int64_t n_p, const double *q, int64_t
 sp_status sp_spec_verify_rows(const float *target, const float *draft, int64_t m, int64_t n_vocab,
                               const sp_sample_req *reqs, const sp_spec_args *a, int32_t out[2]);
 
+/* A check of m drafts on the device takes its uniforms ahead: sp_spec_peek gives the ones
+ * the host's rule would take next (acceptance u[0 .. m) from `accept`, the replacement's *v
+ * from `resample`) without taking them; sp_spec_took then takes what the rule used for
+ * `accepted` of m drafts (one a draft tested; the replacement's when one was rejected). */
+void sp_spec_peek(const sp_rng *accept, const sp_rng *resample, int32_t m, double *u, double *v);
+void sp_spec_took(sp_rng *accept, sp_rng *resample, int32_t accepted, int32_t m);
+
 /* A public sp_draft_verifier's rule on the device (sp_batch_eval, sp_batch_verify): whether
  * it samples, its draws' request, the uniforms its next check of m drafts would take
  * (acceptance u[0 .. m), the replacement's *v) without taking them, then taking what the

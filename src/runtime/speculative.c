@@ -197,19 +197,17 @@ static int32_t verify(spec_run *r, const int32_t *d, const double *const *q, int
 static sp_status verify_device(spec_run *r, const int32_t *tokens, int32_t m, const float *draft_rows,
                                int32_t *acc, int32_t *extra, sp_error *err)
 {
-    sp_rng a = r->accept_rng, b = r->resample_rng;
-    double u[SP_SPEC_DEV_K];
-    for (int32_t i = 0; i < m; i++)
-        u[i] = sp_rng_uniform(&a);
+    double u[SP_SPEC_DEV_K], v;
+    sp_spec_peek(&r->accept_rng, &r->resample_rng, m, u, &v);
     const sp_sample_req w = sp_sample_req_of(&r->gp->sampling, 0.0);
-    const double v = sp_rng_uniform(&b); /* the residual's or (the same stream) the bonus's */
+    /* the bonus token draws from the same stream as a replacement (target_sample) */
     const sp_spec_req req = {.draft_rows = draft_rows, .p = w, .q = w, .u = u, .v = v, .v_bonus = v};
     sp_status st = sp_session_eval_verify(r->t, tokens, (size_t)m + 1, &req, r->rows, acc, extra, err);
     if (st != SP_OK || *acc < 0)
         return st;
-    for (int32_t i = 0; i < (*acc < m ? *acc + 1 : m); i++) /* one uniform a draft tested */
-        (void)sp_rng_uniform(&r->accept_rng);
-    (void)sp_rng_uniform(&r->resample_rng); /* the residual's or the bonus token's */
+    sp_spec_took(&r->accept_rng, &r->resample_rng, *acc, m);
+    if (*acc == m) /* the bonus token's */
+        (void)sp_rng_uniform(&r->resample_rng);
     return SP_OK;
 }
 
