@@ -26,6 +26,7 @@ typedef struct seq_state {
     int32_t pending;
     int32_t out[ROUNDS * (K + 1)];
     int n_out, accepted, drafted, all_in; /* all_in: rounds with every draft accepted */
+    int on_device;                        /* rounds whose outcome the device gave */
     float *rows; /* [K + 1, V] */
 } seq_state;
 
@@ -160,6 +161,7 @@ static void run_rounds(sp_model *m, sp_model *dm, const sp_sampling_params *p, b
             seq_state *s = &qs[i];
             int acc;
             if (device && ver[i].accepted >= 0) {
+                s->on_device++;
                 acc = ver[i].accepted;
                 memcpy(s->out + s->n_out, drafts[i], (size_t)acc * sizeof(int32_t));
                 s->n_out += acc;
@@ -198,7 +200,7 @@ static void test_batch_verify_equals_host(void **state)
         test_shim_ops(own_t, &dev_ops, 3);
     const sp_sampling_params sets[2] = {{.temperature = 1.5f, .top_k = 12, .top_p = 1.0f, .seed = 5},
                                         {.temperature = 0.8f, .top_p = 0.9f, .seed = 9}};
-    int64_t accepted = 0, drafted = 0, all_in = 0;
+    int64_t accepted = 0, drafted = 0, all_in = 0, on_device = 0;
     for (int si = 0; si < 2; si++)
         for (int model = 0; model < 2; model++) {
             seq_state host[SEQS], dev[SEQS];
@@ -218,14 +220,17 @@ static void test_batch_verify_equals_host(void **state)
                 accepted += dev[i].accepted;
                 drafted += dev[i].drafted;
                 all_in += dev[i].all_in;
+                on_device += dev[i].on_device;
                 seq_close(&host[i]);
                 seq_close(&dev[i]);
             }
         }
-    print_message("  %lld of %lld drafts accepted (%lld rounds all accepted); %d verifications on "
-                  "the shim, %d left to the host\n", (long long)accepted, (long long)drafted,
-                  (long long)all_in, g_shim.verify_calls, g_shim.verify_left);
+    print_message("  %lld of %lld drafts accepted (%lld rounds all accepted); %lld outcomes from the "
+                  "device (%d verifications on the shim, %d left to the host)\n", (long long)accepted,
+                  (long long)drafted, (long long)all_in, (long long)on_device, g_shim.verify_calls,
+                  g_shim.verify_left);
     assert_true(accepted > 0 && accepted < drafted && all_in > 0); /* rejections, bonus tokens */
+    assert_true(on_device > 0); /* the device path ran, not only the host's */
     if (cpu)
         assert_true(g_shim.verify_calls > 0 && g_shim.verify_left > 0 && g_shim.draw_left > 0);
     sp_model_close(dm);
