@@ -471,9 +471,13 @@ struct sp_batch_verify {
  * (sp_batch_item.sampling with the sampler's params, .u, .pick; .keep = i + 1 for draft i);
  * sp_draft_sampler_drawn then takes the pass's token. */
 SP_API double sp_draft_sampler_uniform(sp_draft_sampler *sampler);
-/* sp_draft_sampler_next for draft token i drawn in the pass (its distribution kept on the
- * device): false when the draft ends before it, *last. */
-SP_API bool sp_draft_sampler_drawn(sp_draft_sampler *sampler, int32_t token, int32_t i, bool *last);
+/* sp_draft_sampler_next for draft token i drawn in the pass (its row kept on the device):
+ * false when the draft ends before it, *last. draft_logits: the pass's row where the device
+ * left the draw to the host (sp_session_last_logits of the draft's session, non-NULL then),
+ * else NULL; *q is that row's distribution (valid as sp_draft_sampler_next's: a verification
+ * with it is the host's, as the device would leave it to the host too), else NULL. */
+SP_API bool sp_draft_sampler_drawn(sp_draft_sampler *sampler, int32_t token, int32_t i,
+                                   const float *draft_logits, const double **q, bool *last);
 /* The distribution of draft i from its row kept in `draft` (kept row i), for a
  * verification on the host: valid as sp_draft_sampler_next's. */
 SP_API sp_status sp_draft_sampler_kept_q(sp_draft_sampler *sampler, sp_session *draft, int32_t i,

@@ -151,13 +151,17 @@ bool sp_draft_sampler_take(sp_draft_sampler *s, int32_t token, int32_t i, const 
 
 double sp_draft_sampler_uniform(sp_draft_sampler *s) { return sp_drafter_uniform(s->drafter); }
 
-bool sp_draft_sampler_drawn(sp_draft_sampler *s, int32_t token, int32_t i, bool *last)
+bool sp_draft_sampler_drawn(sp_draft_sampler *s, int32_t token, int32_t i,
+                            const float *draft_logits, const double **q, bool *last)
 {
     *last = false;
+    *q = NULL;
     if (i < 0 || i >= s->k_max || sp_drafter_greedy(s->drafter))
         return false;
     sp_pick r = sp_drafter_take(s->drafter, token);
     *last = r == SP_PICK_LAST;
+    if (r != SP_PICK_END)
+        *q = sp_drafter_q_row(s->drafter, draft_logits, i);
     return r != SP_PICK_END;
 }
 

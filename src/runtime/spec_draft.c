@@ -134,7 +134,8 @@ static bool take_pick(void *p, int32_t tok)
 
 /* propose_model with the draws made on the device and each draft's row kept there (slot i)
  * for the target's verification: the same tokens from the same uniforms as the host's
- * picks (sp_drafter_pick: sp_sample_row's draw). */
+ * picks (sp_drafter_pick: sp_sample_row's draw). A draw the device left to the host (its
+ * row came back) has its distribution in q[i]; the others NULL. */
 static sp_status propose_kept(sp_drafter *d, const int32_t *seq, int64_t n_seq, int64_t base,
                               int32_t k, int32_t *out, const double **q, int32_t *n_out,
                               sp_error *err)
@@ -148,7 +149,8 @@ static sp_status propose_kept(sp_drafter *d, const int32_t *seq, int64_t n_seq, 
         sp_pick r = sp_drafter_take(d, tok);
         if (r == SP_PICK_END)
             break;
-        q[*n_out] = NULL;
+        /* a draw the device left to the host: its row is here, its distribution now */
+        q[*n_out] = sp_drafter_q_row(d, sp_session_last_logits(s), i);
         out[(*n_out)++] = tok;
         if (r == SP_PICK_LAST || i + 1 == k)
             break;
@@ -282,10 +284,17 @@ sp_status sp_drafter_q_kept(sp_drafter *d, sp_session *s, int32_t i, const doubl
     sp_status st = sp_session_kept_download(s, i, d->row, err);
     if (st != SP_OK)
         return st;
-    double *qi = d->q + (size_t)i * (size_t)d->n_vocab;
-    sp_sampler_dist(d->smp, d->row, qi);
-    *q = qi;
+    *q = sp_drafter_q_row(d, d->row, i);
     return SP_OK;
+}
+
+const double *sp_drafter_q_row(sp_drafter *d, const float *logits, int32_t i)
+{
+    if (!logits || !d->q || i < 0 || i >= d->c.k_max)
+        return NULL;
+    double *qi = d->q + (size_t)i * (size_t)d->n_vocab;
+    sp_sampler_dist(d->smp, logits, qi);
+    return qi;
 }
 
 void sp_drafter_rollback(sp_drafter *d, int64_t n_valid)

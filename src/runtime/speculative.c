@@ -212,17 +212,20 @@ static sp_status verify_device(spec_run *r, const int32_t *tokens, int32_t m, co
 }
 
 /* Where the drafts' distributions are (for verify_device): the draft session's kept rows,
- * or one-hot (*rows NULL); false when they are on the host. */
+ * or one-hot (*rows NULL); false when any is on the host (a sampled non-kept draft, or a
+ * kept draft whose draw the device left to the host: the verification would build the
+ * same distribution from that row and leave it to the host too, so the target's rows come
+ * straight back). */
 static bool drafts_on_device(const spec_run *r, const double *const *q, int32_t m, const float **rows)
 {
     *rows = NULL;
+    for (int32_t i = 0; i < m; i++)
+        if (q[i])
+            return false;
     if (sp_drafter_kept(r->drafter)) {
         *rows = sp_session_kept(sp_drafter_config_of(r->drafter)->session, 0);
         return *rows != NULL;
     }
-    for (int32_t i = 0; i < m; i++)
-        if (q[i])
-            return false;
     return true;
 }
 
@@ -257,9 +260,12 @@ static sp_status spec_round(spec_run *r, sp_error *err)
         st = verify_device(r, drafts, m, draft_rows, &acc, &extra, err);
     else
         st = sp_session_eval(r->t, drafts, (size_t)m + 1, r->rows, err);
-    /* rows the device left to the host: the kept draft rows' distributions read back */
+    /* rows the device left to the host: the kept draft rows' distributions not yet here
+     * read back */
     for (int32_t i = 0; st == SP_OK && acc < 0 && !greedy && sp_drafter_kept(r->drafter) && i < m; i++)
-        st = sp_drafter_q_kept(r->drafter, sp_drafter_config_of(r->drafter)->session, i, &q[i], err);
+        if (!q[i])
+            st = sp_drafter_q_kept(r->drafter, sp_drafter_config_of(r->drafter)->session, i, &q[i],
+                                   err);
     if (st != SP_OK)
         return st;
     if (acc < 0)

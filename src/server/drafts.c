@@ -9,7 +9,8 @@
  *      from its session's last logits (sp_draft_sampler_next), or a greedy one takes the
  *      pick its pass read back (sp_batch_item.pick, sp_draft_sampler_take), or one that
  *      keeps its rows (sp_draft_req.keep) takes the draw its pass made with its sampler's
- *      uniform (sp_draft_sampler_drawn; the row kept on the device for the target); those
+ *      uniform (sp_draft_sampler_drawn; the row kept on the device for the target, its
+ *      distribution computed here where the device left the draw to the host); those
  *      that go on evaluate it, all in one pass, until every draft has ended (k reached,
  *      p_min, end of sequence). */
 #include "drafts.h"
@@ -155,10 +156,11 @@ static size_t pick(sp_draft_pool *p, sp_draft_req *const *reqs, int32_t j)
         if (sp_draft_sampler_greedy(r->sampler)) { /* the pick its last pass read back */
             tok = p->picks[i];
             ok = sp_draft_sampler_take(r->sampler, tok, j, &q, &last);
-        } else if (r->keep) { /* the draw its last pass made; the row stays on the device */
+        } else if (r->keep) { /* the draw its last pass made; the row stays on the device
+                                * (and came back where the device left the draw here) */
             tok = p->picks[i];
-            q = NULL;
-            ok = sp_draft_sampler_drawn(r->sampler, tok, j, &last);
+            ok = sp_draft_sampler_drawn(r->sampler, tok, j, sp_session_last_logits(p->sessions[i]),
+                                        &q, &last);
         } else {
             ok = sp_draft_sampler_next(r->sampler, sp_session_last_logits(p->sessions[i]), j, &tok,
                                        &q, &last);

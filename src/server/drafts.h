@@ -39,7 +39,7 @@ typedef struct sp_draft_req {
     int32_t *drafts;            /* out: [k] */
     int n_drafts;               /* out */
     const double *q[SP_SPEC_MAX_K]; /* out: the distribution of each draft (NULL: greedy, or
-                                       kept on the device) */
+                                       kept on the device with a draw made there) */
 } sp_draft_req;
 
 typedef struct sp_draft_pool sp_draft_pool;

@@ -456,6 +456,15 @@ static size_t plan(sp_sched *s)
     return n_items;
 }
 
+/* Whether any of r's drafts has its distribution on the host. */
+static bool drafts_on_host(const sp_draft_req *r)
+{
+    for (int i = 0; i < r->n_drafts; i++)
+        if (r->q[i])
+            return true;
+    return false;
+}
+
 /* Step, part 2: the draft model's passes, then each decoding sequence with drafts gets
  * its verify rows: [pending, d1 .. dm]. Returns false when the draft model failed. */
 static bool add_drafts(sp_sched *s, size_t n_items)
@@ -485,9 +494,11 @@ static bool add_drafts(sp_sched *s, size_t n_items)
         s->items[j].tokens = r->drafts - 1;
         s->items[j].n_tokens = (size_t)r->n_drafts + 1;
         s->items[j].logits = s->verify_logits[q->slot];
-        /* sampled without logprobs: verified on the device where it can be (two ints back) */
+        /* sampled without logprobs: verified on the device where it can be (two ints back),
+         * not where a draft's draw was left to the host (its distribution is here, and the
+         * device would leave the verification to the host too) */
         sp_session *draft = r->keep ? sp_draft_pool_session(s->drafts, q->slot) : NULL;
-        if (q->verifier && !q->logprobs && (r->keep || !s->drafts) &&
+        if (q->verifier && !q->logprobs && (r->keep || !s->drafts) && !drafts_on_host(r) &&
             sp_session_can_verify(s->items[j].session, draft)) {
             s->item_verify[j] = (sp_batch_verify){q->verifier, q->sampler, draft, -1, -1};
             s->items[j].verify = &s->item_verify[j];

@@ -27,6 +27,7 @@ typedef struct seq_state {
     int32_t out[ROUNDS * (K + 1)];
     int n_out, accepted, drafted, all_in; /* all_in: rounds with every draft accepted */
     int on_device;                        /* rounds whose outcome the device gave */
+    int left_drawn;                       /* draws the device left to the host */
     float *rows; /* [K + 1, V] */
 } seq_state;
 
@@ -92,10 +93,12 @@ static void draft_round(sp_model *dm, const sp_sampling_params *p, seq_state *qs
             fail_msg("draft pass: %s", err.msg);
         for (int i = 0; i < SEQS; i++) {
             bool last;
-            if (device) {
-                assert_true(sp_draft_sampler_drawn(qs[i].ds, pick[i], j, &last));
+            if (device) { /* the row came back where the device left the draw here */
+                const float *row = sp_session_last_logits(qs[i].d);
+                assert_true(sp_draft_sampler_drawn(qs[i].ds, pick[i], j, row, &q[i][j], &last));
+                assert_true((row != NULL) == (q[i][j] != NULL));
+                qs[i].left_drawn += row != NULL;
                 drafts[i][j] = pick[i];
-                q[i][j] = NULL;
             } else {
                 assert_true(sp_draft_sampler_next(qs[i].ds, sp_session_last_logits(qs[i].d), j,
                                                   &drafts[i][j], &q[i][j], &last));
@@ -151,7 +154,11 @@ static void run_rounds(sp_model *m, sp_model *dm, const sp_sampling_params *p, b
             items[i] = (sp_batch_item){.session = qs[i].t, .tokens = toks[i], .n_tokens = K + 1,
                                        .logits = qs[i].rows};
             ver[i] = (sp_batch_verify){qs[i].ver, qs[i].smp, model ? qs[i].d : NULL, -1, -1};
-            if (device)
+            /* as the server: a round with a draft's distribution on the host is the host's */
+            bool on_host = false;
+            for (int j = 0; j < K; j++)
+                on_host |= q[i][j] != NULL;
+            if (device && !on_host)
                 items[i].verify = &ver[i];
         }
         sp_error err = {0};
@@ -200,7 +207,7 @@ static void test_batch_verify_equals_host(void **state)
         test_shim_ops(own_t, &dev_ops, 3);
     const sp_sampling_params sets[2] = {{.temperature = 1.5f, .top_k = 12, .top_p = 1.0f, .seed = 5},
                                         {.temperature = 0.8f, .top_p = 0.9f, .seed = 9}};
-    int64_t accepted = 0, drafted = 0, all_in = 0, on_device = 0;
+    int64_t accepted = 0, drafted = 0, all_in = 0, on_device = 0, left_drawn = 0;
     for (int si = 0; si < 2; si++)
         for (int model = 0; model < 2; model++) {
             seq_state host[SEQS], dev[SEQS];
@@ -221,18 +228,21 @@ static void test_batch_verify_equals_host(void **state)
                 drafted += dev[i].drafted;
                 all_in += dev[i].all_in;
                 on_device += dev[i].on_device;
+                left_drawn += dev[i].left_drawn;
                 seq_close(&host[i]);
                 seq_close(&dev[i]);
             }
         }
     print_message("  %lld of %lld drafts accepted (%lld rounds all accepted); %lld outcomes from the "
-                  "device (%d verifications on the shim, %d left to the host)\n", (long long)accepted,
-                  (long long)drafted, (long long)all_in, (long long)on_device, g_shim.verify_calls,
-                  g_shim.verify_left);
+                  "device (%d verifications on the shim, %d left to the host); %lld draws left to "
+                  "the host\n", (long long)accepted, (long long)drafted, (long long)all_in,
+                  (long long)on_device, g_shim.verify_calls, g_shim.verify_left,
+                  (long long)left_drawn);
     assert_true(accepted > 0 && accepted < drafted && all_in > 0); /* rejections, bonus tokens */
     assert_true(on_device > 0); /* the device path ran, not only the host's */
     if (cpu)
-        assert_true(g_shim.verify_calls > 0 && g_shim.verify_left > 0 && g_shim.draw_left > 0);
+        assert_true(g_shim.verify_calls > 0 && g_shim.verify_left > 0 && g_shim.draw_left > 0 &&
+                    left_drawn > 0);
     sp_model_close(dm);
     sp_model_close(m);
     remove_tree(pdir);
@@ -268,10 +278,11 @@ static void test_batch_verify_refuses(void **state)
     }
     assert_int_equal(sp_session_keep_rows(q.t, -3, NULL), SP_OK); /* nothing to make room for */
     bool last;
-    assert_false(sp_draft_sampler_drawn(q.ds, -1, 0, &last)); /* no such token */
-    assert_false(sp_draft_sampler_drawn(q.ds, (int32_t)sp_model_n_vocab(m), 0, &last));
-    assert_false(sp_draft_sampler_drawn(q.ds, 5, K, &last)); /* past k_max */
-    const double *qd;
+    const double *qd = (const double *)&last;
+    assert_false(sp_draft_sampler_drawn(q.ds, -1, 0, NULL, &qd, &last)); /* no such token */
+    assert_null(qd);
+    assert_false(sp_draft_sampler_drawn(q.ds, (int32_t)sp_model_n_vocab(m), 0, NULL, &qd, &last));
+    assert_false(sp_draft_sampler_drawn(q.ds, 5, K, NULL, &qd, &last)); /* past k_max */
     sp_error err = {0};
     assert_int_not_equal(sp_draft_sampler_kept_q(q.ds, q.d, K, &qd, &err), SP_OK);
     assert_int_not_equal(sp_draft_sampler_kept_q(q.ds, q.t, 0, &qd, &err), SP_OK); /* no kept rows */
