@@ -325,6 +325,10 @@ typedef struct sp_batch_item {
                                 session's kept row keep - 1 (sp_session_keep_rows): a draft's
                                 row for its target's verification (sp_batch_verify) */
     sp_batch_verify *verify; /* or NULL: see sp_batch_verify */
+    double *dist;            /* or NULL; with sampling: where the draw is made on the host (the
+                                last logits came back: sp_session_last_logits non-NULL after
+                                the pass), the row's distribution under sampling (n_vocab
+                                values, sp_draft_sampler_next's q) from the same pass over it */
 } sp_batch_item;
 SP_API sp_status sp_batch_eval(sp_model *model, const sp_batch_item *items, size_t n_items,
                         sp_error *err);
@@ -471,13 +475,17 @@ struct sp_batch_verify {
  * (sp_batch_item.sampling with the sampler's params, .u, .pick; .keep = i + 1 for draft i);
  * sp_draft_sampler_drawn then takes the pass's token. */
 SP_API double sp_draft_sampler_uniform(sp_draft_sampler *sampler);
+/* Where draft i's distribution goes when its draw is made on the host (the pass item's
+ * dist): n_vocab values of the sampler's; NULL for a greedy sampler or i out of range. */
+SP_API double *sp_draft_sampler_dist(sp_draft_sampler *sampler, int32_t i);
 /* sp_draft_sampler_next for draft token i drawn in the pass (its row kept on the device):
- * false when the draft ends before it, *last. draft_logits: the pass's row where the device
- * left the draw to the host (sp_session_last_logits of the draft's session, non-NULL then),
- * else NULL; *q is that row's distribution (valid as sp_draft_sampler_next's: a verification
- * with it is the host's, as the device would leave it to the host too), else NULL. */
+ * false when the draft ends before it, *last. on_host: the draw was made on the host (the
+ * pass's logits came back, sp_session_last_logits non-NULL) with the item's dist
+ * sp_draft_sampler_dist(i): *q is that distribution (valid as sp_draft_sampler_next's; a
+ * verification with it is the host's, as the device would leave it to the host too), else
+ * NULL. */
 SP_API bool sp_draft_sampler_drawn(sp_draft_sampler *sampler, int32_t token, int32_t i,
-                                   const float *draft_logits, const double **q, bool *last);
+                                   bool on_host, const double **q, bool *last);
 /* The distribution of draft i from its row kept in `draft` (kept row i), for a
  * verification on the host: valid as sp_draft_sampler_next's. */
 SP_API sp_status sp_draft_sampler_kept_q(sp_draft_sampler *sampler, sp_session *draft, int32_t i,

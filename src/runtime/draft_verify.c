@@ -151,8 +151,13 @@ bool sp_draft_sampler_take(sp_draft_sampler *s, int32_t token, int32_t i, const 
 
 double sp_draft_sampler_uniform(sp_draft_sampler *s) { return sp_drafter_uniform(s->drafter); }
 
-bool sp_draft_sampler_drawn(sp_draft_sampler *s, int32_t token, int32_t i,
-                            const float *draft_logits, const double **q, bool *last)
+double *sp_draft_sampler_dist(sp_draft_sampler *s, int32_t i)
+{
+    return sp_drafter_q_slot(s->drafter, i);
+}
+
+bool sp_draft_sampler_drawn(sp_draft_sampler *s, int32_t token, int32_t i, bool on_host,
+                            const double **q, bool *last)
 {
     *last = false;
     *q = NULL;
@@ -160,8 +165,8 @@ bool sp_draft_sampler_drawn(sp_draft_sampler *s, int32_t token, int32_t i,
         return false;
     sp_pick r = sp_drafter_take(s->drafter, token);
     *last = r == SP_PICK_LAST;
-    if (r != SP_PICK_END)
-        *q = sp_drafter_q_row(s->drafter, draft_logits, i);
+    if (r != SP_PICK_END && on_host)
+        *q = sp_drafter_q_slot(s->drafter, i);
     return r != SP_PICK_END;
 }
 

@@ -348,12 +348,11 @@ bool sp_sample_dist_row(const sp_sample_req *r, const float *logits, int64_t V, 
     return true;
 }
 
-int32_t sp_sampler_dist_draw(sp_sampler *s, const float *logits, double *probs, double u)
+int32_t sp_sample_row_dist(const sp_sample_req *r, const float *logits, int64_t V,
+                           sp_sample_work *wk, double *probs)
 {
-    int64_t V = s->n_vocab;
-    sp_sample_req r = sp_sample_req_of(&s->p, u);
     double lane[SP_SAMPLE_LANES], group[SP_SAMPLE_GROUPS];
-    const double total = r.inv_t > 0.0 ? kept_weights(&r, logits, V, &s->work, lane, group) : 0.0;
+    const double total = r->inv_t > 0.0 ? kept_weights(r, logits, V, wk, lane, group) : 0.0;
     if (!(total > 0.0)) { /* greedy, or every logit NaN: the greedy scan's pick */
         const int32_t id = sp_argmax(logits, V);
         memset(probs, 0, (size_t)V * sizeof *probs);
@@ -361,8 +360,14 @@ int32_t sp_sampler_dist_draw(sp_sampler *s, const float *logits, double *probs, 
         return id;
     }
     for (int64_t i = 0; i < V; i++)
-        probs[i] = s->work.w[i] / total;
-    return walk(lane, group, s->work.w, V, u * total);
+        probs[i] = wk->w[i] / total;
+    return walk(lane, group, wk->w, V, r->u * total);
+}
+
+int32_t sp_sampler_dist_draw(sp_sampler *s, const float *logits, double *probs, double u)
+{
+    const sp_sample_req r = sp_sample_req_of(&s->p, u);
+    return sp_sample_row_dist(&r, logits, s->n_vocab, &s->work, probs);
 }
 
 void sp_sampler_dist(sp_sampler *s, const float *logits, double *probs)

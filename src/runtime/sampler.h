@@ -58,6 +58,10 @@ bool sp_sample_dist_row(const sp_sample_req *r, const float *logits, int64_t n_v
 /* sp_sampler_dist, and the token sp_sample_row draws from the same logits with uniform u
  * (one pass over the row). */
 int32_t sp_sampler_dist_draw(sp_sampler *s, const float *logits, double *probs, double u);
+/* sp_sample_row's token and r's distribution over logits[n_vocab] into probs, from one pass
+ * over the row (where r is greedy or has no candidate: the argmax, probs one-hot there). */
+int32_t sp_sample_row_dist(const sp_sample_req *r, const float *logits, int64_t n_vocab,
+                           sp_sample_work *work, double *probs);
 /* The groups' sums of lane sums (sample_row.h's order) into group[SP_SAMPLE_GROUPS]; returns
  * their total. */
 double sp_sample_groups(const double *lane, double *group);

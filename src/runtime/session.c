@@ -160,8 +160,10 @@ sp_status sp_session_eval(sp_session *s, const int32_t *tokens, size_t n_tokens,
 }
 
 /* The pick of the last logits a pass read back (the backend did not pick): greedy, or
- * req's draw. */
-static sp_status host_pick(sp_session *s, const sp_sample_req *req, int32_t *id, sp_error *err)
+ * req's draw; with dist (a draw), the row's distribution under req too, from the same pass
+ * (sp_sample_row_dist). */
+static sp_status host_pick(sp_session *s, const sp_sample_req *req, double *dist, int32_t *id,
+                           sp_error *err)
 {
     if (!req || !(req->inv_t > 0.0)) {
         *id = sp_argmax(s->logits, s->m->n_vocab);
@@ -170,7 +172,8 @@ static sp_status host_pick(sp_session *s, const sp_sample_req *req, int32_t *id,
     if (!s->draw.w && sp_sample_work_init(&s->draw, s->m->n_vocab) != SP_OK)
         return sp_err(err, SP_ERR_NOMEM, "out of memory drawing a token (%lld-token vocabulary)",
                       (long long)s->m->n_vocab);
-    *id = sp_sample_row(req, s->logits, s->m->n_vocab, &s->draw);
+    *id = dist ? sp_sample_row_dist(req, s->logits, s->m->n_vocab, &s->draw, dist)
+               : sp_sample_row(req, s->logits, s->m->n_vocab, &s->draw);
     return SP_OK;
 }
 
@@ -195,7 +198,7 @@ sp_status sp_session_eval_greedy(sp_session *s, const int32_t *tokens, size_t n_
     if (st != SP_OK)
         return st;
     if (id < 0) /* the logits came back: pick here */
-        st = host_pick(s, NULL, &id, err);
+        st = host_pick(s, NULL, NULL, &id, err);
     else
         s->has_logits = false; /* only the pick came back */
     *next = id;
@@ -203,10 +206,11 @@ sp_status sp_session_eval_greedy(sp_session *s, const int32_t *tokens, size_t n_
 }
 
 /* sp_session_eval_sample, the last row's logits also copied to keep (backend memory) or
- * not (NULL). */
+ * not (NULL); a draw made on the host also writes the row's distribution to dist (or not:
+ * NULL). */
 static sp_status eval_draw(sp_session *s, const int32_t *tokens, size_t n_tokens,
-                           const sp_sampling_params *params, double u, float *keep, int32_t *next,
-                           sp_error *err)
+                           const sp_sampling_params *params, double u, float *keep, double *dist,
+                           int32_t *next, sp_error *err)
 {
     if (!next)
         return sp_err(err, SP_ERR_INVALID_ARG, "no place for the drawn token (next is NULL)");
@@ -218,7 +222,7 @@ static sp_status eval_draw(sp_session *s, const int32_t *tokens, size_t n_tokens
     if ((st = eval_seq_on(s, tokens, n_tokens, NULL, &id, &req, NULL, NULL, keep, err)) != SP_OK)
         return st;
     if (id < 0) /* the logits came back: draw here */
-        st = host_pick(s, &req, &id, err);
+        st = host_pick(s, &req, dist, &id, err);
     else
         s->has_logits = false; /* only the token came back */
     *next = id;
@@ -229,7 +233,7 @@ sp_status sp_session_eval_sample(sp_session *s, const int32_t *tokens, size_t n_
                                  const sp_sampling_params *params, double u, int32_t *next,
                                  sp_error *err)
 {
-    return eval_draw(s, tokens, n_tokens, params, u, NULL, next, err);
+    return eval_draw(s, tokens, n_tokens, params, u, NULL, NULL, next, err);
 }
 
 /* ---- speculative sampling on the device --------------------------------------------- */
@@ -283,12 +287,12 @@ sp_status sp_session_kept_download(sp_session *s, int32_t slot, float *row, sp_e
 
 sp_status sp_session_eval_sample_keep(sp_session *s, const int32_t *tokens, size_t n_tokens,
                                       const sp_sampling_params *params, double u, int32_t slot,
-                                      int32_t *next, sp_error *err)
+                                      double *dist, int32_t *next, sp_error *err)
 {
     float *keep = (float *)sp_session_kept(s, slot);
     if (!keep)
         return sp_err(err, SP_ERR_INTERNAL, "no kept row %d", slot);
-    return eval_draw(s, tokens, n_tokens, params, u, keep, next, err);
+    return eval_draw(s, tokens, n_tokens, params, u, keep, dist, next, err);
 }
 
 sp_status sp_session_eval_verify(sp_session *s, const int32_t *tokens, size_t n,
@@ -478,7 +482,7 @@ sp_status sp_batch_eval(sp_model *m, const sp_batch_item *items, size_t n_items,
         if (!it->pick || pick_st != SP_OK)
             continue;
         if (it->logits || *it->pick < 0) /* the last logits came back: pick here */
-            pick_st = host_pick(it->session, &ex[i].req, it->pick, err);
+            pick_st = host_pick(it->session, &ex[i].req, it->dist, it->pick, err);
         else
             it->session->has_logits = false; /* only the pick came back */
     }

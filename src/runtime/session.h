@@ -44,10 +44,12 @@ void sp_session_set_mtp_real(sp_session *s, int64_t n);
 /* Kept row slot (backend memory), or NULL. */
 const float *sp_session_kept(const sp_session *s, int32_t slot);
 sp_status sp_session_kept_download(sp_session *s, int32_t slot, float *row, sp_error *err);
-/* sp_session_eval_sample, the last row's logits also kept in slot. */
+/* sp_session_eval_sample, the last row's logits also kept in slot; where the draw is made on
+ * the host (the row came back: sp_session_last_logits non-NULL), the row's distribution under
+ * params is written to dist[n_vocab] from the same pass (sp_sampler_dist_draw's). */
 sp_status sp_session_eval_sample_keep(sp_session *s, const int32_t *tokens, size_t n_tokens,
                                       const sp_sampling_params *params, double u, int32_t slot,
-                                      int32_t *next, sp_error *err);
+                                      double *dist, int32_t *next, sp_error *err);
 /* Evaluates tokens (the pending token, then n - 1 drafts) verifying the drafts by spec's
  * request (engine/forward.h): *n_acc drafts accepted and *next the target's next token, the
  * host rule's; or *n_acc = -1 and logits [n, n_vocab] holds every row (the caller verifies

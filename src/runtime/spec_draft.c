@@ -93,7 +93,7 @@ static bool catch_up(sp_drafter *d, const int32_t *seq, int64_t n_seq, int64_t b
     const size_t n = (size_t)(n_seq - have);
     if (keep) /* the first draft drawn and its row kept on the device */
         *st = sp_session_eval_sample_keep(s, seq + have, n, d->c.sampling, sp_rng_uniform(&d->rng),
-                                          0, pick, err);
+                                          0, sp_drafter_q_slot(d, 0), pick, err);
     else
         *st = pick ? sp_session_eval_greedy(s, seq + have, n, pick, err)
                    : sp_session_eval(s, seq + have, n, NULL, err);
@@ -149,13 +149,14 @@ static sp_status propose_kept(sp_drafter *d, const int32_t *seq, int64_t n_seq, 
         sp_pick r = sp_drafter_take(d, tok);
         if (r == SP_PICK_END)
             break;
-        /* a draw the device left to the host: its row is here, its distribution now */
-        q[*n_out] = sp_drafter_q_row(d, sp_session_last_logits(s), i);
+        /* a draw the device left to the host wrote its distribution with it */
+        q[*n_out] = sp_session_last_logits(s) ? sp_drafter_q_slot(d, i) : NULL;
         out[(*n_out)++] = tok;
         if (r == SP_PICK_LAST || i + 1 == k)
             break;
         if ((st = sp_session_eval_sample_keep(s, &tok, 1, d->c.sampling, sp_rng_uniform(&d->rng),
-                                              i + 1, &tok, err)) != SP_OK)
+                                              i + 1, sp_drafter_q_slot(d, i + 1), &tok, err)) !=
+            SP_OK)
             return st;
     }
     return SP_OK;
@@ -284,17 +285,15 @@ sp_status sp_drafter_q_kept(sp_drafter *d, sp_session *s, int32_t i, const doubl
     sp_status st = sp_session_kept_download(s, i, d->row, err);
     if (st != SP_OK)
         return st;
-    *q = sp_drafter_q_row(d, d->row, i);
+    double *qi = d->q + (size_t)i * (size_t)d->n_vocab;
+    sp_sampler_dist(d->smp, d->row, qi);
+    *q = qi;
     return SP_OK;
 }
 
-const double *sp_drafter_q_row(sp_drafter *d, const float *logits, int32_t i)
+double *sp_drafter_q_slot(sp_drafter *d, int32_t i)
 {
-    if (!logits || !d->q || i < 0 || i >= d->c.k_max)
-        return NULL;
-    double *qi = d->q + (size_t)i * (size_t)d->n_vocab;
-    sp_sampler_dist(d->smp, logits, qi);
-    return qi;
+    return d->q && i >= 0 && i < d->c.k_max ? d->q + (size_t)i * (size_t)d->n_vocab : NULL;
 }
 
 void sp_drafter_rollback(sp_drafter *d, int64_t n_valid)

@@ -49,18 +49,16 @@ sp_status sp_drafter_propose(sp_drafter *d, const int32_t *seq, int64_t n_seq, i
                              int32_t *n_out, sp_error *err);
 /* Whether the last proposal's distributions are the session's kept rows on the device
  * (its q[i] are then NULL, not one-hot, but for draws the device left to the host, whose
- * rows came back: sp_drafter_q_row). */
+ * rows came back and whose distributions were written with the draw: sp_drafter_q_slot). */
 bool sp_drafter_kept(const sp_drafter *d);
 /* The distribution of draft i on the host from session s's kept row i (for a verification
  * the device left to the host): into the drafter's q[i], the row read back into a buffer the
  * drafter keeps. */
 sp_status sp_drafter_q_kept(sp_drafter *d, sp_session *s, int32_t i, const double **q,
                             sp_error *err);
-/* The distribution of draft i from its row on the host (a draw the device left to the host:
- * the pass's logits came back), into the drafter's q[i]; NULL for a greedy drafter, a row
- * that is NULL or an i out of range. Computed when the row arrives, it spares the kept
- * row's read back at verification. */
-const double *sp_drafter_q_row(sp_drafter *d, const float *logits, int32_t i);
+/* The drafter's q[i] (n_vocab values): where a draw made on the host in a pass writes draft
+ * i's distribution (sp_batch_item.dist); NULL for a greedy drafter or i out of range. */
+double *sp_drafter_q_slot(sp_drafter *d, int32_t i);
 
 /* The drafting stream's next uniform (a draw made in a pass: sp_draft_sampler_uniform). */
 double sp_drafter_uniform(sp_drafter *d);

@@ -10,7 +10,7 @@
  *      pick its pass read back (sp_batch_item.pick, sp_draft_sampler_take), or one that
  *      keeps its rows (sp_draft_req.keep) takes the draw its pass made with its sampler's
  *      uniform (sp_draft_sampler_drawn; the row kept on the device for the target, its
- *      distribution computed here where the device left the draw to the host); those
+ *      distribution written with the draw where the device left it to the host); those
  *      that go on evaluate it, all in one pass, until every draft has ended (k reached,
  *      p_min, end of sequence). */
 #include "drafts.h"
@@ -111,6 +111,7 @@ static sp_batch_item slot_item(sp_draft_pool *p, int i, const sp_draft_req *r, c
         it.sampling = r->sampling;
         it.u = sp_draft_sampler_uniform(r->sampler);
         it.keep = next + 1;
+        it.dist = sp_draft_sampler_dist(r->sampler, next); /* written where drawn on the host */
     }
     return it;
 }
@@ -159,8 +160,8 @@ static size_t pick(sp_draft_pool *p, sp_draft_req *const *reqs, int32_t j)
         } else if (r->keep) { /* the draw its last pass made; the row stays on the device
                                 * (and came back where the device left the draw here) */
             tok = p->picks[i];
-            ok = sp_draft_sampler_drawn(r->sampler, tok, j, sp_session_last_logits(p->sessions[i]),
-                                        &q, &last);
+            ok = sp_draft_sampler_drawn(r->sampler, tok, j,
+                                        sp_session_last_logits(p->sessions[i]) != NULL, &q, &last);
         } else {
             ok = sp_draft_sampler_next(r->sampler, sp_session_last_logits(p->sessions[i]), j, &tok,
                                        &q, &last);

@@ -86,6 +86,7 @@ static void draft_round(sp_model *dm, const sp_sampling_params *p, seq_state *qs
                 items[i].sampling = p;
                 items[i].u = sp_draft_sampler_uniform(qs[i].ds);
                 items[i].keep = j + 1;
+                items[i].dist = sp_draft_sampler_dist(qs[i].ds, j);
             }
         }
         sp_error err = {0};
@@ -95,7 +96,8 @@ static void draft_round(sp_model *dm, const sp_sampling_params *p, seq_state *qs
             bool last;
             if (device) { /* the row came back where the device left the draw here */
                 const float *row = sp_session_last_logits(qs[i].d);
-                assert_true(sp_draft_sampler_drawn(qs[i].ds, pick[i], j, row, &q[i][j], &last));
+                assert_true(
+                    sp_draft_sampler_drawn(qs[i].ds, pick[i], j, row != NULL, &q[i][j], &last));
                 assert_true((row != NULL) == (q[i][j] != NULL));
                 qs[i].left_drawn += row != NULL;
                 drafts[i][j] = pick[i];
@@ -279,10 +281,12 @@ static void test_batch_verify_refuses(void **state)
     assert_int_equal(sp_session_keep_rows(q.t, -3, NULL), SP_OK); /* nothing to make room for */
     bool last;
     const double *qd = (const double *)&last;
-    assert_false(sp_draft_sampler_drawn(q.ds, -1, 0, NULL, &qd, &last)); /* no such token */
+    assert_false(sp_draft_sampler_drawn(q.ds, -1, 0, true, &qd, &last)); /* no such token */
     assert_null(qd);
-    assert_false(sp_draft_sampler_drawn(q.ds, (int32_t)sp_model_n_vocab(m), 0, NULL, &qd, &last));
-    assert_false(sp_draft_sampler_drawn(q.ds, 5, K, NULL, &qd, &last)); /* past k_max */
+    assert_false(sp_draft_sampler_drawn(q.ds, (int32_t)sp_model_n_vocab(m), 0, true, &qd, &last));
+    assert_false(sp_draft_sampler_drawn(q.ds, 5, K, true, &qd, &last)); /* past k_max */
+    assert_null(sp_draft_sampler_dist(q.ds, K));
+    assert_null(sp_draft_sampler_dist(q.ds, -1));
     sp_error err = {0};
     assert_int_not_equal(sp_draft_sampler_kept_q(q.ds, q.d, K, &qd, &err), SP_OK);
     assert_int_not_equal(sp_draft_sampler_kept_q(q.ds, q.t, 0, &qd, &err), SP_OK); /* no kept rows */
