@@ -654,14 +654,15 @@ k_moe_combine_add_rmsnorm(const int32_t *__restrict__ ids, const float *__restri
                           const float *__restrict__ nw, float eps, float *xn)
 {
     spc_pdl_trigger();
-    rn_prefetch(nw, H); /* the norm weights do not depend on the kernels before */
-    spc_pdl_wait();     /* launched as a programmatic dependent */
+    rn_w wl;
+    wl.load(nw, H); /* the norm weights do not depend on the kernels before */
+    spc_pdl_wait(); /* launched as a programmatic dependent */
     const int64_t t = blockIdx.x;
     mc_sum<K> f;
     f.y = ys + t * k * H, f.H = H;
     mc_order(ids + t * k, wts + t * k, k, f);
     float *xr = x + t * H;
-    rn_row<true>(xr, xr, f, nw, H, eps, xn + t * H, out + t * H);
+    rn_row<true>(xr, xr, f, wl, H, eps, xn + t * H, out + t * H);
 }
 
 static unsigned ew(int64_t n) { return spc_grid_blocks(n, 256); }

@@ -186,9 +186,10 @@ k_rmsnorm(const float *x, int64_t xs, const float *__restrict__ w, int64_t dim, 
           float *out, int64_t os)
 {
     spc_pdl_trigger();
-    rn_prefetch(w, dim); /* the norm weights do not depend on the previous kernel */
-    spc_pdl_wait(); /* launched as a programmatic dependent */
-    rn_row<false>(NULL, x + (int64_t)blockIdx.x * xs, rn_res_mem{NULL}, w, dim, eps,
+    rn_w wl;
+    wl.load(w, dim); /* the norm weights do not depend on the previous kernel */
+    spc_pdl_wait();  /* launched as a programmatic dependent */
+    rn_row<false>(NULL, x + (int64_t)blockIdx.x * xs, rn_res_mem{NULL}, wl, dim, eps,
                   out + (int64_t)blockIdx.x * os);
 }
 
@@ -200,10 +201,11 @@ k_add_rmsnorm(float *x, int64_t xs, const float *__restrict__ r, int64_t rs,
               const float *__restrict__ w, int64_t dim, float eps, float *out, int64_t os)
 {
     spc_pdl_trigger();
-    rn_prefetch(w, dim); /* the norm weights do not depend on the previous kernel */
-    spc_pdl_wait(); /* launched as a programmatic dependent */
+    rn_w wl;
+    wl.load(w, dim); /* the norm weights do not depend on the previous kernel */
+    spc_pdl_wait();  /* launched as a programmatic dependent */
     float *xr = x + (int64_t)blockIdx.x * xs;
-    rn_row<true>(xr, xr, rn_res_mem{r + (int64_t)blockIdx.x * rs}, w, dim, eps,
+    rn_row<true>(xr, xr, rn_res_mem{r + (int64_t)blockIdx.x * rs}, wl, dim, eps,
                  out + (int64_t)blockIdx.x * os);
 }
 

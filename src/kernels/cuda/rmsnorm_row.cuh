@@ -11,16 +11,34 @@
 
 #define RN_THREADS 256
 
-/* Starts bringing the norm weights into L2 (one prefetch per 128-byte line). */
-static __device__ __forceinline__ void rn_prefetch(const float *w, int64_t dim)
-{
-    if (!w)
-        return;
-    for (int64_t i = (int64_t)threadIdx.x * 32; i < dim; i += (int64_t)RN_THREADS * 32)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(w + i));
-}
-
 #define RN_REG 16 /* elements per thread held in registers (dims up to 4096; more are re-read) */
+
+/* The norm weights (or none: w NULL), as rn_row multiplies by them: brought into L2 by
+ * load() before the kernel waits for the kernels before it (they do not depend on them),
+ * then a thread's first RN_REG read into registers by fetch() right after the row's own
+ * loads are issued, so that they arrive during the sum of squares and the multiply waits
+ * for no load; the rest of a longer row is read at the multiply. */
+struct rn_w {
+    const float *w;
+    int64_t dim;
+    float v[RN_REG];
+    __device__ __forceinline__ void load(const float *wp, int64_t n)
+    {
+        w = wp, dim = n;
+        if (!wp)
+            return;
+        for (int64_t i = (int64_t)threadIdx.x * 32; i < n; i += (int64_t)RN_THREADS * 32)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(wp + i));
+    }
+    __device__ __forceinline__ void fetch()
+    {
+#pragma unroll
+        for (int q = 0; q < RN_REG; q++) {
+            const int64_t i = threadIdx.x + (int64_t)q * RN_THREADS;
+            v[q] = w && i < dim ? __ldg(w + i) : 0.0f;
+        }
+    }
+};
 
 /* The residual of rn_row read from memory: r[i]. */
 struct rn_res_mem {
@@ -32,7 +50,7 @@ struct rn_res_mem {
 };
 
 /* One row: v = x (+ r(i), stored back to x when ADD; r(i) also to rout[i] when rout is
- * given), out = rmsnorm(v) * w. Thread t takes elements t, t + RN_THREADS, ... in
+ * given), out = rmsnorm(v) * w (w: rn_w, loaded). Thread t takes elements t, t + RN_THREADS, ... in
  * ascending order (its first RN_REG residuals, then its first RN_REG x values, loaded
  * together, so their loads are in flight at once; nothing is stored before they are all
  * issued) for the sum of squares (fmaf), then the warp butterflies and the eight warp sums
@@ -41,8 +59,8 @@ struct rn_res_mem {
  * (< RN_REG), r.value(q) is its residual after every fetch was issued, and r(i) that of an
  * element past the first RN_REG (loaded and used at once). */
 template <bool ADD, typename R>
-static __device__ __forceinline__ void rn_row(float *x, const float *xin, R r,
-                                              const float *w, int64_t dim, float eps, float *o,
+static __device__ __forceinline__ void rn_row(float *x, const float *xin, R r, rn_w &w,
+                                              int64_t dim, float eps, float *o,
                                               float *rout = NULL)
 {
     __shared__ float part[RN_THREADS / 32];
@@ -56,16 +74,20 @@ static __device__ __forceinline__ void rn_row(float *x, const float *xin, R r,
             if (i < dim)
                 r.fetch(q, i);
         }
-#pragma unroll
-        for (int q = 0; q < RN_REG; q++) {
-            const int64_t i = t0 + (int64_t)q * RN_THREADS;
-            rv[q] = i < dim ? r.value(q) : 0.0f;
-        }
     }
 #pragma unroll
     for (int q = 0; q < RN_REG; q++) {
         const int64_t i = t0 + (int64_t)q * RN_THREADS;
-        v[q] = i < dim ? (ADD ? __fadd_rn(xin[i], rv[q]) : xin[i]) : 0.0f;
+        v[q] = i < dim ? xin[i] : 0.0f;
+    }
+    w.fetch(); /* after the row's loads: they lead, the weights arrive during the sums */
+    if constexpr (ADD) {
+#pragma unroll
+        for (int q = 0; q < RN_REG; q++) {
+            const int64_t i = t0 + (int64_t)q * RN_THREADS;
+            rv[q] = i < dim ? r.value(q) : 0.0f;
+            v[q] = i < dim ? __fadd_rn(v[q], rv[q]) : 0.0f;
+        }
     }
     float s = 0.0f;
 #pragma unroll
@@ -111,12 +133,12 @@ static __device__ __forceinline__ void rn_row(float *x, const float *xin, R r,
         const int64_t i = t0 + (int64_t)q * RN_THREADS;
         if (i < dim) {
             float a = __fmul_rn(v[q], inv);
-            o[i] = w ? __fmul_rn(w[i], a) : a;
+            o[i] = w.w ? __fmul_rn(w.v[q], a) : a;
         }
     }
     for (int64_t i = t0 + (int64_t)RN_REG * RN_THREADS; i < dim; i += RN_THREADS) {
         float a = __fmul_rn(ADD ? x[i] : xin[i], inv);
-        o[i] = w ? __fmul_rn(w[i], a) : a;
+        o[i] = w.w ? __fmul_rn(w.w[i], a) : a;
     }
 }
 
