@@ -163,6 +163,8 @@ template <bool STAGE>
 __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, const at_split sp)
 {
     spc_pdl_trigger();
+    /* the head's sink (a weight: read before the wait, used at the end) */
+    const float sink = a.sinks ? __ldg(a.sinks + blockIdx.x) : 0.0f;
     const bool early = STAGE && sp.early;
     if (!early)
         spc_pdl_wait(); /* launched as a programmatic dependent */
@@ -355,7 +357,6 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, 
             *cnt = 0; /* for the next launch */
     }
     if (a.sinks) {
-        float sink = a.sinks[h];
         float mn = fmaxf(m, sink);
         float corr = m == -INFINITY ? 0.0f : expf(__fsub_rn(m, mn));
         denom = __fadd_rn(__fmul_rn(denom, corr), expf(__fsub_rn(sink, mn)));

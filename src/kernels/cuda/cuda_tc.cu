@@ -262,10 +262,16 @@ k_tc_rows(const tc_set set, const float *__restrict__ x, int64_t n_tok, bool xve
     for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
         int64_t r0;
         const int m = tc_group(set, g, &r0);
-        float total[PER][2];
+        float total[PER][2], bias[PER]; /* the group's bias, read now: used at the store */
 #pragma unroll
-        for (int i = 0; i < PER; i++)
+        for (int i = 0; i < PER; i++) {
             total[i][0] = total[i][1] = 0.0f;
+            const int el = e + 32 * W * i, fr = (el >> 5) & 3;
+            const int64_t row = r0 + (lane >> 2) + (fr >= 2 ? 8 : 0);
+            bias[i] = !set.swiglu && set.b[m] && el < 128 * NT && row < set.rows[m]
+                          ? __ldg(set.b[m] + row)
+                          : 0.0f;
+        }
         for (int round = 0; round < items; round += ROUND) {
             const int n_in = items - round < ROUND ? items - round : ROUND;
             for (int k = warp; k < n_in; k += W) {
@@ -306,7 +312,7 @@ k_tc_rows(const tc_set set, const float *__restrict__ x, int64_t n_tok, bool xve
             if (set.swiglu)
                 v = __fmul_rn(spc_silu(v), total[i][1]);
             else if (set.b[m])
-                v = __fadd_rn(v, set.b[m][row]);
+                v = __fadd_rn(v, bias[i]);
             set.y[m][tok * set.rows[m] + row] = v;
         }
     }
