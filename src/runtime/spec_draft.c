@@ -210,7 +210,7 @@ sp_pick sp_drafter_pick(sp_drafter *d, const float *logits, int32_t i, int32_t *
     if (d->c.sampling->temperature == 0.0f) {
         *tok = sp_argmax(logits, d->n_vocab);
     } else {
-        double *qi = d->q + (size_t)i * (size_t)d->n_vocab;
+        double *qi = sp_drafter_q_slot(d, i);
         *tok = sp_sampler_dist_draw(d->smp, logits, qi, sp_rng_uniform(&d->rng));
         *q = qi;
     }
@@ -278,14 +278,14 @@ sp_status sp_drafter_q_kept(sp_drafter *d, sp_session *s, int32_t i, const doubl
     if (!s || sp_model_n_vocab(sp_session_model(s)) != d->n_vocab)
         return sp_err(err, SP_ERR_INVALID_ARG, "draft: the session's vocabulary is not the draft "
                       "model's");
-    if (!d->q || i < 0 || i >= d->c.k_max)
+    double *qi = sp_drafter_q_slot(d, i);
+    if (!qi)
         return sp_err(err, SP_ERR_INVALID_ARG, "draft: no distribution for draft %d", i);
     if (!d->row && !(d->row = malloc((size_t)d->n_vocab * sizeof *d->row)))
         return sp_err(err, SP_ERR_NOMEM, "out of memory reading a draft row back");
     sp_status st = sp_session_kept_download(s, i, d->row, err);
     if (st != SP_OK)
         return st;
-    double *qi = d->q + (size_t)i * (size_t)d->n_vocab;
     sp_sampler_dist(d->smp, d->row, qi);
     *q = qi;
     return SP_OK;
