@@ -44,6 +44,7 @@
 #define AT_THREADS 128
 #define AT_WARPS (AT_THREADS / 32)
 #define AT_CHUNK AT_THREADS
+#define AT_CHUNK_LOG2 7 /* AT_CHUNK == 1 << AT_CHUNK_LOG2 */
 #define AT_MAXD 576
 #define AT_DPT ((AT_MAXD + AT_THREADS - 1) / AT_THREADS)
 #define AT_KEYS 8 /* keys a warp scores at once (loads in flight) */
@@ -60,6 +61,7 @@ struct at_split {
     float *part;
     unsigned *cnt;
     int cmax;
+    int group; /* query heads per KV head */
     bool early; /* SPC_ATTN_PAST_READY: earlier passes' rows staged before the wait */
 };
 
@@ -114,6 +116,8 @@ static __device__ __forceinline__ float block_max(float v, float *red)
  * AT_CHUNK rows of qk_dim + v_dim floats, for head dims up to AT_STAGE_DIMS together. */
 #define AT_STAGE_DIMS 256
 #define AT_STAGE_BYTES (AT_CHUNK * AT_STAGE_DIMS * 4)
+static_assert(AT_STAGE_DIMS <= 2 * AT_THREADS, "a staged head's values: two dims a thread at most");
+static_assert(AT_CHUNK == 1 << AT_CHUNK_LOG2, "AT_CHUNK_LOG2");
 
 /* Copies n rows of one head (dim floats each, from src, `stride` floats apart, 16-byte
  * aligned) to dst [n][dim] by cp.async, the whole block (THREADS threads) issuing, and commits
@@ -158,8 +162,15 @@ template <bool STAGE> static __device__ __forceinline__ float at_ld(const float 
  * either way (the same loads' values, the same operations): the staging moves only the
  * loads, so that a chunk costs about one memory round trip instead of one per AT_KEYS
  * keys and per AT_VB value rows. sp: the split's scratch (gridDim.z blocks per (query,
- * head); part NULL when gridDim.z is 1). */
-template <bool STAGE>
+ * head); part NULL when gridDim.z is 1).
+ * DPT: the output dims a thread holds (ceil(v_dim / AT_THREADS), AT_DPT at most); HD > 0:
+ * qk_dim == v_dim == HD, known to the compiler. Both only size the code: a decode step runs
+ * this kernel once on each of its SMs, cold, so its warps wait for instructions to arrive
+ * (ncu, llama-1b decode at ctx ~190: 31% of the stall samples "no instruction", 7,272 SASS
+ * instructions for AT_DPT dims of any size, 64-bit divisions for the split and the KV
+ * head). With HD 64, DPT 1 and 32-bit index math the launch took 10.5 -> 7.3 us (ncu, H200)
+ * and llama-1b exact decode 1,096 -> 1,157-1,164 tok/s. */
+template <bool STAGE, int DPT, int HD>
 __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, const at_split sp)
 {
     spc_pdl_trigger();
@@ -173,20 +184,23 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, 
     __shared__ float red[AT_WARPS];
     __shared__ int last;
     extern __shared__ float4 at_stage[];
+    const int64_t qk_dim = HD ? HD : a.qk_dim, v_dim = HD ? HD : a.v_dim; /* HD: both known */
     const int64_t h = blockIdx.x, t = blockIdx.y;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t pos = a.q_pos ? (int64_t)a.q_pos[t] : a.pos0 + t; /* q_pos: replayable */
     int64_t lo = 0;
     if (a.window > 0 && pos - a.window + 1 > 0)
         lo = pos - a.window + 1;
-    /* this block's chunks c0..c1-1 of the query's C, and how many blocks hold some */
-    const int C = (int)((pos - lo + AT_CHUNK) / AT_CHUNK), S = (int)gridDim.z, z = (int)blockIdx.z;
+    /* this block's chunks c0..c1-1 of the query's C, and how many blocks hold some (32-bit
+     * arithmetic: the host keeps C * S within it) */
+    const int C = (int)((pos - lo) >> AT_CHUNK_LOG2) + 1, S = (int)gridDim.z, z = (int)blockIdx.z;
     int c0 = 0, c1 = C, holders = 1;
     if (S > 1 && sp.part && C > 1 && C <= sp.cmax) {
         if (C <= S) { /* a chunk a block; blocks C.. have none */
             c0 = z < C ? z : C, c1 = z < C ? z + 1 : C, holders = C;
         } else {
-            c0 = (int)((int64_t)z * C / S), c1 = (int)((int64_t)(z + 1) * C / S), holders = S;
+            c0 = (int)((unsigned)(z * C) / (unsigned)S);
+            c1 = (int)((unsigned)((z + 1) * C) / (unsigned)S), holders = S;
         }
     }
     if (c0 >= c1 || (holders == 1 && z != 0))
@@ -194,13 +208,13 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, 
     const bool alone = holders == 1;
     const int64_t kbeg = lo + (int64_t)c0 * AT_CHUNK;
     const int64_t kend = lo + (int64_t)c1 * AT_CHUNK - 1 < pos ? lo + (int64_t)c1 * AT_CHUNK - 1 : pos;
-    const int64_t kvh = h / (a.n_heads / a.n_kv_heads);
-    const int64_t ks = a.k_stride ? a.k_stride : a.n_kv_heads * a.qk_dim;
-    const int64_t vs = a.v_stride ? a.v_stride : a.n_kv_heads * a.v_dim;
-    const float *q = a.q + t * a.q_stride + h * a.qk_dim;
-    const float *kbase = a.k_cache + kvh * a.qk_dim;
-    const float *vbase = a.v_cache + kvh * a.v_dim;
-    float *kst = (float *)at_stage, *vst = kst + AT_CHUNK * a.qk_dim;
+    const int64_t kvh = (int64_t)((unsigned)h / (unsigned)sp.group);
+    const int64_t ks = a.k_stride ? a.k_stride : a.n_kv_heads * qk_dim;
+    const int64_t vs = a.v_stride ? a.v_stride : a.n_kv_heads * v_dim;
+    const float *q = a.q + t * a.q_stride + h * qk_dim;
+    const float *kbase = a.k_cache + kvh * qk_dim;
+    const float *vbase = a.v_cache + kvh * v_dim;
+    float *kst = (float *)at_stage, *vst = kst + AT_CHUNK * qk_dim;
     if constexpr (STAGE) {
         const int n0 = (int)(kend - kbeg + 1 < AT_CHUNK ? kend - kbeg + 1 : AT_CHUNK);
         /* early: the first chunk's rows before the segment's first position (earlier
@@ -211,22 +225,22 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, 
         if (early) {
             const int64_t first = a.q_pos ? (int64_t)a.q_pos[0] : a.pos0;
             np = first <= kbeg ? 0 : first - kbeg < n0 ? (int)(first - kbeg) : n0;
-            at_stage_rows(kst, kbase + kbeg * ks, ks, np, (int)a.qk_dim);
-            at_stage_rows(vst, vbase + kbeg * vs, vs, np, (int)a.v_dim);
+            at_stage_rows(kst, kbase + kbeg * ks, ks, np, (int)qk_dim);
+            at_stage_rows(vst, vbase + kbeg * vs, vs, np, (int)v_dim);
             spc_pdl_wait();
         }
-        at_stage_rows(kst + np * a.qk_dim, kbase + (kbeg + np) * ks, ks, n0 - np, (int)a.qk_dim);
-        at_stage_rows(vst + np * a.v_dim, vbase + (kbeg + np) * vs, vs, n0 - np, (int)a.v_dim);
+        at_stage_rows(kst + np * qk_dim, kbase + (kbeg + np) * ks, ks, n0 - np, (int)qk_dim);
+        at_stage_rows(vst + np * v_dim, vbase + (kbeg + np) * vs, vs, n0 - np, (int)v_dim);
     }
-    for (int64_t d = threadIdx.x; d < a.qk_dim; d += AT_THREADS)
+    for (int64_t d = threadIdx.x; d < qk_dim; d += AT_THREADS)
         qs[d] = q[d];
     __syncthreads();
 
-    float m = -INFINITY, denom = 0.0f, acc[AT_DPT];
+    float m = -INFINITY, denom = 0.0f, acc[DPT];
 #pragma unroll
-    for (int i = 0; i < AT_DPT; i++)
+    for (int i = 0; i < DPT; i++)
         acc[i] = 0.0f;
-    float *slot = sp.part ? sp.part + ((t * a.n_heads + h) * sp.cmax + c0) * (a.v_dim + 2) : NULL;
+    float *slot = sp.part ? sp.part + ((t * a.n_heads + h) * sp.cmax + c0) * (v_dim + 2) : NULL;
 
     for (int64_t cb = kbeg; cb <= kend; cb += AT_CHUNK) {
         int n = (int)(kend - cb + 1 < AT_CHUNK ? kend - cb + 1 : AT_CHUNK);
@@ -235,7 +249,7 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, 
         const float *vc = STAGE ? vst : vbase + cb * vs;
         /* row strides: 32-bit in shared memory (fewer address instructions) */
         using idx = typename std::conditional<STAGE, int, int64_t>::type;
-        const idx kcs = STAGE ? (idx)a.qk_dim : (idx)ks, vcs = STAGE ? (idx)a.v_dim : (idx)vs;
+        const idx kcs = STAGE ? (idx)qk_dim : (idx)ks, vcs = STAGE ? (idx)v_dim : (idx)vs;
         if constexpr (STAGE) {
             spc_cp_wait<1>(); /* this chunk's keys (its values may still be in flight) */
             __syncthreads();
@@ -251,7 +265,7 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, 
                 int jj = jb + q * AT_WARPS;
                 kp[q] = kc + (idx)(jj < n ? jj : jb) * kcs;
             }
-            for (int64_t d = lane; d < a.qk_dim; d += 32) {
+            for (int64_t d = lane; d < qk_dim; d += 32) {
                 const float qd = qs[d];
                 float kv[AT_KEYS];
 #pragma unroll
@@ -276,7 +290,7 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, 
         if constexpr (STAGE) { /* the keys are scored: the next chunk's may come in */
             const int64_t nb = cb + AT_CHUNK;
             const int nn = (int)(nb > kend ? 0 : kend - nb + 1 < AT_CHUNK ? kend - nb + 1 : AT_CHUNK);
-            at_stage_rows(kst, kbase + (nb > kend ? kbeg : nb) * ks, ks, nn, (int)a.qk_dim);
+            at_stage_rows(kst, kbase + (nb > kend ? kbeg : nb) * ks, ks, nn, (int)qk_dim);
             spc_cp_wait<1>(); /* this chunk's values; block_max's barrier publishes them */
         }
         float mine = threadIdx.x < n ? sc[threadIdx.x] : -INFINITY;
@@ -291,9 +305,9 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, 
         else if (threadIdx.x == 0)
             slot[0] = cm, slot[1] = ps;
 #pragma unroll
-        for (int i = 0; i < AT_DPT; i++) {
+        for (int i = 0; i < DPT; i++) {
             int64_t d = threadIdx.x + (int64_t)i * AT_THREADS;
-            if (d < a.v_dim) {
+            if (d < v_dim) {
                 float o = 0.0f;
                 const float *v = vc + d;
                 int jj = 0;
@@ -315,12 +329,12 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, 
             }
         }
         m = mn;
-        slot = slot ? slot + a.v_dim + 2 : NULL;
+        slot = slot ? slot + v_dim + 2 : NULL;
         __syncthreads(); /* sc (and the staged values) are rewritten by the next chunk */
         if constexpr (STAGE) {
             const int64_t nb = cb + AT_CHUNK;
             const int nn = (int)(nb > kend ? 0 : kend - nb + 1 < AT_CHUNK ? kend - nb + 1 : AT_CHUNK);
-            at_stage_rows(vst, vbase + (nb > kend ? kbeg : nb) * vs, vs, nn, (int)a.v_dim);
+            at_stage_rows(vst, vbase + (nb > kend ? kbeg : nb) * vs, vs, nn, (int)v_dim);
         }
     }
     if constexpr (STAGE)
@@ -339,16 +353,16 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, 
         __syncthreads();
         if (!last)
             return;
-        const float *ps_ = sp.part + (t * a.n_heads + h) * sp.cmax * (a.v_dim + 2);
+        const float *ps_ = sp.part + (t * a.n_heads + h) * sp.cmax * (v_dim + 2);
         m = -INFINITY;
-        for (int c = 0; c < C; c++, ps_ += a.v_dim + 2) {
+        for (int c = 0; c < C; c++, ps_ += v_dim + 2) {
             float mn, corr, cc;
             at_fold_scales(m, __ldcg(ps_), &mn, &corr, &cc);
             denom = at_fold(denom, corr, __ldcg(ps_ + 1), cc);
 #pragma unroll
-            for (int i = 0; i < AT_DPT; i++) {
+            for (int i = 0; i < DPT; i++) {
                 int64_t d = threadIdx.x + (int64_t)i * AT_THREADS;
-                if (d < a.v_dim)
+                if (d < v_dim)
                     acc[i] = at_fold(acc[i], corr, __ldcg(ps_ + 2 + d), cc);
             }
             m = mn;
@@ -361,15 +375,15 @@ __global__ void __launch_bounds__(AT_THREADS) k_attention(const sp_attn_args a, 
         float corr = m == -INFINITY ? 0.0f : expf(__fsub_rn(m, mn));
         denom = __fadd_rn(__fmul_rn(denom, corr), expf(__fsub_rn(sink, mn)));
 #pragma unroll
-        for (int i = 0; i < AT_DPT; i++)
+        for (int i = 0; i < DPT; i++)
             acc[i] = __fmul_rn(acc[i], corr);
     }
     float inv = __fdiv_rn(1.0f, denom);
-    float *o = a.out + (t * a.n_heads + h) * a.v_dim;
+    float *o = a.out + (t * a.n_heads + h) * v_dim;
 #pragma unroll
-    for (int i = 0; i < AT_DPT; i++) {
+    for (int i = 0; i < DPT; i++) {
         int64_t d = threadIdx.x + (int64_t)i * AT_THREADS;
-        if (d < a.v_dim)
+        if (d < v_dim)
             o[d] = __fmul_rn(acc[i], inv);
     }
 }
@@ -794,8 +808,14 @@ extern "C" void spc_attention_setup(void)
         return;
     if (g_at_stage[dev])
         return;
-    cudaError_t e = cudaFuncSetAttribute(k_attention<true>,
+    cudaError_t e = cudaFuncSetAttribute(k_attention<true, 1, 0>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, AT_STAGE_BYTES);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(k_attention<true, 2, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 AT_STAGE_BYTES);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(k_attention<true, 1, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 AT_STAGE_BYTES);
     g_at_stage[dev] = e == cudaSuccess ? 1 : -1;
     if (e != cudaSuccess)
         (void)cudaGetLastError(); /* not sticky: the unstaged kernel serves */
@@ -919,22 +939,31 @@ extern "C" int spc_attention_split(void *stream, const sp_attn_args *a, int whic
     const int64_t cmax = at_cmax(a), rows = a->n_tok * a->n_heads;
     int64_t S = splits ? splits : spc_sm_count > 0 ? spc_sm_count / rows : 1;
     S = S > AT_MAX_SPLIT ? AT_MAX_SPLIT : S > cmax ? cmax : S < 1 ? 1 : S;
-    at_split sp = {NULL, NULL, (int)cmax, false};
+    at_split sp = {NULL, NULL, (int)(cmax < INT32_MAX ? cmax : INT32_MAX),
+                   (int)(a->n_heads / a->n_kv_heads), false};
     if (S > 1 && scratch && rows <= AT_SPLIT_ROWS && spc_attention_split_bytes(a) <= scratch_bytes &&
-        cmax < INT32_MAX) {
+        cmax <= INT32_MAX / AT_MAX_SPLIT) { /* the kernel's 32-bit chunk arithmetic */
         sp.cnt = (unsigned *)scratch;
         sp.part = (float *)((char *)scratch + AT_CNT_BYTES);
     } else {
         S = 1;
     }
     dim3 grid((unsigned)a->n_heads, (unsigned)a->n_tok, (unsigned)S);
-    if (which != 3 && at_can_stage(a)) {
+    /* DPT: the output dims a thread holds (the code for no more than the head needs) */
+    cudaStream_t st = (cudaStream_t)stream;
+    if (which != 3 && at_can_stage(a)) { /* then v_dim < AT_STAGE_DIMS: at most two */
         const size_t smem = (size_t)AT_CHUNK * (size_t)(a->qk_dim + a->v_dim) * sizeof(float);
         sp.early = past_ready;
-        spc_launch_smem(k_attention<true>, grid, dim3(AT_THREADS), smem, (cudaStream_t)stream, true,
-                        *a, sp);
+        if (a->qk_dim == 64 && a->v_dim == 64) /* llama's and gpt-oss's heads: dims folded */
+            spc_launch_smem(k_attention<true, 1, 64>, grid, dim3(AT_THREADS), smem, st, true, *a, sp);
+        else if (a->v_dim <= AT_THREADS)
+            spc_launch_smem(k_attention<true, 1, 0>, grid, dim3(AT_THREADS), smem, st, true, *a, sp);
+        else
+            spc_launch_smem(k_attention<true, 2, 0>, grid, dim3(AT_THREADS), smem, st, true, *a, sp);
+    } else if (a->v_dim <= AT_THREADS) {
+        spc_launch(k_attention<false, 1, 0>, grid, dim3(AT_THREADS), st, true, *a, sp);
     } else {
-        spc_launch(k_attention<false>, grid, dim3(AT_THREADS), (cudaStream_t)stream, true, *a, sp);
+        spc_launch(k_attention<false, AT_DPT, 0>, grid, dim3(AT_THREADS), st, true, *a, sp);
     }
     return spc_launch_status();
 }
