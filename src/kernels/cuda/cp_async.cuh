@@ -6,6 +6,8 @@
 #ifndef SP_KERNELS_CUDA_CP_ASYNC_CUH
 #define SP_KERNELS_CUDA_CP_ASYNC_CUH
 
+#include <stdint.h>
+
 /* 16 bytes from gmem to smem. */
 static __device__ __forceinline__ void spc_cp16(void *smem, const void *gmem)
 {
@@ -20,6 +22,23 @@ static __device__ __forceinline__ void spc_cp16_or_zero(void *smem, const void *
     const int n = ok ? 16 : 0; /* source bytes; the rest of the 16 is filled with zeros */
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(n)
                  : "memory");
+}
+
+/* spc_cp16_or_zero for weights that stream through once (decode.cuh): L2 evict-first. (A
+ * source size together with a cache hint is an illegal instruction on an H200: the zero
+ * fill takes the plain form.) */
+static __device__ __forceinline__ void spc_cp16_or_zero_stream(void *smem, const void *gmem, bool ok)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    if (ok) {
+        uint64_t pol;
+        asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(s),
+                     "l"(gmem), "l"(pol)
+                     : "memory");
+    } else {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, 0;" ::"r"(s), "l"(gmem) : "memory");
+    }
 }
 
 /* The thread's copies issued since the last commit become one group. */
