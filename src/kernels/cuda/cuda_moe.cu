@@ -647,14 +647,14 @@ static __device__ __forceinline__ void mc_order(const int32_t *id, const float *
 
 /* One token a block: the expert sum (k_moe_combine's, into out), then x += it and xn =
  * rmsnorm(x) * nw (k_add_rmsnorm's row): three ops' results in one launch. */
-template <int K>
+template <int K, int NR>
 __global__ void __launch_bounds__(RN_THREADS)
 k_moe_combine_add_rmsnorm(const int32_t *__restrict__ ids, const float *__restrict__ wts,
                           const float *__restrict__ ys, int64_t k, int64_t H, float *out, float *x,
                           const float *__restrict__ nw, float eps, float *xn)
 {
     spc_pdl_trigger();
-    rn_w wl;
+    rn_w<NR> wl;
     wl.load(nw, H); /* the norm weights do not depend on the kernels before */
     spc_pdl_wait(); /* launched as a programmatic dependent */
     const int64_t t = blockIdx.x;
@@ -673,7 +673,10 @@ static void moe_sum(cudaStream_t s, const spc_moe_args *a, const float *ys)
 {
     const int64_t H = a->H;
     if (a->then_x && a->k <= MC_KMAX && a->n_tok <= 0x7fffffff) {
-        spc_launch(a->k <= 4 ? k_moe_combine_add_rmsnorm<4> : k_moe_combine_add_rmsnorm<MC_KMAX>,
+        const bool fit = rn_fit(H) == 12; /* gpt-oss's 2880 */
+        spc_launch(a->k <= 4 ? (fit ? k_moe_combine_add_rmsnorm<4, 12>
+                                    : k_moe_combine_add_rmsnorm<4, RN_REG>)
+                             : k_moe_combine_add_rmsnorm<MC_KMAX, RN_REG>,
                    dim3((unsigned)a->n_tok), dim3(RN_THREADS), s, true,
                    a->ids, a->w, ys, a->k, H, a->out, a->then_x, a->then_w, a->then_eps,
                    a->then_xn);

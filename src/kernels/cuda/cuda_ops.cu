@@ -181,12 +181,13 @@ static unsigned ew_blocks(int64_t n) { return spc_grid_blocks(n, EW_THREADS); }
 
 /* ---- RMSNorm ----------------------------------------------------------------------- */
 
+template <int NR>
 __global__ void __launch_bounds__(RN_THREADS)
 k_rmsnorm(const float *x, int64_t xs, const float *__restrict__ w, int64_t dim, float eps,
           float *out, int64_t os)
 {
     spc_pdl_trigger();
-    rn_w wl;
+    rn_w<NR> wl;
     wl.load(w, dim); /* the norm weights do not depend on the previous kernel */
     spc_pdl_wait();  /* launched as a programmatic dependent */
     rn_row<false>(NULL, x + (int64_t)blockIdx.x * xs, rn_res_mem{NULL}, wl, dim, eps,
@@ -196,12 +197,13 @@ k_rmsnorm(const float *x, int64_t xs, const float *__restrict__ w, int64_t dim, 
 /* x += r (row by row), then out = rmsnorm(x): the two ops of a residual step in one
  * launch, with exactly spc_add's and k_rmsnorm's arithmetic (each thread adds, stores and
  * squares the elements it later normalizes). */
+template <int NR>
 __global__ void __launch_bounds__(RN_THREADS)
 k_add_rmsnorm(float *x, int64_t xs, const float *__restrict__ r, int64_t rs,
               const float *__restrict__ w, int64_t dim, float eps, float *out, int64_t os)
 {
     spc_pdl_trigger();
-    rn_w wl;
+    rn_w<NR> wl;
     wl.load(w, dim); /* the norm weights do not depend on the previous kernel */
     spc_pdl_wait();  /* launched as a programmatic dependent */
     float *xr = x + (int64_t)blockIdx.x * xs;
@@ -217,8 +219,10 @@ extern "C" int spc_add_rmsnorm(void *stream, float *x, int64_t x_stride, const f
         return rows == 0 ? 0 : (int)cudaErrorInvalidValue;
     if (rows == 0)
         return 0;
-    spc_launch(k_add_rmsnorm, dim3((unsigned)rows), dim3(RN_THREADS), (cudaStream_t)stream, true, x,
-               x_stride, r, r_stride, w, dim, eps, out, out_stride);
+    const int nr = rn_fit(dim);
+    spc_launch(nr == 8 ? k_add_rmsnorm<8> : nr == 12 ? k_add_rmsnorm<12> : k_add_rmsnorm<RN_REG>,
+               dim3((unsigned)rows), dim3(RN_THREADS), (cudaStream_t)stream, true, x, x_stride, r,
+               r_stride, w, dim, eps, out, out_stride);
     return spc_launch_status();
 }
 
@@ -229,8 +233,10 @@ extern "C" int spc_rmsnorm(void *stream, const float *x, int64_t x_stride, const
         return rows == 0 ? 0 : (int)cudaErrorInvalidValue;
     if (rows == 0)
         return 0;
-    spc_launch(k_rmsnorm, dim3((unsigned)rows), dim3(RN_THREADS), (cudaStream_t)stream, true, x,
-               x_stride, w, dim, eps, out, out_stride);
+    const int nr = rn_fit(dim);
+    spc_launch(nr == 8 ? k_rmsnorm<8> : nr == 12 ? k_rmsnorm<12> : k_rmsnorm<RN_REG>,
+               dim3((unsigned)rows), dim3(RN_THREADS), (cudaStream_t)stream, true, x, x_stride, w,
+               dim, eps, out, out_stride);
     return spc_launch_status();
 }
 

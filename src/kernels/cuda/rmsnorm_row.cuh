@@ -15,13 +15,13 @@
 
 /* The norm weights (or none: w NULL), as rn_row multiplies by them: brought into L2 by
  * load() before the kernel waits for the kernels before it (they do not depend on them),
- * then a thread's first RN_REG read into registers by fetch() right after the row's own
+ * then a thread's first NR read into registers by fetch() right after the row's own
  * loads are issued, so that they arrive during the sum of squares and the multiply waits
  * for no load; the rest of a longer row is read at the multiply. */
-struct rn_w {
+template <int NR = RN_REG> struct rn_w {
     const float *w;
     int64_t dim;
-    float v[RN_REG];
+    float v[NR];
     __device__ __forceinline__ void load(const float *wp, int64_t n)
     {
         w = wp, dim = n;
@@ -33,12 +33,23 @@ struct rn_w {
     __device__ __forceinline__ void fetch()
     {
 #pragma unroll
-        for (int q = 0; q < RN_REG; q++) {
+        for (int q = 0; q < NR; q++) {
             const int64_t i = threadIdx.x + (int64_t)q * RN_THREADS;
             v[q] = w && i < dim ? __ldg(w + i) : 0.0f;
         }
     }
 };
+
+/* The registers a thread needs for a row of dim elements (RN_REG: any dim, the rest
+ * re-read): only the code's size changes, not the order. A norm runs as one block a token,
+ * cold on its SM, where code it never executes still costs (the decode attention's note,
+ * cuda_attention.cu): fitted, k_add_rmsnorm is 371 (dim <= 2048) or 554 PTX instructions
+ * instead of 829, and H200 decode went llama-1b exact 1,197 -> 1,217 tok/s, fast 991 ->
+ * 1,011, gpt-oss-20b shape fast 434 -> 440.5 (the expert sum + norm 2,108 -> 1,462). */
+static inline int rn_fit(int64_t dim)
+{
+    return dim <= 8 * RN_THREADS ? 8 : dim <= 12 * RN_THREADS ? 12 : RN_REG;
+}
 
 /* The residual of rn_row read from memory: r[i]. */
 struct rn_res_mem {
@@ -51,39 +62,41 @@ struct rn_res_mem {
 
 /* One row: v = x (+ r(i), stored back to x when ADD; r(i) also to rout[i] when rout is
  * given), out = rmsnorm(v) * w (w: rn_w, loaded). Thread t takes elements t, t + RN_THREADS, ... in
- * ascending order (its first RN_REG residuals, then its first RN_REG x values, loaded
+ * ascending order (its first NR residuals, then its first NR x values, loaded
  * together, so their loads are in flight at once; nothing is stored before they are all
  * issued) for the sum of squares (fmaf), then the warp butterflies and the eight warp sums
  * by a second butterfly. r gives the residual (rn_res_mem, or a value computed from other
  * rows, cuda_moe.cu's expert sum): r.fetch(q, i) issues the loads of element i into slot q
- * (< RN_REG), r.value(q) is its residual after every fetch was issued, and r(i) that of an
- * element past the first RN_REG (loaded and used at once). */
-template <bool ADD, typename R>
-static __device__ __forceinline__ void rn_row(float *x, const float *xin, R r, rn_w &w,
+ * (< NR), r.value(q) is its residual after every fetch was issued, and r(i) that of an
+ * element past the first RN_REG (loaded and used at once; only when NR is RN_REG: a
+ * smaller NR is for rows of at most NR * RN_THREADS elements, rn_fit). */
+template <bool ADD, int NR, typename R>
+static __device__ __forceinline__ void rn_row(float *x, const float *xin, R r, rn_w<NR> &w,
                                               int64_t dim, float eps, float *o,
                                               float *rout = NULL)
 {
+    static_assert(NR >= 1 && NR <= RN_REG, "NR");
     __shared__ float part[RN_THREADS / 32];
     __shared__ float inv_s;
     const int64_t t0 = threadIdx.x;
-    float v[RN_REG], rv[RN_REG] = {};
+    float v[NR], rv[NR] = {};
     if constexpr (ADD) {
 #pragma unroll
-        for (int q = 0; q < RN_REG; q++) {
+        for (int q = 0; q < NR; q++) {
             const int64_t i = t0 + (int64_t)q * RN_THREADS;
             if (i < dim)
                 r.fetch(q, i);
         }
     }
 #pragma unroll
-    for (int q = 0; q < RN_REG; q++) {
+    for (int q = 0; q < NR; q++) {
         const int64_t i = t0 + (int64_t)q * RN_THREADS;
         v[q] = i < dim ? xin[i] : 0.0f;
     }
     w.fetch(); /* after the row's loads: they lead, the weights arrive during the sums */
     if constexpr (ADD) {
 #pragma unroll
-        for (int q = 0; q < RN_REG; q++) {
+        for (int q = 0; q < NR; q++) {
             const int64_t i = t0 + (int64_t)q * RN_THREADS;
             rv[q] = i < dim ? r.value(q) : 0.0f;
             v[q] = i < dim ? __fadd_rn(v[q], rv[q]) : 0.0f;
@@ -91,7 +104,7 @@ static __device__ __forceinline__ void rn_row(float *x, const float *xin, R r, r
     }
     float s = 0.0f;
 #pragma unroll
-    for (int q = 0; q < RN_REG; q++) {
+    for (int q = 0; q < NR; q++) {
         const int64_t i = t0 + (int64_t)q * RN_THREADS;
         if (i < dim) {
             if (ADD)
@@ -101,7 +114,7 @@ static __device__ __forceinline__ void rn_row(float *x, const float *xin, R r, r
             s = fmaf(v[q], v[q], s);
         }
     }
-    for (int64_t i = t0 + (int64_t)RN_REG * RN_THREADS; i < dim; i += RN_THREADS) {
+    for (int64_t i = t0 + (int64_t)RN_REG * RN_THREADS; NR == RN_REG && i < dim; i += RN_THREADS) {
         const float ri = ADD ? r(i) : 0.0f;
         float a = ADD ? __fadd_rn(xin[i], ri) : xin[i];
         if (ADD)
@@ -129,14 +142,14 @@ static __device__ __forceinline__ void rn_row(float *x, const float *xin, R r, r
     __syncthreads();
     const float inv = inv_s;
 #pragma unroll
-    for (int q = 0; q < RN_REG; q++) {
+    for (int q = 0; q < NR; q++) {
         const int64_t i = t0 + (int64_t)q * RN_THREADS;
         if (i < dim) {
             float a = __fmul_rn(v[q], inv);
             o[i] = w.w ? __fmul_rn(w.v[q], a) : a;
         }
     }
-    for (int64_t i = t0 + (int64_t)RN_REG * RN_THREADS; i < dim; i += RN_THREADS) {
+    for (int64_t i = t0 + (int64_t)RN_REG * RN_THREADS; NR == RN_REG && i < dim; i += RN_THREADS) {
         float a = __fmul_rn(ADD ? x[i] : xin[i], inv);
         o[i] = w.w ? __fmul_rn(w.w[i], a) : a;
     }
