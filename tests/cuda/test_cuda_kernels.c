@@ -371,9 +371,9 @@ static void test_rmsnorm(void **state)
 {
     (void)state;
     NEED_GPU();
-    const int64_t dims[] = {1, 100, 2880, 7168};
+    const int64_t dims[] = {1, 100, 2048, 2049, 2880, 3072, 3073, 4097, 7168}; /* rn_fit: 8, 12, 16 */
     double worst = 0;
-    for (int di = 0; di < 4; di++)
+    for (int di = 0; di < (int)(sizeof dims / sizeof dims[0]); di++)
         for (int with_w = 0; with_w < 2; with_w++) {
             int64_t dim = dims[di], rows = 13, xs = dim + 3, os = dim + 1;
             float *x = malloc((size_t)(rows * xs) * 4), *w = malloc((size_t)dim * 4);
