@@ -328,11 +328,12 @@ static void cuda_embed(sp_backend *be, const sp_weight *table, const int32_t *id
     check(cu(be), "embed", spc_weight_rows_f32(cu(be)->stream, table, ids, n, out));
 }
 
-/* Fast precision: a BF16 matrix the tensor-core kernels take. Decided per matrix, never
- * by the number of tokens, so the choice keeps every position's arithmetic fixed. */
+/* Fast precision: a BF16 matrix the tensor-core kernels take (not one kept exact: a
+ * router). Decided per matrix, never by the number of tokens, so the choice keeps every
+ * position's arithmetic fixed. */
 static bool use_tc(const cuda_backend *c, const sp_weight *w)
 {
-    return c->fast && spc_tc_weight_ok(w);
+    return c->fast && !w->keep_exact && spc_tc_weight_ok(w);
 }
 
 /* The tensor-core GEMM's scratch: fixed, so that recorded graphs keep a valid address

@@ -15,6 +15,7 @@
 #ifndef SP_KERNELS_WEIGHT_H
 #define SP_KERNELS_WEIGHT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +39,8 @@ typedef struct sp_weight {
     float global_scale;     /* NVFP4: per-tensor multiplier (1 otherwise) */
     int64_t row_offset;     /* FP8 block scales: the absolute row of row 0 (row views) */
     const char *name;       /* checkpoint tensor name, for messages and traces */
+    bool keep_exact;        /* products stay in exact precision in a fast pass (a MoE router:
+                               its logits pick the experts; docs/NUMERICS.md) */
 } sp_weight;
 
 static inline const unsigned char *sp_weight_row(const sp_weight *w, int64_t r)

@@ -160,6 +160,7 @@ static sp_status bind_ffn(sp_model *m, const char *lp, sp_layer *L, sp_dsv4_laye
     L->expert_inter = I;
     if ((st = sp_bind_matrix(m, sp_name(n, sizeof n, "%sffn.gate.weight", lp), E, H, true, &L->router, err)))
         return st;
+    L->router.keep_exact = true; /* its logits pick the experts (docs/NUMERICS.md) */
     if (v->hash) {
         if ((st = bind_hash(m, sp_name(n, sizeof n, "%sffn.gate.tid2eid", lp), hash, err)))
             return st;

@@ -180,6 +180,7 @@ sp_status sp_bind_moe(sp_model *m, int64_t l, sp_layer *L, sp_error *err)
     snprintf(n, sizeof n, "%s.%s.weight", prefix, m->arch->router_name);
     if ((st = sp_bind_matrix(m, n, L->n_experts, m->n_embd, true, &L->router, err)))
         return st;
+    L->router.keep_exact = true; /* its logits pick the experts (docs/NUMERICS.md) */
     if (m->arch->moe == SP_MOE_TOPK_SOFTMAX) {
         snprintf(n, sizeof n, "%s.%s.bias", prefix, m->arch->router_name);
         if ((st = sp_bind_vector(m, n, L->n_experts, true, &L->router_bias, err)))

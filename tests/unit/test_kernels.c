@@ -320,6 +320,69 @@ static void test_fast_mxfp4_avx2_equals_avx512(void **state)
     sp_pool_free(pool);
 }
 
+/* A matrix kept exact (a MoE router) computes in exact precision inside a fast pass: the
+ * same bits as an exact product and the exact kernel's name, at every ISA level, alone and
+ * grouped with others; the same matrix not kept exact takes the fast kernel where the level
+ * has one (so the test can tell the two apart there). */
+static void test_keep_exact(void **state)
+{
+    (void)state;
+    sp_isa best = sp_isa_detected();
+    sp_pool *pool;
+    assert_int_equal(sp_pool_new(2, &pool, NULL), SP_OK);
+    const sp_wformat fmts[] = {SP_WF_BF16, SP_WF_MXFP4};
+    enum { NT = 5, ROWS = 32, COLS = 96 };
+    float *x = malloc(sizeof(float) * NT * COLS), *ye = malloc(sizeof(float) * NT * ROWS);
+    float *yf = malloc(sizeof(float) * NT * ROWS), *yg = malloc(sizeof(float) * NT * ROWS);
+    float *yo = malloc(sizeof(float) * NT * ROWS);
+    for (int i = 0; i < NT * COLS; i++)
+        x[i] = test_frand();
+    for (int lv = SP_ISA_GENERIC; lv <= (int)best; lv++) {
+        sp_isa_set((sp_isa)lv);
+        for (size_t fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
+            sp_weight w, o;
+            void *d, *sc, *od, *osc;
+            make_any_weight(fmts[fi], ROWS, COLS, &w, &d, &sc);
+            make_any_weight(fmts[fi], ROWS, COLS, &o, &od, &osc);
+            const char *fast_name = sp_matmul_kernel_name(&w, SP_PRECISION_FAST);
+            const char *exact_name = sp_matmul_kernel_name(&w, SP_PRECISION_EXACT);
+            w.keep_exact = true;
+            assert_string_equal(sp_matmul_kernel_name(&w, SP_PRECISION_FAST), exact_name);
+            for (int nt = 1; nt <= NT; nt++) {
+                sp_matmul_prec(pool, SP_PRECISION_EXACT, &w, x, nt, ye, NULL);
+                sp_matmul_prec(pool, SP_PRECISION_FAST, &w, x, nt, yf, NULL);
+                assert_memory_equal(ye, yf, sizeof(float) * (size_t)(nt * ROWS));
+                /* grouped with a matrix that is not kept exact: each its own kernel */
+                sp_pool_set_precision(pool, SP_PRECISION_FAST);
+                const sp_weight *ws[2] = {&w, &o};
+                float *ys[2] = {yg, yo};
+                const float *bs[2] = {NULL, NULL};
+                sp_matmul_multi(pool, 2, ws, x, nt, ys, bs);
+                sp_pool_set_precision(pool, SP_PRECISION_EXACT);
+                assert_memory_equal(ye, yg, sizeof(float) * (size_t)(nt * ROWS));
+                sp_matmul_prec(pool, SP_PRECISION_FAST, &o, x, nt, yf, NULL);
+                assert_memory_equal(yo, yf, sizeof(float) * (size_t)(nt * ROWS));
+            }
+            if (strcmp(fast_name, exact_name)) { /* this level has a fast kernel: it differs */
+                w.keep_exact = false;
+                sp_matmul_prec(pool, SP_PRECISION_FAST, &w, x, NT, yf, NULL);
+                assert_true(memcmp(ye, yf, sizeof(float) * NT * ROWS) != 0);
+            }
+            free(d);
+            free(sc);
+            free(od);
+            free(osc);
+        }
+    }
+    sp_isa_set(best);
+    free(x);
+    free(ye);
+    free(yf);
+    free(yg);
+    free(yo);
+    sp_pool_free(pool);
+}
+
 /* sp_matmul_multi, sp_matmul_each and sp_matmul_swiglu (inputs prepared once, one
  * parallel-for) give the bits of the separate products and sp_swiglu, at every level, in both precisions,
  * with mixed formats (which fall back to separate products) and sizes that are not
@@ -841,7 +904,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_vs_reference), cmocka_unit_test(test_matmul_every_isa),
         cmocka_unit_test(test_q8_input_rounding), cmocka_unit_test(test_fast_mxfp4_avx2_equals_avx512),
-        cmocka_unit_test(test_matmul_grouped),
+        cmocka_unit_test(test_matmul_grouped), cmocka_unit_test(test_keep_exact),
         cmocka_unit_test(test_bf16_input_rounding), cmocka_unit_test(test_mxfp4_fast_scales),
         cmocka_unit_test(test_bf16_fma_equals_vdpbf16ps),
         cmocka_unit_test(test_swiglu_levels), cmocka_unit_test(test_rmsnorm_vs_reference),

@@ -132,6 +132,8 @@ void sp_matmul_set_bf16_dot(sp_bf16_dot d)
 /* The kernel for w in precision prec for a call of n_tok tokens. */
 static sp_mm_kernel pick_kernel(const sp_weight *w, sp_precision prec, int64_t n_tok)
 {
+    if (w->keep_exact)
+        prec = SP_PRECISION_EXACT;
     switch (sp_isa_active()) {
 #ifdef SP_HAVE_AVX512BF16_KERNELS
     case SP_ISA_AVX512_BF16: {
