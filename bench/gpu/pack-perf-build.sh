@@ -8,8 +8,10 @@
 # device transfer takes at most 64 MiB with the working tree, and the tracked tree (the
 # bundled models) is about 60 MB. The unpacked tree is also written as DEST.tar.xz (about
 # 2 MB): carry that file; perf-run.sh unpacks it when DEST is absent. For ncu source lines
-# build with LINEINFO=ON (a larger pack: move models/ aside for the transfer).
-#   bench/gpu/pack-perf-build.sh [DEST]
+# build with LINEINFO=ON (a larger pack: move models/ aside for the transfer). WITH_OLD=DIR
+# puts an earlier pack (a copy of DEST made before the change) into DEST/old, for
+# build-ab.sh to compare the two in one call (xz keeps the pair about 3 MB).
+#   [WITH_OLD=DIR] bench/gpu/pack-perf-build.sh [DEST]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DEST=${1:-.devbuild}
@@ -26,7 +28,12 @@ done
 for f in $bins; do ldd "$f"; done | awk '/=> \// {print $3}' | sort -u |
     grep -E 'libcjson|libpcre2|libutf8proc|libcmocka|libmicrohttpd|libspecula_cuda' |
     while read -r so; do cp -L "$so" "$DEST/lib/"; done || true
-git rev-parse --short HEAD > "$DEST/COMMIT" 2>/dev/null || true
+{ git rev-parse --short HEAD; git diff --quiet HEAD -- src include 2>/dev/null || echo "(+ uncommitted changes)"; } \
+    > "$DEST/COMMIT" 2>/dev/null || true
+if [ -n "${WITH_OLD:-}" ]; then
+    [ -x "$WITH_OLD/$B/specula" ] || { echo "WITH_OLD=$WITH_OLD: no $B/specula there" >&2; exit 1; }
+    cp -r "$WITH_OLD" "$DEST/old" && rm -rf "$DEST/old/old"
+fi
 du -sh "$DEST"
 rm -f "$DEST.tar.xz" && XZ_OPT="-9 -T$(nproc)" tar -cJf "$DEST.tar.xz" -C "$DEST" .
 du -sh "$DEST.tar.xz"

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# bench/gpu/build-ab.sh: a changed build against the build before it, in one device call:
+# the same greedy ids, the kernel tests and model suites on the GPU, and the speed of each,
+# alternating. Both builds come packed in one tarball: here, save the pack of the build
+# before the change (`cp -r .devbuild /tmp/old-pack` after pack-perf-build.sh), change the
+# code, then `WITH_OLD=/tmp/old-pack bench/gpu/pack-perf-build.sh`; carry .devbuild.tar.xz
+# (and this tree) and run from the repository root on the GPU machine:
+#
+#   bench/gpu/build-ab.sh [--rounds N] [--presets "llama-1b gptoss-20b"]
+#                         [--precision "exact fast"] [--tests "kernels tc moe_tc attention"]
+#                         [--suites "parity batch_invariance spec batch_verify"]
+#                         [--prompt-len N] [--ids-only]
+#
+#   1. the CUDA kernel tests (--tests) and the model suites on the GPU (--suites), new build;
+#   2. random checkpoints of each preset in /dev/shm (kept for later calls);
+#   3. greedy `generate` of a 300-token prompt, 40 tokens, each precision: old and new ids
+#      (a schedule change must keep them; a numerics change says so), and the new build
+#      drafting for itself (must equal its plain ids);
+#   4. `specula bench --prompt-len N (128) --gen-len 128 --runs 2`, old and new alternating,
+#      N rounds (default 3): decode tok/s and the roofline fraction, prefill tok/s.
+# Logs in $OUT (default ./gpu-out); the summary is printed last. Nothing is fetched.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+ROOT=$PWD
+ROUNDS=3 PRESETS="llama-1b gptoss-20b" PRECS="exact fast" TESTS="kernels tc moe_tc attention"
+SUITES="parity batch_invariance spec batch_verify" PLEN=128 IDS_ONLY=0
+while [ $# -gt 0 ]; do
+    case $1 in
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --presets) PRESETS=$2; shift 2 ;;
+    --precision) PRECS=$2; shift 2 ;;
+    --tests) TESTS=$2; shift 2 ;;
+    --suites) SUITES=$2; shift 2 ;;
+    --prompt-len) PLEN=$2; shift 2 ;;
+    --ids-only) IDS_ONLY=1; shift ;;
+    *) echo "unknown argument $1 (see the top of $0)" >&2; exit 2 ;;
+    esac
+done
+. bench/gpu/devbuild.sh
+devbuild_find || { echo "no packed build (.devbuild)"; exit 1; }
+declare -A BIN LIB
+BIN[new]=$DEVBUILD_BIN LIB[new]=$DEVBUILD_LIB
+BIN[old]=$PWD/.devbuild/old/$(basename "$DEVBUILD_BIN") LIB[old]=$PWD/.devbuild/old/lib
+[ -x "${BIN[old]}/specula" ] || { echo "no old build in .devbuild/old (pack with WITH_OLD=DIR)"; exit 1; }
+OUT=${OUT:-$ROOT/gpu-out}; mkdir -p "$OUT"
+SUM=$OUT/build-ab.txt; : > "$SUM"
+say() { echo "$*" | tee -a "$SUM"; }
+# on BUILD CMD...: CMD run with BUILD's shared libraries
+on() { local v=$1; shift; LD_LIBRARY_PATH=${LIB[$v]}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@"; }
+say "gpu: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+say "old: $(tr '\n' ' ' < .devbuild/old/COMMIT 2>/dev/null)  new: $(tr '\n' ' ' < .devbuild/COMMIT 2>/dev/null)"
+
+B=${BIN[new]}
+for t in $TESTS; do
+    on new timeout 300 "$B/tests/cuda/test_cuda_$t" > "$OUT/test_cuda_$t.log" 2>&1
+    say "test_cuda_$t: rc=$? $(grep -E 'PASSED|FAILED' "$OUT/test_cuda_$t.log" | tail -1)"
+done
+for t in $SUITES; do
+    SPECULA_TEST_DEVICE=cuda on new timeout 300 "$B/tests/test_$t" > "$OUT/test_$t.log" 2>&1
+    say "test_$t (cuda): rc=$? $(grep -E 'PASSED|FAILED' "$OUT/test_$t.log" | tail -1)"
+done
+
+TOK=$(seq -s, 1 300)
+ids() { # ids BUILD DIR PRECISION [ARGS...]: a hash of the greedy ids
+    local v=$1 d=$2 p=$3; shift 3
+    on "$v" timeout 180 "${BIN[$v]}/specula" generate -m "$d" --device cuda --precision "$p" \
+        --tokens "$TOK" -n 40 --ignore-eos --temp 0 --json "$@" 2>/dev/null |
+        grep -oE '"tokens": \[[^]]*\]' | md5sum | cut -c1-12
+}
+bench() { # bench BUILD DIR PRECISION: "decode roofline prefill"
+    on "$1" timeout 180 "${BIN[$1]}/specula" bench -m "$2" --device cuda --precision "$3" \
+        --prompt-len "$PLEN" --gen-len 128 --runs 2 --json 2>/dev/null |
+        python3 -c 'import json,sys; d=json.load(sys.stdin); print("decode %.1f tok/s (%.1f%% of the roofline), prefill %.0f tok/s" % (d["decode_tok_s"], 100 * d.get("roofline_fraction", 0), d["prefill_tok_s"]))' 2>/dev/null
+}
+for p in $PRESETS; do
+    d=/dev/shm/ab-$p
+    [ -f "$d/config.json" ] || on new "$B/make_random_model" "$d" --preset "$p" > "$OUT/make_$p.log" 2>&1 ||
+        { say "make_random_model $p failed ($OUT/make_$p.log)"; continue; }
+    for prec in $PRECS; do
+        o=$(ids old "$d" "$prec") n=$(ids new "$d" "$prec") s=$(ids new "$d" "$prec" --draft self --draft-k 4)
+        say "ids $p $prec: old $o new $n ($([ "$o" = "$n" ] && echo same || echo DIFFER)), new --draft self $s ($([ "$s" = "$n" ] && echo same || echo DIFFER))"
+    done
+    [ "$IDS_ONLY" = 1 ] && continue
+    for r in $(seq "$ROUNDS"); do
+        for prec in $PRECS; do
+            for v in old new; do say "bench $p $prec round $r $v: $(bench $v "$d" "$prec")"; done
+        done
+    done
+done
+echo; echo "== summary ($SUM)"; cat "$SUM"
