@@ -8,6 +8,7 @@
 #ifndef SP_KERNELS_CUDA_DECODE_CUH
 #define SP_KERNELS_CUDA_DECODE_CUH
 
+#include "kernels/cuda/cp_async.cuh" /* spc_l2_evict_first */
 #include "kernels/cuda/cuda_ops.h"
 
 #include <cuda_bf16.h>
@@ -206,22 +207,8 @@ static __device__ __forceinline__ float spc_elem_any(const sp_weight &w, int64_t
     }
 }
 
-/* ---- weights that stream through once a step ---------------------------------------
- * A decode step reads every weight once, about 1.3-13 GB, through an L2 of 50-60 MB: left
- * to the default policy they evict what the step reads again (the KV cache, activations,
- * norm weights, the kernels' code). The exact products (spc_load16) and the fast BF16 rows
- * kernel (cuda_tc.cu) load them evict-first: H200, prompt 512, decode llama-1b exact
- * 1,110 -> 1,144 tok/s (prefill 4.10k -> 4.41k), fast 929 -> 939, gpt-oss-20b shape exact
- * 308 -> 328. Not the MXFP4 expert rows of fast precision (moe_fp4_mma.cuh): decode
- * unchanged, its grouped prefill 4% slower (blocks of one expert share its weights in L2). */
-static __device__ __forceinline__ uint64_t spc_l2_evict_first(void)
-{
-    uint64_t p;
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-    return p;
-}
-
-/* 16 read-only bytes at p (16-byte aligned), loaded evict-first, not kept in L1. */
+/* 16 read-only bytes at p (16-byte aligned) of a weight streamed through once
+ * (cp_async.cuh, spc_l2_evict_first): loaded evict-first, not kept in L1. */
 static __device__ __forceinline__ uint4 spc_ldg16_stream(const void *p)
 {
     uint4 v;
