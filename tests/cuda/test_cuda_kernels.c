@@ -593,6 +593,8 @@ static void test_moe_route(void **state)
         check_route(&a, 37, 2);
         a.n_experts = 200;
         check_route(&a, 9, 2);
+        a.n_experts = 128;
+        check_route(&a, 37, 2);
         sp_route_cfg b = {.kind = SP_MOE_SOFTMAX_TOPK, .n_experts = 60, .top_k = 4};
         check_route(&b, 9, 2);
     }
@@ -605,6 +607,11 @@ static void test_moe_route(void **state)
         check_route(&a, 5, ties);
         sp_route_cfg b = {.kind = SP_MOE_TOPK_SOFTMAX, .n_experts = 32, .top_k = 4};
         check_route(&b, 37, ties);
+        b.n_experts = 128; /* gpt-oss-120b's */
+        check_route(&b, 37, ties);
+        b.n_experts = 1000;
+        b.top_k = 8;
+        check_route(&b, 5, ties);
         sp_route_cfg c = {.kind = SP_MOE_SIGMOID_GROUP, .n_experts = 256, .top_k = 8, .norm = true,
                           .n_group = 8, .topk_group = 4, .scaling = 2.5f};
         check_route(&c, 37, ties);

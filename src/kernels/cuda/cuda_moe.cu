@@ -58,6 +58,48 @@ static __device__ void rt_top_k(const float *v, int64_t n, int64_t k, int32_t *i
     }
 }
 
+/* rt_top_k's picks with the block's one warp (every lane calls it; v, ids and taken in
+ * shared memory): with no NaN in v, round j takes the warp's maximum of the untaken values
+ * (value descending, index ascending: the order rt_best's `>` scan gives, -0 tying +0),
+ * each lane the best of its indices lane, lane + 32, .., then a butterfly; a NaN makes `>`
+ * no order, and lane 0 runs rt_top_k itself. (Lane 0 alone took about 28 us a token for
+ * gpt-oss-120b's 128 experts, k 4: a dependent shared-memory load an index a round.) */
+static __device__ void rt_top_k_warp(const float *v, int64_t n, int64_t k, int32_t *ids, bool *taken)
+{
+    const int lane = threadIdx.x & 31;
+    bool nan = false;
+    for (int64_t i = lane; i < n; i += 32)
+        nan = nan || v[i] != v[i];
+    if (__any_sync(SPC_FULL_MASK, nan)) {
+        if (lane == 0)
+            rt_top_k(v, n, k, ids, taken);
+        __syncwarp();
+        return;
+    }
+    for (int64_t i = lane; i < n; i += 32)
+        taken[i] = false;
+    __syncwarp();
+    for (int64_t j = 0; j < k; j++) {
+        float bv = 0.0f;
+        int bi = -1;
+        for (int i = lane; i < (int)n; i += 32) /* ascending: `>` keeps the lower of equals */
+            if (!taken[i] && (bi < 0 || v[i] > bv))
+                bv = v[i], bi = i;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) {
+            const float ov = __shfl_xor_sync(SPC_FULL_MASK, bv, off);
+            const int oi = __shfl_xor_sync(SPC_FULL_MASK, bi, off);
+            if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi)))
+                bv = ov, bi = oi;
+        }
+        if (lane == 0) { /* bi >= 0: k <= n */
+            ids[j] = bi;
+            taken[bi] = true;
+        }
+        __syncwarp();
+    }
+}
+
 static __device__ void rt_softmax(float *v, int64_t n)
 {
     float m = v[0];
@@ -70,6 +112,30 @@ static __device__ void rt_softmax(float *v, int64_t n)
     }
     for (int64_t i = 0; i < n; i++)
         v[i] = __fdiv_rn(v[i], sum);
+}
+
+/* rt_softmax of v (shared memory) with the warp: the maximum and the sum in lane 0, in
+ * rt_softmax's order; each element's exp and quotient by its own lane (the same
+ * operations on the same values). */
+static __device__ void rt_softmax_warp(float *v, int64_t n)
+{
+    const int lane = threadIdx.x & 31;
+    float m = v[0];
+    if (lane == 0)
+        for (int64_t i = 1; i < n; i++)
+            m = v[i] > m ? v[i] : m;
+    m = __shfl_sync(SPC_FULL_MASK, m, 0);
+    for (int64_t i = lane; i < n; i += 32)
+        v[i] = expf(__fsub_rn(v[i], m));
+    __syncwarp();
+    float sum = 0.0f;
+    if (lane == 0)
+        for (int64_t i = 0; i < n; i++)
+            sum = __fadd_rn(sum, v[i]);
+    sum = __shfl_sync(SPC_FULL_MASK, sum, 0);
+    for (int64_t i = lane; i < n; i += 32)
+        v[i] = __fdiv_rn(v[i], sum);
+    __syncwarp();
 }
 
 static __device__ void rt_renorm(float *w, int64_t k, float eps)
@@ -88,27 +154,82 @@ static __device__ float rt_sqrt_softplus(float x)
     return __fsqrt_rn(x > 20.0f ? x : log1pf(expf(x)));
 }
 
+/* torch's sigmoid as moe_route.c computes it. */
+static __device__ float rt_sigmoid(float x) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x))); }
+
+/* The weights of the chosen ids from s, renormalized (+ eps) when norm, times scaling
+ * (lane 0; an out-of-range id gives a NaN weight). */
+static __device__ void rt_chosen_weights(const rt_cfg &c, const float *s, const int32_t *ids, float *w,
+                                         bool norm, float eps, float scaling)
+{
+    if ((threadIdx.x & 31) == 0) {
+        for (int64_t j = 0; j < c.k; j++)
+            w[j] = ids[j] >= 0 && ids[j] < c.E ? s[ids[j]] : __uint_as_float(0x7fffffffu);
+        if (norm)
+            rt_renorm(w, c.k, eps);
+        if (scaling != 1.0f)
+            for (int64_t j = 0; j < c.k; j++)
+                w[j] = __fmul_rn(w[j], scaling);
+    }
+    __syncwarp();
+}
+
 /* DeepSeek-V4: scores, top-k of score + bias (HASH: ids given), weights s / (sum + 1e-20)
- * x scaling; an out-of-range hash id gives a NaN weight. */
+ * x scaling. */
 static __device__ void rt_dsv4(const rt_cfg &c, const float *l, float *s, float *choice, bool *taken,
                                int32_t *ids, float *w)
 {
-    for (int64_t i = 0; i < c.E; i++) {
-        s[i] = c.sqrt_softplus ? rt_sqrt_softplus(l[i]) : __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-l[i])));
+    for (int64_t i = threadIdx.x & 31; i < c.E; i += 32) {
+        s[i] = c.sqrt_softplus ? rt_sqrt_softplus(l[i]) : rt_sigmoid(l[i]);
         choice[i] = __fadd_rn(s[i], c.bias ? c.bias[i] : 0.0f);
     }
+    __syncwarp();
     if (c.kind == SP_MOE_DSV4)
-        rt_top_k(choice, c.E, c.k, ids, taken);
-    for (int64_t j = 0; j < c.k; j++)
-        w[j] = ids[j] >= 0 && ids[j] < c.E ? s[ids[j]] : __uint_as_float(0x7fffffffu);
-    rt_renorm(w, c.k, 1e-20f);
-    for (int64_t j = 0; j < c.k; j++)
-        w[j] = __fmul_rn(w[j], c.scaling);
+        rt_top_k_warp(choice, c.E, c.k, ids, taken);
+    rt_chosen_weights(c, s, ids, w, true, 1e-20f, c.scaling);
 }
 
-/* One block per token: its threads load the logits, then its first thread runs the
- * sequential reference algorithm on shared-memory arrays (no large per-thread stack: local memory is reserved for every
- * resident thread of the device). */
+/* DeepSeek-V3's grouped sigmoid routing: the groups' top-2 sums pick topk_group groups,
+ * the top-k of score + bias among them, weights the scores (renormalized) x scaling. */
+static __device__ void rt_sigmoid_group(const rt_cfg &c, const float *l, float *s, float *choice,
+                                        bool *taken, int32_t *ids, float *w)
+{
+    __shared__ float gscore[RT_MAX_G];
+    __shared__ int32_t keep[RT_MAX_G], two[2];
+    __shared__ bool kept[RT_MAX_G];
+    const int lane = threadIdx.x & 31;
+    const int64_t G = c.G, per = c.E / G;
+    for (int64_t i = lane; i < c.E; i += 32) {
+        s[i] = rt_sigmoid(l[i]);
+        choice[i] = __fadd_rn(s[i], c.bias ? c.bias[i] : 0.0f);
+    }
+    __syncwarp();
+    for (int64_t g = 0; g < G; g++) {
+        rt_top_k_warp(choice + g * per, per, 2, two, taken);
+        if (lane == 0)
+            gscore[g] = __fadd_rn(choice[g * per + two[0]], choice[g * per + two[1]]);
+        __syncwarp();
+    }
+    rt_top_k_warp(gscore, G, c.topk_group, keep, taken);
+    if (lane == 0) {
+        for (int64_t g = 0; g < G; g++)
+            kept[g] = false;
+        for (int64_t j = 0; j < c.topk_group; j++)
+            kept[keep[j]] = true;
+    }
+    __syncwarp();
+    for (int64_t i = lane; i < c.E; i += 32)
+        if (!kept[i / per])
+            choice[i] = -INFINITY;
+    __syncwarp();
+    rt_top_k_warp(choice, c.E, c.k, ids, taken);
+    rt_chosen_weights(c, s, ids, w, c.norm, 1e-20f, c.scaling);
+}
+
+/* One block (one warp) per token: its lanes load the logits, then route together: the
+ * element-wise scores by lane, the top-k by rounds of the warp's maximum (rt_top_k_warp),
+ * the sequential sums and the k weights in lane 0, every result bit for bit the reference
+ * algorithm's (moe_route.c). */
 __global__ void __launch_bounds__(RT_THREADS)
 k_moe_route(const rt_cfg c, const float *__restrict__ logits, int64_t n_tok, int32_t *ids_out,
             float *w_out)
@@ -119,69 +240,41 @@ k_moe_route(const rt_cfg c, const float *__restrict__ logits, int64_t n_tok, int
     __shared__ bool taken[RT_MAX_E];
     __shared__ int32_t ids[RT_MAX_K];
     __shared__ float w[RT_MAX_K];
-    __shared__ float gscore[RT_MAX_G];
-    __shared__ int32_t keep[RT_MAX_G], two[2];
-    __shared__ bool kept[RT_MAX_G];
-    __shared__ float lg[RT_MAX_E];
     const int64_t t = blockIdx.x;
     if (t >= n_tok)
         return;
     const int64_t E = c.E, k = c.k;
-    /* the block loads the token's logits together; then its first thread alone */
-    for (int64_t i = threadIdx.x; i < E; i += RT_THREADS)
-        lg[i] = logits[t * E + i];
-    __syncthreads();
-    if (threadIdx.x != 0)
-        return;
-    const float *l = lg;
+    const int lane = threadIdx.x & 31;
+    for (int64_t i = lane; i < E; i += RT_THREADS)
+        s[i] = logits[t * E + i];
+    if (c.kind == SP_MOE_HASH)
+        for (int64_t j = lane; j < k; j += RT_THREADS)
+            ids[j] = ids_out[t * k + j];
+    __syncwarp();
     if (c.kind == SP_MOE_DSV4 || c.kind == SP_MOE_HASH) {
-        if (c.kind == SP_MOE_HASH)
-            for (int64_t j = 0; j < k; j++)
-                ids[j] = ids_out[t * k + j];
-        rt_dsv4(c, l, s, choice, taken, ids, w);
+        for (int64_t i = lane; i < E; i += RT_THREADS) /* the logits to choice's place */
+            choice[i] = s[i];
+        __syncwarp();
+        rt_dsv4(c, choice, s, choice, taken, ids, w);
     } else if (c.kind == SP_MOE_SOFTMAX_TOPK) {
-        for (int64_t i = 0; i < E; i++)
-            s[i] = l[i];
-        rt_softmax(s, E);
-        rt_top_k(s, E, k, ids, taken);
-        for (int64_t j = 0; j < k; j++)
-            w[j] = s[ids[j]];
-        if (c.norm)
-            rt_renorm(w, k, 0.0f);
+        rt_softmax_warp(s, E);
+        rt_top_k_warp(s, E, k, ids, taken);
+        rt_chosen_weights(c, s, ids, w, c.norm, 0.0f, 1.0f);
     } else if (c.kind == SP_MOE_TOPK_SOFTMAX) {
-        for (int64_t i = 0; i < E; i++)
-            s[i] = l[i];
-        rt_top_k(s, E, k, ids, taken);
-        for (int64_t j = 0; j < k; j++)
-            w[j] = s[ids[j]];
-        rt_softmax(w, k);
+        rt_top_k_warp(s, E, k, ids, taken);
+        if (lane == 0) {
+            for (int64_t j = 0; j < k; j++)
+                w[j] = s[ids[j]];
+            rt_softmax(w, k);
+        }
+        __syncwarp();
     } else {
-        const int64_t G = c.G, per = E / G;
-        for (int64_t i = 0; i < E; i++) {
-            s[i] = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-l[i])));
-            choice[i] = __fadd_rn(s[i], c.bias ? c.bias[i] : 0.0f);
-        }
-        for (int64_t g = 0; g < G; g++) {
-            rt_top_k(choice + g * per, per, 2, two, taken);
-            gscore[g] = __fadd_rn(choice[g * per + two[0]], choice[g * per + two[1]]);
-        }
-        rt_top_k(gscore, G, c.topk_group, keep, taken);
-        for (int64_t g = 0; g < G; g++)
-            kept[g] = false;
-        for (int64_t j = 0; j < c.topk_group; j++)
-            kept[keep[j]] = true;
-        for (int64_t i = 0; i < E; i++)
-            if (!kept[i / per])
-                choice[i] = -INFINITY;
-        rt_top_k(choice, E, k, ids, taken);
-        for (int64_t j = 0; j < k; j++)
-            w[j] = s[ids[j]];
-        if (c.norm)
-            rt_renorm(w, k, 1e-20f);
-        for (int64_t j = 0; j < k; j++)
-            w[j] = __fmul_rn(w[j], c.scaling);
+        for (int64_t i = lane; i < E; i += RT_THREADS)
+            choice[i] = s[i];
+        __syncwarp();
+        rt_sigmoid_group(c, choice, s, choice, taken, ids, w);
     }
-    for (int64_t j = 0; j < k; j++) {
+    for (int64_t j = lane; j < k; j += RT_THREADS) {
         ids_out[t * k + j] = ids[j];
         w_out[t * k + j] = w[j];
     }

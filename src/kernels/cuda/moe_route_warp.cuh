@@ -6,11 +6,13 @@
  * The result is k_moe_route's (cuda_moe.cu) bit for bit. Its top-k picks, k times, the
  * first untaken index whose value no later untaken value exceeds (`>`, so ties go to the
  * lower index and -0 ties +0). Without a NaN among the logits that is the order of the
- * keys (value descending, index ascending): slot j is the index whose rank is j, where an
- * index's rank counts the indices that beat it. A NaN makes `>` no order at all (a NaN
- * first untaken index wins its round), so a token with one takes the sequential scan
- * instead, in lane 0. The weights are then rt_softmax's operations over the k chosen
- * values, in slot order. */
+ * keys (value descending, index ascending), so round j's pick is the warp's maximum of its
+ * untaken keys in that order (rw_rounds: a butterfly of five shuffle steps a round; it
+ * replaced ranking every index against all the others, whose E^2 / 32 comparisons a lane
+ * made gpt-oss-120b's routing of 128 experts cost about 12 us in every block of the
+ * gate_up launch). A NaN makes `>` no order at all (a NaN first untaken index wins its
+ * round), so a token with one takes the sequential scan instead, in lane 0. The weights
+ * are then rt_softmax's operations over the k chosen values, in slot order. */
 #ifndef SP_KERNELS_CUDA_MOE_ROUTE_WARP_CUH
 #define SP_KERNELS_CUDA_MOE_ROUTE_WARP_CUH
 
@@ -54,19 +56,36 @@ static __device__ __noinline__ int32_t rw_scan(const float *l, int E, int slot)
     return b;
 }
 
-/* Slot j's id among PER logits a lane (index lane + 32 m), by rank, or -1 (no NaN). */
+/* The warp's picks of rounds 0 .. rounds - 1 with no NaN among v (PER logits a lane, index
+ * lane + 32 m): each round every lane takes the best of its own untaken indices, then the
+ * xor butterfly keeps the better of two (larger, or equal and lower: a total order, so every
+ * lane ends with the same winner). Lane j < rounds returns round j's id. */
 template <int PER>
-static __device__ __forceinline__ int32_t rw_slot(const float v[PER], const int rank[PER], int E, int j)
+static __device__ __forceinline__ int32_t rw_rounds(const float v[PER], int E, int rounds)
 {
     const int lane = threadIdx.x & 31;
-    int32_t id = -1;
+    unsigned taken = 0; /* bit m: index lane + 32 m */
+    int32_t mine = -1;
+    for (int j = 0; j < rounds; j++) {
+        float bv = 0.0f;
+        int bi = -1;
 #pragma unroll
-    for (int m = 0; m < PER; m++) {
-        const unsigned b = __ballot_sync(SPC_FULL_MASK, lane + 32 * m < E && rank[m] == j);
-        if (b)
-            id = 32 * m + __ffs(b) - 1;
+        for (int m = 0; m < PER; m++) /* ascending indices: `>` keeps the lower of equals */
+            if (lane + 32 * m < E && !((taken >> m) & 1u) && (bi < 0 || v[m] > bv))
+                bv = v[m], bi = lane + 32 * m;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) {
+            const float ov = __shfl_xor_sync(SPC_FULL_MASK, bv, off);
+            const int oi = __shfl_xor_sync(SPC_FULL_MASK, bi, off);
+            if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi)))
+                bv = ov, bi = oi;
+        }
+        if (lane == j)
+            mine = bi;
+        if ((bi & 31) == lane) /* bi >= 0: k <= E untaken indices remain */
+            taken |= 1u << (bi >> 5);
     }
-    return id;
+    return mine;
 }
 
 /* The warp's routing of token t: slot `slot`'s id; with want_w its weight in *w (every
@@ -84,37 +103,22 @@ static __device__ __forceinline__ int32_t rw_route(const spc_route_in &r, int64_
         v[m] = lane + 32 * m < r.E ? l[lane + 32 * m] : 0.0f;
         nan = nan || v[m] != v[m];
     }
-    const bool seq = __any_sync(SPC_FULL_MASK, nan); /* rare: the sequential scan decides */
-    int rank[PER];
-    if (!seq) { /* rank of each of the lane's indices: how many indices beat it */
-#pragma unroll
-        for (int m = 0; m < PER; m++)
-            rank[m] = 0;
-#pragma unroll
-        for (int mo = 0; mo < PER; mo++)
-            for (int src = 0; src < 32; src++) {
-                const int io = src + 32 * mo;
-                const float o = __shfl_sync(SPC_FULL_MASK, v[mo], src);
-#pragma unroll
-                for (int m = 0; m < PER; m++)
-                    rank[m] += io < r.E && (o > v[m] || (o == v[m] && io < lane + 32 * m));
-            }
-    }
-    /* ids of slots 0..k-1 (the softmax needs them all), lane j < k holding slot j's */
+    /* ids of slots 0..k-1 (the softmax needs them all; else up to the slot), lane j
+     * holding slot j's */
+    const int rounds = want_w ? r.k : slot + 1;
     int32_t mine = -1;
-    for (int j = 0; j < r.k; j++) {
-        int32_t id;
-        if (seq) {
-            id = lane == 0 ? rw_scan(l, r.E, j) : 0;
+    if (__any_sync(SPC_FULL_MASK, nan)) { /* rare: the sequential scan decides */
+        for (int j = 0; j < rounds; j++) {
+            int32_t id = lane == 0 ? rw_scan(l, r.E, j) : 0;
             id = __shfl_sync(SPC_FULL_MASK, id, 0);
-        } else {
-            id = rw_slot<PER>(v, rank, r.E, j);
+            if (lane == j)
+                mine = id;
         }
-        if (lane == j)
-            mine = id;
-        if (!want_w && j == slot)
-            return id;
+    } else {
+        mine = rw_rounds<PER>(v, r.E, rounds);
     }
+    if (!want_w)
+        return __shfl_sync(SPC_FULL_MASK, mine, slot);
     /* rt_softmax over the chosen values, in slot order (lane 0 computes, all get it) */
     float c = lane < r.k ? l[mine] : 0.0f, mx = __shfl_sync(SPC_FULL_MASK, c, 0), sum = 0.0f, ew = 0.0f;
     for (int j = 1; j < r.k; j++) {
