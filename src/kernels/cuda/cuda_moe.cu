@@ -85,13 +85,7 @@ static __device__ void rt_top_k_warp(const float *v, int64_t n, int64_t k, int32
         for (int i = lane; i < (int)n; i += 32) /* ascending: `>` keeps the lower of equals */
             if (!taken[i] && (bi < 0 || v[i] > bv))
                 bv = v[i], bi = i;
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) {
-            const float ov = __shfl_xor_sync(SPC_FULL_MASK, bv, off);
-            const int oi = __shfl_xor_sync(SPC_FULL_MASK, bi, off);
-            if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi)))
-                bv = ov, bi = oi;
-        }
+        rw_best_of_warp(bv, bi);
         if (lane == 0) { /* bi >= 0: k <= n */
             ids[j] = bi;
             taken[bi] = true;

@@ -56,6 +56,20 @@ static __device__ __noinline__ int32_t rw_scan(const float *l, int E, int slot)
     return b;
 }
 
+/* The warp's best of every lane's candidate (bv, bi; bi < 0: none): the larger value, or of
+ * equal values the lower index (a total order without NaN, so the xor butterfly leaves
+ * every lane the same pair). */
+static __device__ __forceinline__ void rw_best_of_warp(float &bv, int &bi)
+{
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        const float ov = __shfl_xor_sync(SPC_FULL_MASK, bv, off);
+        const int oi = __shfl_xor_sync(SPC_FULL_MASK, bi, off);
+        if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi)))
+            bv = ov, bi = oi;
+    }
+}
+
 /* The warp's picks of rounds 0 .. rounds - 1 with no NaN among v (PER logits a lane, index
  * lane + 32 m): each round every lane takes the best of its own untaken indices, then the
  * xor butterfly keeps the better of two (larger, or equal and lower: a total order, so every
@@ -73,13 +87,7 @@ static __device__ __forceinline__ int32_t rw_rounds(const float v[PER], int E, i
         for (int m = 0; m < PER; m++) /* ascending indices: `>` keeps the lower of equals */
             if (lane + 32 * m < E && !((taken >> m) & 1u) && (bi < 0 || v[m] > bv))
                 bv = v[m], bi = lane + 32 * m;
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) {
-            const float ov = __shfl_xor_sync(SPC_FULL_MASK, bv, off);
-            const int oi = __shfl_xor_sync(SPC_FULL_MASK, bi, off);
-            if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi)))
-                bv = ov, bi = oi;
-        }
+        rw_best_of_warp(bv, bi);
         if (lane == j)
             mine = bi;
         if ((bi & 31) == lane) /* bi >= 0: k <= E untaken indices remain */
