@@ -760,11 +760,10 @@ static void moe_sum(cudaStream_t s, const spc_moe_args *a, const float *ys)
 {
     const int64_t H = a->H;
     if (a->then_x && a->k <= MC_KMAX && a->n_tok <= 0x7fffffff) {
-        const int nr = rn_fit(H);
-        spc_launch(a->k > 4     ? k_moe_combine_add_rmsnorm<MC_KMAX, RN_REG>
-                   : nr == 8  ? k_moe_combine_add_rmsnorm<4, 8>
-                   : nr == 12 ? k_moe_combine_add_rmsnorm<4, 12>
-                              : k_moe_combine_add_rmsnorm<4, RN_REG>,
+        spc_launch(a->k > 4 ? k_moe_combine_add_rmsnorm<MC_KMAX, RN_REG>
+                            : rn_pick(H, k_moe_combine_add_rmsnorm<4, 8>,
+                                      k_moe_combine_add_rmsnorm<4, 12>,
+                                      k_moe_combine_add_rmsnorm<4, RN_REG>),
                    dim3((unsigned)a->n_tok), dim3(RN_THREADS), s, true,
                    a->ids, a->w, ys, a->k, H, a->out, a->then_x, a->then_w, a->then_eps,
                    a->then_xn);

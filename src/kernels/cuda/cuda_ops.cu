@@ -219,8 +219,7 @@ extern "C" int spc_add_rmsnorm(void *stream, float *x, int64_t x_stride, const f
         return rows == 0 ? 0 : (int)cudaErrorInvalidValue;
     if (rows == 0)
         return 0;
-    const int nr = rn_fit(dim);
-    spc_launch(nr == 8 ? k_add_rmsnorm<8> : nr == 12 ? k_add_rmsnorm<12> : k_add_rmsnorm<RN_REG>,
+    spc_launch(rn_pick(dim, k_add_rmsnorm<8>, k_add_rmsnorm<12>, k_add_rmsnorm<RN_REG>),
                dim3((unsigned)rows), dim3(RN_THREADS), (cudaStream_t)stream, true, x, x_stride, r,
                r_stride, w, dim, eps, out, out_stride);
     return spc_launch_status();
@@ -233,10 +232,9 @@ extern "C" int spc_rmsnorm(void *stream, const float *x, int64_t x_stride, const
         return rows == 0 ? 0 : (int)cudaErrorInvalidValue;
     if (rows == 0)
         return 0;
-    const int nr = rn_fit(dim);
-    spc_launch(nr == 8 ? k_rmsnorm<8> : nr == 12 ? k_rmsnorm<12> : k_rmsnorm<RN_REG>,
-               dim3((unsigned)rows), dim3(RN_THREADS), (cudaStream_t)stream, true, x, x_stride, w,
-               dim, eps, out, out_stride);
+    spc_launch(rn_pick(dim, k_rmsnorm<8>, k_rmsnorm<12>, k_rmsnorm<RN_REG>), dim3((unsigned)rows),
+               dim3(RN_THREADS), (cudaStream_t)stream, true, x, x_stride, w, dim, eps, out,
+               out_stride);
     return spc_launch_status();
 }
 

@@ -195,7 +195,7 @@ static __device__ __forceinline__ void tc_ring_issue(const tc_set &set, int S, c
             const int64_t row = r0 + rho, col = (int64_t)s * TC_KS + 8 * c16;
             const bool ok = row < set.rows[mm] && col < set.cols;
             spc_cp16_or_zero_stream(slot + rho * TC_SEG_BYTES + ((c16 ^ (rho & 7)) << 4),
-                             ok ? w + (size_t)row * set.ld[mm] + (size_t)col * 2 : w, ok);
+                                    ok ? w + (size_t)row * set.ld[mm] + (size_t)col * 2 : w, ok);
         }
     }
     spc_cp_commit();

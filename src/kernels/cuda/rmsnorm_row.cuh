@@ -51,6 +51,14 @@ static inline int rn_fit(int64_t dim)
     return dim <= 8 * RN_THREADS ? 8 : dim <= 12 * RN_THREADS ? 12 : RN_REG;
 }
 
+/* A norm kernel's instance for rows of dim elements: its NR = 8, 12 or RN_REG instance
+ * (k8, k12, kreg) by rn_fit, the one place the launches make that choice. */
+template <typename K> static inline K rn_pick(int64_t dim, K k8, K k12, K kreg)
+{
+    const int nr = rn_fit(dim);
+    return nr == 8 ? k8 : nr == 12 ? k12 : kreg;
+}
+
 /* The residual of rn_row read from memory: r[i]. */
 struct rn_res_mem {
     const float *r;
