@@ -47,6 +47,21 @@ typedef struct sp_expert {
     bool in_major;             /* stored [in, out], used as x @ W (gpt-oss unquantized) */
 } sp_expert;
 
+/* Experts at equal steps: every entry's pointers are entry 0's moved e steps (one tensor
+ * holds all experts, as gpt-oss ships them), its shapes are entry 0's and none is
+ * input-major. A kernel then finds an expert's matrices from its id alone, without reading
+ * the table on the way to the weights (a dependent round trip a launch). Zero: unknown,
+ * read the table. */
+typedef struct sp_expert_steps {
+    bool uniform;
+    sp_expert first;             /* entry 0, pointers in backend memory */
+    int64_t data[3], scales[3];  /* byte steps of gate, up, down */
+    int64_t gate_up_bias, down_bias; /* float steps */
+} sp_expert_steps;
+
+/* The steps of a table of n entries (host copies of backend pointers), or zero. */
+sp_expert_steps sp_expert_steps_of(const sp_expert *table, int64_t n);
+
 typedef enum sp_glu_kind {
     SP_GLU_SWIGLU,
     SP_GLU_GPTOSS,
@@ -70,6 +85,7 @@ typedef struct sp_moe_args {
     sp_wformat row_format;    /* the format of every row-major expert matrix, SP_WF_NONE
                                  when they differ */
     bool row_major_only;      /* no expert is stored input-major */
+    sp_expert_steps steps;    /* the table's layout (zero: read each entry) */
     /* Only where the backend's moe_adds_norm is true (else ignored): with then_x set, the
      * op goes on with add_rmsnorm(then_x, out, then_w, n_tok, n_embd, then_eps, then_xn)
      * and exactly its results, the residual step after the block. */

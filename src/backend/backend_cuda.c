@@ -40,6 +40,11 @@ _Static_assert(sizeof(spc_expert) == sizeof(sp_expert) &&
                    offsetof(spc_expert, down_bias) == offsetof(sp_expert, down_bias) &&
                    offsetof(spc_expert, in_major) == offsetof(sp_expert, in_major),
                "spc_expert mirrors sp_expert");
+_Static_assert(sizeof(spc_expert_steps) == sizeof(sp_expert_steps) &&
+                   offsetof(spc_expert_steps, first) == offsetof(sp_expert_steps, first) &&
+                   offsetof(spc_expert_steps, data) == offsetof(sp_expert_steps, data) &&
+                   offsetof(spc_expert_steps, down_bias) == offsetof(sp_expert_steps, down_bias),
+               "spc_expert_steps mirrors sp_expert_steps");
 
 #define ERR_LAUNCH_FAILURE 719 /* cudaErrorLaunchFailure */
 #define QUEUED_SLOTS 2                 /* pinned slots of upload_queued */
@@ -67,6 +72,8 @@ typedef struct cuda_backend {
     bool graphs;           /* recording allowed */
     bool moe_group;        /* MoE pairs grouped by expert (SPECULA_CUDA_MOE_GROUP=0: off, to compare) */
     bool moe_fold;         /* routing in the expert kernels (SPECULA_CUDA_MOE_FOLD=0: off, to compare) */
+    bool expert_steps;     /* experts found from their ids where they lie at equal steps
+                              (SPECULA_CUDA_EXPERT_STEPS=0: read the table, to compare) */
     bool attn_early;       /* earlier passes' cache rows loaded before the attention's wait
                             * (SPECULA_CUDA_ATTN_EARLY=0: off) */
     bool qkv_rope;         /* RoPE and the cache writes in the Q/K/V product
@@ -610,6 +617,8 @@ static spc_moe_args moe_args(cuda_backend *c, const sp_moe_args *a)
         .then_eps = a->then_eps,
         .then_xn = a->then_xn,
     };
+    if (c->expert_steps)
+        memcpy(&g.steps, &a->steps, sizeof g.steps); /* mirrors (asserted above) */
     return g;
 }
 
@@ -928,6 +937,7 @@ sp_status sp_cuda_backend_new(int index, sp_backend **out, sp_error *err)
     c->graphs = !c->fail_op && !c->plant_op && env_on("SPECULA_CUDA_GRAPHS");
     c->moe_group = env_on("SPECULA_CUDA_MOE_GROUP");
     c->moe_fold = env_on("SPECULA_CUDA_MOE_FOLD");
+    c->expert_steps = env_on("SPECULA_CUDA_EXPERT_STEPS");
     c->attn_early = env_on("SPECULA_CUDA_ATTN_EARLY");
     c->qkv_rope = env_on("SPECULA_CUDA_QKV_ROPE");
     /* the expert sum, residual add and next norm in one launch (SPECULA_CUDA_MOE_NORM=0:

@@ -129,9 +129,11 @@ static sp_status rebase_experts(sp_backend *be, sp_exec_store *s, sp_layer *L, s
         be->ops->free(be, dev);
     else if (st == SP_OK)
         st = be->ops->upload(be, dev, tmp, bytes, err);
-    free(tmp);
-    if (st == SP_OK)
+    if (st == SP_OK) {
         L->experts = dev;
+        L->expert_steps = sp_expert_steps_of(tmp, L->n_experts);
+    }
+    free(tmp);
     return st;
 }
 

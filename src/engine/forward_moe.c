@@ -127,6 +127,7 @@ bool sp_forward_moe(sp_pass *P, int64_t l, const float *next_norm)
         .w = c->moe_w,
         .out = c->ffn,
         .scratch = c->moe_scratch,
+        .steps = L->expert_steps,
     };
     expert_formats(&m->layers[l], &a.row_format, &a.row_major_only);
     const bool then_norm = next_norm && be->moe_adds_norm && !SP_TRACE_ON(P) &&

@@ -57,6 +57,7 @@ typedef struct sp_layer {
     const float *router_bias;       /* [E] (gpt-oss) */
     const float *score_bias;        /* [E] e_score_correction_bias (DeepSeek) */
     sp_expert *experts;             /* [E] */
+    sp_expert_steps expert_steps;   /* of the table in backend memory (exec_weights.c) */
     sp_weight sh_gate, sh_up, sh_down; /* shared experts (DeepSeek); format NONE if absent */
     const sp_dsv4_layer *v4;           /* DeepSeek-V4, else NULL */
 } sp_layer;

@@ -17,6 +17,7 @@
 
 #define CUDA_TEST_SEED 0x4d6f45746346e201ull
 #include "cuda_test_harness.h"
+#include "backend/backend.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "util/dtype.h"
@@ -69,16 +70,66 @@ static void free_fp4(fp4_matrix *m)
     spc_free(m->dscales);
 }
 
-/* A table of E gpt-oss experts (gate_up 2I x H, down H x I, biases) on the device. */
+/* A table of E gpt-oss experts (gate_up 2I x H, down H x I, biases) on the device; packed:
+ * the table points into one allocation a tensor holding every expert at equal steps (the
+ * hub's layout), whose steps are in `steps`, else each matrix is its own allocation. */
 typedef struct experts {
     int64_t E, H, I;
     fp4_matrix *gu, *dn;
     float **bgu, **bdn;         /* host biases */
     float **dbgu, **ddn;        /* device biases */
     spc_expert *dtable;
+    void *packed[6];            /* gate_up data, scales, down data, scales, the two biases */
+    spc_expert_steps steps;     /* packed: uniform */
 } experts;
 
-static experts make_experts(int64_t E, int64_t H, int64_t I, int special, int nan_ok)
+/* The E experts' matrices or biases (host copies, `bytes` each) in one device allocation. */
+static void *pack_device(int64_t E, size_t bytes, const void *(*part)(const experts *, int64_t),
+                         const experts *x)
+{
+    unsigned char *h = malloc((size_t)E * bytes);
+    for (int64_t e = 0; e < E; e++)
+        memcpy(h + (size_t)e * bytes, part(x, e), bytes);
+    void *d = dev_from(h, (size_t)E * bytes);
+    free(h);
+    return d;
+}
+
+static const void *gu_data(const experts *x, int64_t e) { return x->gu[e].hdata; }
+static const void *gu_scales(const experts *x, int64_t e) { return x->gu[e].hscales; }
+static const void *dn_data(const experts *x, int64_t e) { return x->dn[e].hdata; }
+static const void *dn_scales(const experts *x, int64_t e) { return x->dn[e].hscales; }
+static const void *gu_bias(const experts *x, int64_t e) { return x->bgu[e]; }
+static const void *dn_bias(const experts *x, int64_t e) { return x->bdn[e]; }
+
+/* The table's entries pointed into the packed tensors. */
+static void point_packed(experts *x, spc_expert *table)
+{
+    const fp4_matrix *g = &x->gu[0], *d = &x->dn[0];
+    const size_t gd = g->h.row_bytes * (size_t)g->h.rows, gs = g->h.scale_row_bytes * (size_t)g->h.rows;
+    const size_t dd = d->h.row_bytes * (size_t)d->h.rows, ds = d->h.scale_row_bytes * (size_t)d->h.rows;
+    const size_t sizes[6] = {gd, gs, dd, ds, (size_t)(2 * x->I) * 4, (size_t)x->H * 4};
+    const void *(*parts[6])(const experts *, int64_t) = {gu_data, gu_scales, dn_data,
+                                                          dn_scales, gu_bias, dn_bias};
+    for (int i = 0; i < 6; i++)
+        x->packed[i] = pack_device(x->E, sizes[i], parts[i], x);
+    for (int64_t e = 0; e < x->E; e++) {
+        unsigned char *p[6];
+        for (int i = 0; i < 6; i++)
+            p[i] = (unsigned char *)x->packed[i] + (size_t)e * sizes[i];
+        table[e].gate.data = table[e].up.data = p[0];
+        table[e].gate.scales = table[e].up.scales = p[1];
+        table[e].down.data = p[2];
+        table[e].down.scales = p[3];
+        table[e].gate_up_bias = (const float *)p[4];
+        table[e].down_bias = (const float *)p[5];
+    }
+    const sp_expert_steps st = sp_expert_steps_of((const sp_expert *)table, x->E);
+    memcpy(&x->steps, &st, sizeof st); /* spc_expert_steps mirrors it (backend_cuda.c) */
+}
+
+static experts make_experts_laid(int64_t E, int64_t H, int64_t I, int special, int nan_ok,
+                                 bool packed)
 {
     experts x = {.E = E, .H = H, .I = I};
     x.gu = calloc((size_t)E, sizeof *x.gu);
@@ -103,13 +154,22 @@ static experts make_experts(int64_t E, int64_t H, int64_t I, int special, int na
         table[e].gate_up_bias = x.dbgu[e];
         table[e].down_bias = x.ddn[e];
     }
+    if (packed)
+        point_packed(&x, table);
     x.dtable = dev_from(table, (size_t)E * sizeof *table);
     free(table);
     return x;
 }
 
+static experts make_experts(int64_t E, int64_t H, int64_t I, int special, int nan_ok)
+{
+    return make_experts_laid(E, H, I, special, nan_ok, false);
+}
+
 static void free_experts(experts *x)
 {
+    for (int i = 0; i < 6; i++)
+        spc_free(x->packed[i]);
     for (int64_t e = 0; e < x->E; e++) {
         free_fp4(&x->gu[e]);
         free_fp4(&x->dn[e]);
@@ -373,10 +433,12 @@ static void route_logits(int64_t N, int64_t E, float *l)
  * spc_moe_route then spc_moe_ffn: ids, weights and outputs bit for bit, in both
  * precisions, for a decode step and verify batches; E experts (gpt-oss-20b's 32: one
  * logit a lane; 120b's 128: four). */
-static void route_folded(int64_t E)
+static void route_folded(int64_t E, bool packed)
 {
     const int64_t H = 320, I = 352, k = 4, N = 9, P = N * k;
-    experts x = make_experts(E, H, I, 0, 0);
+    experts x = make_experts_laid(E, H, I, 0, 0, packed);
+    if (packed && !x.steps.uniform)
+        fail_msg("packed experts: sp_expert_steps_of found them not uniform");
     float *l = malloc((size_t)(N * E) * 4), *xin = malloc((size_t)(N * H) * 4);
     route_logits(N, E, l);
     fill(xin, N * H, 1.0f);
@@ -406,6 +468,7 @@ static void route_folded(int64_t E)
             a.out = out[0];
             CK(spc_moe_ffn(g_stream, &a));
             a.out = out[1];
+            a.steps = x.steps; /* packed: each expert's matrices from its id */
             CK(spc_moe_route_ffn(g_stream, &rc, dl + t0 * E, dids[1], dw[1], &a));
             float *o[2], *w[2], *id[2];
             for (int i = 0; i < 2; i++) {
@@ -423,9 +486,10 @@ static void route_folded(int64_t E)
                 free(id[i]);
             }
         }
-    printf("moe routing folded into the expert pass, %lld experts: %lld values differ, %lld NaN "
-           "weights seen\n",
-           (long long)E, (long long)bad, (long long)nan_w);
+    printf("moe routing folded into the expert pass, %lld experts%s: %lld values differ, %lld "
+           "NaN weights seen\n",
+           (long long)E, packed ? " at equal steps (read from their ids)" : "", (long long)bad,
+           (long long)nan_w);
     if (bad || !nan_w)
         fail_msg("moe routing folded: %lld values differ (NaN weights seen: %lld)", (long long)bad,
                  (long long)nan_w);
@@ -447,8 +511,10 @@ static void test_route_folded(void **state)
 {
     (void)state;
     NEED_GPU();
-    route_folded(32);
-    route_folded(128);
+    route_folded(32, false);
+    route_folded(128, false);
+    route_folded(32, true);
+    route_folded(128, true);
 }
 
 /* The residual step inside the expert op (spc_moe_args.then_x: the expert sum, x += out,

@@ -7,9 +7,12 @@
  *  - the transposed product (gpt-oss unquantized experts, MLA absorption) against its
  *    reference, and invariant to threads and batch;
  *  - routing on hand-made logits (ties, group masking, renormalization, scaling);
+ *  - expert tables at equal steps (sp_expert_steps_of): found, and refused for any entry
+ *    off its step, of another shape, input-major, or with a bias where others have none;
  *  - bad quantized checkpoints: mismatched blocks/scales, wrong scale dtype, unknown
  *    quant_method, packed weights without a config: clear errors naming the tensor. */
 #include "test_util.h"
+#include "backend/backend.h"
 #include "format/safetensors.h"
 #include "kernels/cpu/matmul.h"
 #include "model/moe_route.h"
@@ -203,6 +206,65 @@ static void test_matmul_transposed(void **state)
     sp_pool_free(p3);
 }
 
+/* A table of n experts at equal steps (fake addresses: only their arithmetic is read). */
+static void steps_table(sp_expert *t, int64_t n)
+{
+    memset(t, 0, (size_t)n * sizeof *t);
+    for (int64_t e = 0; e < n; e++) {
+        sp_weight w = {.format = SP_WF_MXFP4, .rows = 64, .cols = 96, .row_bytes = 48,
+                       .scale_row_bytes = 3, .global_scale = 1.0f};
+        t[e].gate = t[e].up = t[e].down = w;
+        t[e].gate.data = (const unsigned char *)(uintptr_t)(0x100000 + e * 4096);
+        t[e].gate.scales = (const unsigned char *)(uintptr_t)(0x900000 + e * 192);
+        t[e].up = t[e].gate;
+        t[e].down.data = (const unsigned char *)(uintptr_t)(0x500000 + e * 3072);
+        t[e].down.scales = (const unsigned char *)(uintptr_t)(0xa00000 + e * 96);
+        t[e].gate_up_bias = (const float *)(uintptr_t)(0xb00000 + e * 512);
+        t[e].down_bias = NULL;
+    }
+}
+
+static void test_expert_steps(void **state)
+{
+    (void)state;
+    enum { N = 5 };
+    sp_expert t[N];
+    steps_table(t, N);
+    sp_expert_steps s = sp_expert_steps_of(t, N);
+    assert_true(s.uniform);
+    assert_int_equal(s.data[0], 4096);
+    assert_int_equal(s.scales[0], 192);
+    assert_int_equal(s.data[1], 4096);
+    assert_int_equal(s.data[2], 3072);
+    assert_int_equal(s.scales[2], 96);
+    assert_int_equal(s.gate_up_bias, 128); /* floats */
+    assert_int_equal(s.down_bias, 0);
+    assert_ptr_equal(s.first.down.data, t[0].down.data);
+    assert_true(sp_expert_steps_of(t, 1).uniform); /* one expert: steps 0 */
+    assert_false(sp_expert_steps_of(NULL, N).uniform);
+    assert_false(sp_expert_steps_of(t, 0).uniform);
+    for (int c = 0; c < 7; c++) { /* each a change to entry 3 that breaks the layout */
+        steps_table(t, N);
+        switch (c) {
+        case 0: t[3].gate.data += 16; break;
+        case 1: t[3].down.scales -= 1; break;
+        case 2: t[3].up.rows = 63; break;
+        case 3: t[3].in_major = true; break;
+        case 4: t[3].down_bias = (const float *)(uintptr_t)0xc00000; break;
+        case 5: t[3].gate.format = SP_WF_NVFP4; break;
+        default: t[3].gate_up_bias = NULL; break;
+        }
+        s = sp_expert_steps_of(t, N);
+        if (s.uniform)
+            fail_msg("expert steps: change %d still uniform", c);
+        assert_int_equal(s.data[0], 0); /* not uniform: all zero */
+    }
+    steps_table(t, N); /* a bias step that is not whole floats */
+    for (int64_t e = 0; e < N; e++)
+        t[e].gate_up_bias = (const float *)(uintptr_t)(0xb00000 + e * 510);
+    assert_false(sp_expert_steps_of(t, N).uniform);
+}
+
 static void test_routing(void **state)
 {
     (void)state;
@@ -370,6 +432,7 @@ int main(void)
         cmocka_unit_test(test_scale_decoders_exhaustive),
         cmocka_unit_test(test_fp4_column_dependent), cmocka_unit_test(test_fp8_block_views),
         cmocka_unit_test(test_matmul_transposed),    cmocka_unit_test(test_routing),
+        cmocka_unit_test(test_expert_steps),
         cmocka_unit_test(test_bad_quantized_checkpoints), cmocka_unit_test(test_mxfp4_scale_spelling),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

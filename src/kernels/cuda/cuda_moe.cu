@@ -419,7 +419,8 @@ static void moe_rows_launch(cudaStream_t s, const spc_moe_args *a, int stage, bo
     const int64_t cols = stage == 2 ? a->I : a->H;
     if (moe_tc(a)) {
         const spc_moe_tc_job j = {a->experts, a->n_experts, stage, gptoss, x, div, xs, a->ids,
-                                  NULL, P, false, n_out, cols, y, false, 0.0f, 0.0f, spc_route_in{}};
+                                  NULL, P, false, n_out, cols, y, false, 0.0f, 0.0f,
+                                  spc_route_in{}, a->steps};
         (void)spc_moe_tc_rows(s, j, P); /* its checks hold: moe_tc's and spc_moe_ffn's */
         return;
     }
@@ -583,7 +584,8 @@ static void moe_rows_grouped_launch(cudaStream_t s, const spc_moe_args *a, int s
     if (moe_tc(a)) {
         const spc_moe_tc_job j = {a->experts, a->n_experts, stage, gptoss, xs, 1, x_stride, NULL,
                                   (const int32_t *)a->group_ints, P, scatter, n_out,
-                                  stage == 2 ? a->I : a->H, y, false, 0.0f, 0.0f, spc_route_in{}};
+                                  stage == 2 ? a->I : a->H, y, false, 0.0f, 0.0f,
+                                  spc_route_in{}, a->steps};
         (void)spc_moe_tc_rows(s, j, P); /* its checks hold: moe_tc's and spc_moe_ffn's */
         return;
     }
@@ -786,7 +788,7 @@ static void moe_tc_gate_up_glu(cudaStream_t s, const spc_moe_args *a, const floa
     const spc_moe_tc_job j = {a->experts, a->n_experts, 0, true, x, div, a->H,
                               grouped ? NULL : a->ids,
                               grouped ? (const int32_t *)a->group_ints : NULL, P, false, 2 * a->I,
-                              a->H, h, true, a->alpha, a->limit, route};
+                              a->H, h, true, a->alpha, a->limit, route, a->steps};
     (void)spc_moe_tc_rows(s, j, P); /* its checks hold: moe_tc's and spc_moe_ffn's */
 }
 

@@ -80,10 +80,11 @@ static __device__ __forceinline__ void mt_chain(const mt_slice &f, const unsigne
  * word w of block b (its pairs i: x[32b + 8w + i], x[32b + 8w + i + 4]) in 16 bytes at
  * xs + t * pitch + 16 mt_x_unit(b, w); zeros past cols. */
 static __device__ __forceinline__ void mt_stage_x(const float *const *xrow, int nt, int64_t cols,
-                                                  int64_t nb_pad, int pitch, unsigned char *xs)
+                                                  int64_t nb_pad, int pitch, unsigned char *xs,
+                                                  int t0 = 0)
 {
-    const int64_t words = nb_pad * 4; /* 8 columns each */
-    for (int64_t i = threadIdx.x; i < words * nt; i += blockDim.x) {
+    const int64_t words = nb_pad * 4; /* 8 columns each; threads t0.. of the block stage them */
+    for (int64_t i = threadIdx.x - t0; i < words * nt; i += blockDim.x - t0) {
         const int t = (int)(i / words);
         const int64_t w = i % words, k = w * 8;
         float v[8];
@@ -144,12 +145,13 @@ static __device__ __forceinline__ void mt_fetch(const sp_weight &w, int64_t nb, 
 
 /* The kernel's work once the block knows its (valid, row-major) expert matrix and tokens.
  * A warp's items are one stream: while one is computed, the next two items' weights are
- * on their way (their scale bytes kept apart until used, so issuing never waits). */
+ * on their way (their scale bytes kept apart until used, so issuing never waits). staged:
+ * x is in shared memory already (a pair's, staged while its expert was found). */
 template <bool VEC>
 static __device__ __forceinline__ void mt_body(const spc_moe_tc_job &j, const sp_weight &w,
                                                const float *bias, int64_t y, int64_t first, int nt,
                                                const int32_t *order, int pitch, unsigned char *mt_xs,
-                                               float (*part)[4][32], const float **xrow)
+                                               float (*part)[4][32], const float **xrow, bool staged)
 {
     const int64_t step = gridDim.x;
     const int64_t rows = w.rows < j.n_out ? w.rows : j.n_out, n_rg = (rows + 15) / 16;
@@ -166,11 +168,13 @@ static __device__ __forceinline__ void mt_body(const spc_moe_tc_job &j, const sp
     mt_slice f, fn, fnn;
     mt_fetch<VEC>(w, nb, n_rg, S, p, warp, f);
     mt_fetch<VEC>(w, nb, n_rg, S, pn, warp, fn);
-    if (threadIdx.x < nt)
-        xrow[threadIdx.x] = j.gi ? j.x + (first + threadIdx.x) * j.x_stride
-                                 : j.x + (y / j.x_div) * j.x_stride;
-    __syncthreads();
-    mt_stage_x(xrow, nt, j.cols, (int64_t)S * (MT_BK / 32), pitch, mt_xs);
+    if (!staged) {
+        if (threadIdx.x < nt)
+            xrow[threadIdx.x] = j.gi ? j.x + (first + threadIdx.x) * j.x_stride
+                                     : j.x + (y / j.x_div) * j.x_stride;
+        __syncthreads();
+        mt_stage_x(xrow, nt, j.cols, (int64_t)S * (MT_BK / 32), pitch, mt_xs);
+    }
     __syncthreads();
     const int g = lane >> 2;
     const unsigned char *xt = mt_xs + (size_t)(g < nt ? g : nt - 1) * pitch;
@@ -241,13 +245,19 @@ k_moe_tc(const spc_moe_tc_job j, int pitch)
         const int32_t *gr = j.gi + j.P + 3 * y;
         e = gr[0], first = gr[1], nt = gr[2];
     } else {
-        /* the pair's x row into L1 while its expert is found (routing or the id and the
-         * expert's record: dependent round trips); mt_stage_x then reads it from there */
-        const char *xr = reinterpret_cast<const char *>(j.x + (y / j.x_div) * j.x_stride);
-        for (int64_t o = (int64_t)threadIdx.x * 128; o < j.cols * 4; o += (int64_t)blockDim.x * 128)
-            asm volatile("prefetch.global.L1 [%0];" ::"l"(xr + o));
+        /* the pair's x is staged while its expert is found: by warps 1-3 while warp 0 routes
+         * the token, else by all once the id's load is issued */
+        const float *xr[1] = {j.x + (y / j.x_div) * j.x_stride};
+        const int64_t nb_pad = (j.cols + MT_BK - 1) / MT_BK * (MT_BK / 32);
         __shared__ int32_t routed;
-        e = ROUTE ? spc_route_pair<ROUTE ? ROUTE : 1>(j.route, y, blockIdx.x == 0, &routed) : j.ids[y];
+        if (ROUTE) {
+            if (threadIdx.x >= 32)
+                mt_stage_x(xr, 1, j.cols, nb_pad, pitch, mt_xs, 32);
+            e = spc_route_pair<ROUTE ? ROUTE : 1>(j.route, y, blockIdx.x == 0, &routed);
+        } else {
+            e = j.ids[y];
+            mt_stage_x(xr, 1, j.cols, nb_pad, pitch, mt_xs);
+        }
         first = y, nt = 1;
     }
     const int32_t *order = j.gi && j.scatter ? j.gi : NULL;
@@ -261,15 +271,14 @@ k_moe_tc(const spc_moe_tc_job j, int pitch)
             }
         return;
     }
-    const spc_expert &ex = j.experts[e];
-    if (ex.in_major)
-        return;
     sp_weight w; /* to registers */
-    const float *bias = mt_stage(ex, j.stage, j.gptoss, w);
+    const float *bias;
+    if (!mt_expert(j.experts, j.steps, e, j.stage, j.gptoss, w, bias))
+        return;
     if (mt_vec(w))
-        mt_body<true>(j, w, bias, y, first, nt, order, pitch, mt_xs, part, xrow);
+        mt_body<true>(j, w, bias, y, first, nt, order, pitch, mt_xs, part, xrow, !j.gi);
     else
-        mt_body<false>(j, w, bias, y, first, nt, order, pitch, mt_xs, part, xrow);
+        mt_body<false>(j, w, bias, y, first, nt, order, pitch, mt_xs, part, xrow, !j.gi);
 }
 
 /* ---- launch ------------------------------------------------------------------------- */

@@ -39,6 +39,8 @@ struct spc_moe_tc_job {
      * (moe_route_warp.cuh) instead of reading ids, and the blocks x = 0 store the ids and
      * weights for the stages after */
     spc_route_in route;
+    /* uniform: the block computes its expert's matrix from the id (no read of the table) */
+    spc_expert_steps steps;
 };
 
 /* Tokens a group may hold for inputs of `cols` (0: they do not fit shared memory). */

@@ -274,6 +274,14 @@ typedef struct spc_expert {
     bool in_major;             /* stored [in, out] and used as x @ W (spc_matmul_t) */
 } spc_expert;
 
+/* Experts at equal steps (sp_expert_steps): expert e's pointers are first's moved e steps. */
+typedef struct spc_expert_steps {
+    bool uniform;
+    spc_expert first;
+    int64_t data[3], scales[3];      /* byte steps of gate, up, down */
+    int64_t gate_up_bias, down_bias; /* float steps */
+} spc_expert_steps;
+
 typedef enum spc_moe_act {
     SPC_ACT_SWIGLU = 0,       /* down(silu(gate x) * up x) */
     SPC_ACT_GPTOSS_GLU = 1,   /* gate_up (+bias) interleaved, clamp, alpha, down (+bias) */
@@ -294,6 +302,7 @@ typedef struct spc_moe_args {
     float *scratch_a, *scratch_b; /* each n_tok * k * max(2I, H) floats */
     int row_fmt;              /* every row-major expert matrix's sp_wformat, or SP_WF_NONE */
     bool row_major_only;      /* no input-major expert: the transposed pass is skipped */
+    spc_expert_steps steps;   /* uniform: the kernels compute an expert's matrices from its id */
     /* Grouping by expert (both or neither; NULL: every pair alone): */
     float *scratch_c;         /* n_tok * k * H floats: inputs gathered in expert order */
     int32_t *group_ints;      /* spc_moe_group_ints(n_tok * k) ints */

@@ -38,6 +38,28 @@ static __device__ __forceinline__ const float *mt_stage(const spc_expert &ex, in
     return !gptoss ? NULL : stage == 0 ? ex.gate_up_bias : stage == 2 ? ex.down_bias : NULL;
 }
 
+/* Expert e's matrix of a stage and its bias (mt_stage): from the steps when the experts lie
+ * at equal steps, so that the weights' loads wait for no read of the table, else from its
+ * entry. False: an input-major expert, which these kernels do not compute. */
+static __device__ __forceinline__ bool mt_expert(const spc_expert *experts,
+                                                 const spc_expert_steps &st, int32_t e, int stage,
+                                                 bool gptoss, sp_weight &w, const float *&bias)
+{
+    if (!st.uniform) {
+        const spc_expert &ex = experts[e];
+        if (ex.in_major)
+            return false;
+        bias = mt_stage(ex, stage, gptoss, w);
+        return true;
+    }
+    bias = mt_stage(st.first, stage, gptoss, w);
+    w.data += (int64_t)e * st.data[stage];
+    w.scales += (int64_t)e * st.scales[stage];
+    if (bias)
+        bias += (int64_t)e * (stage == 0 ? st.gate_up_bias : st.down_bias);
+    return true;
+}
+
 /* Whether an MXFP4 matrix's rows can be read 16 bytes at a time. */
 static __device__ __forceinline__ bool mt_vec(const sp_weight &w)
 {
