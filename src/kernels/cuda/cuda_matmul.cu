@@ -28,6 +28,14 @@ template <int FMT, int TT = 8> struct mm_cfg {
     static constexpr int U = 2 * (4 / R);
 };
 
+/* A matrix of few rows at one token (a MoE router: 32 to 256 rows, the model's whole
+ * expert choice waiting on it) runs in few blocks: there each slot loads up to MM_FEW_U
+ * chunks a row before the kernel waits for the kernels before it, all of a row of up to
+ * 4096 BF16 columns, so that no weight round trip follows the wait. 16-bit and fp32
+ * weights only (the packed formats keep their registers for the decode). */
+#define MM_FEW_ROWS 512
+#define MM_FEW_U 4
+
 /* Rows per block for a launch over n_tok tokens (the token tile is 1 for one token). */
 static int64_t mm_rows_per_block(sp_wformat f, int64_t n_tok)
 {
@@ -35,13 +43,13 @@ static int64_t mm_rows_per_block(sp_wformat f, int64_t n_tok)
     return n_tok == 1 || fp4 ? 4 : 2;
 }
 
-template <int FMT, int TT>
+template <int FMT, int TT, int UU = 0> /* UU: chunks in flight a row, else mm_cfg's */
 __global__ void __launch_bounds__(SPC_SLOTS)
 k_matmul(const sp_weight w, const float *__restrict__ x, int64_t n_tok, float *__restrict__ y,
          const float *__restrict__ bias, bool vec, bool xvec)
 {
     spc_pdl_trigger();
-    constexpr int R = mm_cfg<FMT, TT>::R, U = mm_cfg<FMT, TT>::U;
+    constexpr int R = mm_cfg<FMT, TT>::R, U = UU ? UU : mm_cfg<FMT, TT>::U;
     const int64_t r0 = (int64_t)blockIdx.x * R;
     if (r0 >= w.rows)
         return;
@@ -78,6 +86,12 @@ static void mm_launch(cudaStream_t s, const sp_weight &w, const float *x, int64_
     const int64_t rows_per_block = mm_rows_per_block(w.format, n_tok);
     dim3 grid((unsigned)((w.rows + rows_per_block - 1) / rows_per_block),
               (unsigned)((n_tok + tt - 1) / tt));
+    constexpr bool wide = FMT == SP_WF_F32 || FMT == SP_WF_BF16 || FMT == SP_WF_F16;
+    if (wide && tt == 1 && w.rows <= MM_FEW_ROWS) {
+        spc_launch(k_matmul<FMT, 1, MM_FEW_U>, grid, dim3(SPC_SLOTS), s, true, w, x, n_tok, y,
+                   bias, vec, xvec);
+        return;
+    }
     mm_by_tile(tt, [&](auto T) {
         spc_launch(k_matmul<FMT, T.value>, grid, dim3(SPC_SLOTS), s, true, w, x, n_tok, y, bias,
                    vec, xvec);
