@@ -9,7 +9,11 @@
  *   nvcc -O3 -std=c++17 --fmad=false -arch=sm_90a -Isrc -Iinclude bench/gpu/gemv_bench.cu */
 #include "../../src/kernels/cuda/cuda_matmul.cu"
 
-int spc_pdl_enabled = 1;
+/* cuda_ops.cu's launch state, which this harness does not link: every launch a programmatic
+ * dependent (as SPECULA_CUDA_PDL=all) */
+int spc_pdl_enabled = 2;
+int spc_sm_count = 0;
+thread_local unsigned long long spc_pdl_prev_blocks = 0;
 
 
 #include <stdio.h>
@@ -17,14 +21,7 @@ int spc_pdl_enabled = 1;
 #include <algorithm>
 #include <vector>
 
-#define CK(e)                                                                                  \
-    do {                                                                                       \
-        cudaError_t r_ = (e);                                                                  \
-        if (r_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(r_));         \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "bench_check.cuh"
 
 __global__ void k_fill(unsigned short *p, size_t n, uint32_t seed)
 {

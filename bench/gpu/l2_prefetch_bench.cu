@@ -20,14 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CK(e)                                                                                      \
-    do {                                                                                           \
-        cudaError_t r_ = (e);                                                                      \
-        if (r_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(r_));             \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "bench_check.cuh"
 
 __global__ void k_read(const uint4 *p, size_t n16, float *out)
 {
