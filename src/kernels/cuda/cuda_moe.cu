@@ -169,7 +169,7 @@ static __device__ void rt_chosen_weights(const rt_cfg &c, const float *s, const 
 }
 
 /* DeepSeek-V4: scores, top-k of score + bias (HASH: ids given), weights s / (sum + 1e-20)
- * x scaling. */
+ * x scaling. l may be choice: each lane reads its logits before writing their choices. */
 static __device__ void rt_dsv4(const rt_cfg &c, const float *l, float *s, float *choice, bool *taken,
                                int32_t *ids, float *w)
 {
@@ -184,7 +184,8 @@ static __device__ void rt_dsv4(const rt_cfg &c, const float *l, float *s, float 
 }
 
 /* DeepSeek-V3's grouped sigmoid routing: the groups' top-2 sums pick topk_group groups,
- * the top-k of score + bias among them, weights the scores (renormalized) x scaling. */
+ * the top-k of score + bias among them, weights the scores (renormalized) x scaling. l may
+ * be choice, as in rt_dsv4. */
 static __device__ void rt_sigmoid_group(const rt_cfg &c, const float *l, float *s, float *choice,
                                         bool *taken, int32_t *ids, float *w)
 {
@@ -239,16 +240,18 @@ k_moe_route(const rt_cfg c, const float *__restrict__ logits, int64_t n_tok, int
         return;
     const int64_t E = c.E, k = c.k;
     const int lane = threadIdx.x & 31;
+    /* the sigmoid kinds read a logit where its lane then writes the choice (l may be
+     * choice: rt_dsv4, rt_sigmoid_group); the softmax kinds route in s */
+    const bool sigmoid = c.kind == SP_MOE_DSV4 || c.kind == SP_MOE_HASH ||
+                         c.kind == SP_MOE_SIGMOID_GROUP;
+    float *lg = sigmoid ? choice : s;
     for (int64_t i = lane; i < E; i += RT_THREADS)
-        s[i] = logits[t * E + i];
+        lg[i] = logits[t * E + i];
     if (c.kind == SP_MOE_HASH)
         for (int64_t j = lane; j < k; j += RT_THREADS)
             ids[j] = ids_out[t * k + j];
     __syncwarp();
     if (c.kind == SP_MOE_DSV4 || c.kind == SP_MOE_HASH) {
-        for (int64_t i = lane; i < E; i += RT_THREADS) /* the logits to choice's place */
-            choice[i] = s[i];
-        __syncwarp();
         rt_dsv4(c, choice, s, choice, taken, ids, w);
     } else if (c.kind == SP_MOE_SOFTMAX_TOPK) {
         rt_softmax_warp(s, E);
@@ -263,9 +266,6 @@ k_moe_route(const rt_cfg c, const float *__restrict__ logits, int64_t n_tok, int
         }
         __syncwarp();
     } else {
-        for (int64_t i = lane; i < E; i += RT_THREADS)
-            choice[i] = s[i];
-        __syncwarp();
         rt_sigmoid_group(c, choice, s, choice, taken, ids, w);
     }
     for (int64_t j = lane; j < k; j += RT_THREADS) {
