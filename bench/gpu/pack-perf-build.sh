@@ -21,7 +21,7 @@ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DSPECULA_CUDA=ON -DSPECULA_CUDA_S
 cmake --build "$B" -j"$(nproc)" >/dev/null
 rm -rf "$DEST" && mkdir -p "$DEST/lib" "$DEST/$B/tests/cuda"
 bins="$B/specula $B/make_random_model $B/verify_cost $B/tc_speed $B/tests/cuda/test_cuda_kernels $B/tests/cuda/test_cuda_attention $B/tests/cuda/test_cuda_tc $B/tests/cuda/test_cuda_moe_tc $B/tests/cuda/test_cuda_sample $B/tests/cuda/test_cuda_spec"
-for t in parity batch_invariance batch_sessions spec draws batch_verify; do bins="$bins $B/tests/test_$t"; done
+for t in parity parity_dsv4 batch_invariance batch_sessions spec draws batch_verify; do bins="$bins $B/tests/test_$t"; done
 for f in $bins; do
     cp "$f" "$DEST/$f" && strip "$DEST/$f"
 done

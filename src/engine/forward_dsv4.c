@@ -278,7 +278,8 @@ static void moe(sp_pass *P, int64_t l)
     sp_moe_args a = {.experts = L->experts, .n_experts = E, .top_k = k, .n_embd = H,
                      .inter = L->expert_inter, .glu = SP_GLU_SWIGLU_LIMIT, .limit = limit,
                      .x = c->xn, .n_tok = P->n, .ids = c->moe_ids, .w = c->moe_w, .out = c->ffn,
-                     .scratch = c->moe_scratch};
+                     .scratch = c->moe_scratch, .steps = L->expert_steps};
+    sp_expert_formats(&m->layers[l], &a.row_format, &a.row_major_only);
     be->ops->moe_ffn(be, &a);
     be->ops->matmul(be, &L->sh_gate, c->xn, P->n, c->gate, NULL);
     be->ops->matmul(be, &L->sh_up, c->xn, P->n, c->up, NULL);

@@ -93,6 +93,10 @@ sp_status sp_mtp_upload(sp_pass *P);
 void sp_mtp_begin(sp_pass *P);
 sp_status sp_hidden_download(sp_pass *P);
 
+/* From the host's expert table (hl: the model's own layer, not the backend's copy): the one
+ * format of the row-major expert matrices (SP_WF_NONE when they differ) and whether no
+ * expert is input-major: what sp_moe_args lets a backend specialize on. */
+void sp_expert_formats(const sp_layer *hl, sp_wformat *row_format, bool *row_major_only);
 /* xn [n, H] -> c->ffn [n, H]; with next_norm (the backend's moe_adds_norm, no shared
  * experts, no observer), then x += ffn and xn = rmsnorm(x) * next_norm in the same op:
  * returns whether it did. */

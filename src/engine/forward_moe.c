@@ -11,10 +11,7 @@
 #include "engine/forward_internal.h"
 #include "util/error.h"
 
-/* From the host's expert table (hl: the model's own layer, not the backend's copy): the one
- * format of the row-major expert matrices (SP_WF_NONE when they differ) and whether no
- * expert is input-major. */
-static void expert_formats(const sp_layer *hl, sp_wformat *row_format, bool *row_major_only)
+void sp_expert_formats(const sp_layer *hl, sp_wformat *row_format, bool *row_major_only)
 {
     sp_wformat f = SP_WF_NONE;
     bool mixed = false, in_major = false;
@@ -129,7 +126,7 @@ bool sp_forward_moe(sp_pass *P, int64_t l, const float *next_norm)
         .scratch = c->moe_scratch,
         .steps = L->expert_steps,
     };
-    expert_formats(&m->layers[l], &a.row_format, &a.row_major_only);
+    sp_expert_formats(&m->layers[l], &a.row_format, &a.row_major_only);
     const bool then_norm = next_norm && be->moe_adds_norm && !SP_TRACE_ON(P) &&
                            L->sh_gate.format == SP_WF_NONE;
     if (then_norm) {
