@@ -12,7 +12,7 @@
  * expert (one (token, slot) pair in decode and verify; a group of pairs sorted by expert
  * in prefill: either way each token is a column of the same mma), walking 16-row groups
  * x, x + gridDim.x, ...; warp w computes slices w, w + 4, ... of a group into shared
- * memory, its next two slices' loads in flight meanwhile, and the block adds the slice sums
+ * memory, its next slice's loads in flight meanwhile, and the block adds the slice sums
  * to 0.0f in ascending order, then the bias. gpt-oss's gate_up stage can end in its
  * activation: a row pair (gate 2i, up 2i + 1) sits in lanes 4 apart, one shuffle away. */
 #include "kernels/cuda/cuda_moe_tc.cuh"
@@ -144,9 +144,13 @@ static __device__ __forceinline__ void mt_fetch(const sp_weight &w, int64_t nb, 
 }
 
 /* The kernel's work once the block knows its (valid, row-major) expert matrix and tokens.
- * A warp's items are one stream: while one is computed, the next two items' weights are
- * on their way (their scale bytes kept apart until used, so issuing never waits). staged:
- * x is in shared memory already (a pair's, staged while its expert was found). */
+ * A warp's items are one stream: while one is computed, the next item's weights are on
+ * their way (their scale bytes kept apart until used, so issuing never waits). One item
+ * ahead, not two: 20 registers fewer to copy an item and 116 registers in all instead of
+ * 123 (H200, gpt-oss-20b shape fast: decode 465 -> 480 tok/s, gate_up 22.9 -> 21.3 us a
+ * layer, down 14.5 -> 13.2; the loop unrolled to swap two buffers instead of copying was
+ * slower still, 404: docs/BENCHMARKS_GPU.md, 2026-11-29 evening). staged: x is in
+ * shared memory already (a pair's, staged while its expert was found). */
 template <bool VEC>
 static __device__ __forceinline__ void mt_body(const spc_moe_tc_job &j, const sp_weight &w,
                                                const float *bias, int64_t y, int64_t first, int nt,
@@ -162,12 +166,10 @@ static __device__ __forceinline__ void mt_body(const spc_moe_tc_job &j, const sp
     /* items a warp takes of a round (the same for every warp: they meet at the fold) */
     const int ipw = S >= MT_ROUND ? MT_PER : (S + MT_WARPS - 1) / MT_WARPS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, fr = threadIdx.x >> 5;
-    /* the first two items' weights are on their way while x is staged */
+    /* the first item's weights are on their way while x is staged */
     mt_pos p = {blockIdx.x, 0, 0};
-    mt_pos pn = mt_next(p, ipw, S, step);
-    mt_slice f, fn, fnn;
+    mt_slice f, fn;
     mt_fetch<VEC>(w, nb, n_rg, S, p, warp, f);
-    mt_fetch<VEC>(w, nb, n_rg, S, pn, warp, fn);
     if (!staged) {
         if (threadIdx.x < nt)
             xrow[threadIdx.x] = j.gi ? j.x + (first + threadIdx.x) * j.x_stride
@@ -181,8 +183,8 @@ static __device__ __forceinline__ void mt_body(const spc_moe_tc_job &j, const sp
     float total = 0.0f, bv = 0.0f;
     for (;;) {
         const int s = mt_slice_at(p, warp);
-        const mt_pos pnn = mt_next(pn, ipw, S, step);
-        mt_fetch<VEC>(w, nb, n_rg, S, pnn, warp, fnn);
+        const mt_pos pn = mt_next(p, ipw, S, step);
+        mt_fetch<VEC>(w, nb, n_rg, S, pn, warp, fn);
         const int64_t row = p.rg * 16 + (lane >> 2) + (fr >= 2 ? 8 : 0); /* thread's output */
         if (p.round == 0 && p.i == 0 && bias && row < rows) /* a new group's bias */
             bv = __ldg(bias + row);
@@ -215,15 +217,15 @@ static __device__ __forceinline__ void mt_body(const spc_moe_tc_job &j, const sp
         }
         if (pn.rg >= n_rg)
             break;
-        p = pn, pn = pnn;
-        f = fn, fn = fnn;
+        p = pn;
+        f = fn;
     }
 }
 
 /* Block (x, y): y is pair y (ids, x row y / x_div, output row y) or, with gi, group y
  * (expert, first sorted slot, count: x rows first.., output rows first.. or order[first..]
  * with scatter); x walks the 16-row groups x, x + gridDim.x, ... A warp's items (group,
- * slice) form one stream, each item's weight loads issued two items before it is
+ * slice) form one stream, each item's weight loads issued one item before it is
  * computed, across rounds and groups. Dynamic shared memory: the tokens' x, `pitch`
  * bytes each. */
 template <int ROUTE> /* 0: ids given; else the logits a lane of the routing warp */
