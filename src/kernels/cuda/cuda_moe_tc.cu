@@ -29,9 +29,14 @@ template <bool BIG>
 static __device__ __forceinline__ void mt_block(float c[4], const uint4 &lo, const uint4 &hi,
                                                 uint32_t slo, uint32_t shi, const uint4 *b)
 {
-    uint32_t cl[2], ch[2];
-    mt_scale(slo, &cl[0], &cl[1]);
-    mt_scale(shi, &ch[0], &ch[1]);
+    uint32_t cl[2] = {0u, 0u}, ch[2] = {0u, 0u};
+    if (BIG) {
+        mt_scale(slo, &cl[0], &cl[1]);
+        mt_scale(shi, &ch[0], &ch[1]);
+    } else { /* every scale of the warp's slice below 128 */
+        cl[0] = mt_scale_small(slo);
+        ch[0] = mt_scale_small(shi);
+    }
     mt_word<BIG>(c, lo.x, hi.x, cl, ch, b[0]);
     mt_word<BIG>(c, lo.y, hi.y, cl, ch, b[1]);
     mt_word<BIG>(c, lo.z, hi.z, cl, ch, b[2]);
@@ -57,16 +62,17 @@ static __device__ __forceinline__ void mt_chain(const mt_slice &f, const unsigne
     c[0] = c[1] = c[2] = c[3] = 0.0f;
     const uint4 *xb =
         reinterpret_cast<const uint4 *>(xt) + mt_x_unit((int64_t)s * (MT_BK / 32) + 2 * q, 0);
-    /* a scale of 2 or more (rare): the second product */
-    const uint32_t sc = mt_sc(f);
-    const bool big = __any_sync(SPC_FULL_MASK, (sc & 0x80808080u) != 0u);
+    /* a scale of 2 or more (rare): the second product (the bytes as loaded: lo 2q, lo
+     * 2q + 1, hi 2q, hi 2q + 1) */
+    const bool big =
+        __any_sync(SPC_FULL_MASK, ((f.sb[0] | f.sb[1] | f.sb[2] | f.sb[3]) & 0x80u) != 0u);
 #pragma unroll
     for (int k = 0; k < 2; k++) {
         uint4 b[4];
 #pragma unroll
         for (int i = 0; i < 4; i++) /* block 2q + k's word i */
             b[i] = xb[(k * 4 + i) * 4];
-        const uint32_t slo = (sc >> (8 * k)) & 0xffu, shi = (sc >> (16 + 8 * k)) & 0xffu;
+        const uint32_t slo = f.sb[k], shi = f.sb[2 + k];
         if (big)
             mt_block<true>(c, f.lo[k], f.hi[k], slo, shi, b);
         else

@@ -84,6 +84,13 @@ static __device__ __forceinline__ void mt_scale(uint32_t s, uint32_t *c1, uint32
     *c2 |= *c2 << 16;
 }
 
+/* mt_scale's c1 for a scale s < 128 (no second product), in one multiply-add:
+ * (s + 126) << 7 in both halves, which cannot carry into each other (at most 253 << 7). */
+static __device__ __forceinline__ uint32_t mt_scale_small(uint32_t s)
+{
+    return s * 0x00800080u + 0x3f003f00u;
+}
+
 static __device__ __forceinline__ uint32_t mt_mul(uint32_t a, uint32_t b)
 {
     __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162 *>(&a),
