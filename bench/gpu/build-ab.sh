@@ -9,21 +9,27 @@
 #   bench/gpu/build-ab.sh [--rounds N] [--presets "llama-1b gptoss-20b"]
 #                         [--precision "exact fast"] [--tests "kernels tc moe_tc attention"]
 #                         [--suites "parity batch_invariance spec batch_verify"]
-#                         [--prompt-len N] [--ids-only]
+#                         [--prompt-len N] [--ids-only] [--also "NAME ..."] [--ncu REGEX]
 #
-#   1. the CUDA kernel tests (--tests) and the model suites on the GPU (--suites), new build;
+#   1. the CUDA kernel tests (--tests) and the model suites on the GPU (--suites), new build
+#      (and the kernel tests of each --also build);
 #   2. random checkpoints of each preset in /dev/shm (kept for later calls);
 #   3. greedy `generate` of a 300-token prompt, 40 tokens, each precision: old and new ids
 #      (a schedule change must keep them; a numerics change says so), and the new build
 #      drafting for itself (must equal its plain ids);
-#   4. `specula bench --prompt-len N (128) --gen-len 128 --runs 2`, old and new alternating,
-#      N rounds (default 3): decode tok/s and the roofline fraction, prefill tok/s.
+#   4. `specula bench --prompt-len N (128) --gen-len 128 --runs 2`, the builds alternating,
+#      N rounds (default 3): decode tok/s and the roofline fraction, prefill tok/s;
+#   5. with --ncu, ncu's times of the kernels matching REGEX in one decode step (graphs off,
+#      the first preset and precision), each build.
+# --also names more builds packed beside the two (pack-perf-build.sh's ALSO="NAME=DIR ..."
+# puts them in .devbuild/NAME): variants of one change, measured in the same call; each
+# gets the new build's steps 3-5 (ids against old, benches in the same rotation).
 # Logs in $OUT (default ./gpu-out); the summary is printed last. Nothing is fetched.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
 ROUNDS=3 PRESETS="llama-1b gptoss-20b" PRECS="exact fast" TESTS="kernels tc moe_tc attention"
-SUITES="parity batch_invariance spec batch_verify" PLEN=128 IDS_ONLY=0
+SUITES="parity batch_invariance spec batch_verify" PLEN=128 IDS_ONLY=0 ALSO="" NCU=""
 while [ $# -gt 0 ]; do
     case $1 in
     --rounds) ROUNDS=$2; shift 2 ;;
@@ -33,6 +39,8 @@ while [ $# -gt 0 ]; do
     --suites) SUITES=$2; shift 2 ;;
     --prompt-len) PLEN=$2; shift 2 ;;
     --ids-only) IDS_ONLY=1; shift ;;
+    --also) ALSO=$2; shift 2 ;;
+    --ncu) NCU=$2; shift 2 ;;
     *) echo "unknown argument $1 (see the top of $0)" >&2; exit 2 ;;
     esac
 done
@@ -42,6 +50,12 @@ declare -A BIN LIB
 BIN[new]=$DEVBUILD_BIN LIB[new]=$DEVBUILD_LIB
 BIN[old]=$PWD/.devbuild/old/$(basename "$DEVBUILD_BIN") LIB[old]=$PWD/.devbuild/old/lib
 [ -x "${BIN[old]}/specula" ] || { echo "no old build in .devbuild/old (pack with WITH_OLD=DIR)"; exit 1; }
+for a in $ALSO; do
+    case $a in old|new|lib) echo "--also $a: a name other than old, new or lib" >&2; exit 2 ;; esac
+    BIN[$a]=$PWD/.devbuild/$a/$(basename "$DEVBUILD_BIN") LIB[$a]=$PWD/.devbuild/$a/lib
+    [ -x "${BIN[$a]}/specula" ] || { echo "no build in .devbuild/$a (pack with ALSO=\"$a=DIR\")"; exit 1; }
+done
+BUILDS="old new $ALSO"
 OUT=${OUT:-$ROOT/gpu-out}; mkdir -p "$OUT"
 SUM=$OUT/build-ab.txt; : > "$SUM"
 say() { echo "$*" | tee -a "$SUM"; }
@@ -49,11 +63,18 @@ say() { echo "$*" | tee -a "$SUM"; }
 on() { local v=$1; shift; LD_LIBRARY_PATH=${LIB[$v]}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@"; }
 say "gpu: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 say "old: $(tr '\n' ' ' < .devbuild/old/COMMIT 2>/dev/null)  new: $(tr '\n' ' ' < .devbuild/COMMIT 2>/dev/null)"
+for a in $ALSO; do say "$a: $(tr '\n' ' ' < ".devbuild/$a/COMMIT" 2>/dev/null)"; done
 
 B=${BIN[new]}
 for t in $TESTS; do
     on new timeout 300 "$B/tests/cuda/test_cuda_$t" > "$OUT/test_cuda_$t.log" 2>&1
     say "test_cuda_$t: rc=$? $(grep -E 'PASSED|FAILED' "$OUT/test_cuda_$t.log" | tail -1)"
+done
+for a in $ALSO; do
+    for t in $TESTS; do
+        on "$a" timeout 300 "${BIN[$a]}/tests/cuda/test_cuda_$t" > "$OUT/test_cuda_${t}_$a.log" 2>&1
+        say "test_cuda_$t ($a): rc=$? $(grep -E 'PASSED|FAILED' "$OUT/test_cuda_${t}_$a.log" | tail -1)"
+    done
 done
 for t in $SUITES; do
     SPECULA_TEST_DEVICE=cuda on new timeout 300 "$B/tests/test_$t" > "$OUT/test_$t.log" 2>&1
@@ -61,11 +82,12 @@ for t in $SUITES; do
 done
 
 TOK=$(seq -s, 1 300)
-ids() { # ids BUILD DIR PRECISION [ARGS...]: a hash of the greedy ids
-    local v=$1 d=$2 p=$3; shift 3
-    on "$v" timeout 180 "${BIN[$v]}/specula" generate -m "$d" --device cuda --precision "$p" \
+ids() { # ids BUILD DIR PRECISION [ARGS...]: a hash of the greedy ids ("FAILED": no ids)
+    local v=$1 d=$2 p=$3 t; shift 3
+    t=$(on "$v" timeout 180 "${BIN[$v]}/specula" generate -m "$d" --device cuda --precision "$p" \
         --tokens "$TOK" -n 40 --ignore-eos --temp 0 --json "$@" 2>/dev/null |
-        grep -oE '"tokens": \[[^]]*\]' | md5sum | cut -c1-12
+        grep -oE '"tokens": \[[^]]*\]')
+    [ -n "$t" ] && echo "$t" | md5sum | cut -c1-12 || echo FAILED
 }
 bench() { # bench BUILD DIR PRECISION: "decode roofline prefill"
     on "$1" timeout 180 "${BIN[$1]}/specula" bench -m "$2" --device cuda --precision "$3" \
@@ -78,13 +100,30 @@ for p in $PRESETS; do
         { say "make_random_model $p failed ($OUT/make_$p.log)"; continue; }
     for prec in $PRECS; do
         o=$(ids old "$d" "$prec") n=$(ids new "$d" "$prec") s=$(ids new "$d" "$prec" --draft self --draft-k 4)
-        say "ids $p $prec: old $o new $n ($([ "$o" = "$n" ] && echo same || echo DIFFER)), new --draft self $s ($([ "$s" = "$n" ] && echo same || echo DIFFER))"
+        same() { [ "$1" != FAILED ] && [ "$1" = "$2" ] && echo same || echo DIFFER; }
+        say "ids $p $prec: old $o new $n ($(same "$o" "$n")), new --draft self $s ($(same "$s" "$n"))"
+        for a in $ALSO; do
+            x=$(ids "$a" "$d" "$prec")
+            say "ids $p $prec: $a $x ($([ "$(same "$x" "$o")" = same ] && echo "same as old" || echo "DIFFER from old"))"
+        done
     done
     [ "$IDS_ONLY" = 1 ] && continue
     for r in $(seq "$ROUNDS"); do
         for prec in $PRECS; do
-            for v in old new; do say "bench $p $prec round $r $v: $(bench $v "$d" "$prec")"; done
+            for v in $BUILDS; do say "bench $p $prec round $r $v: $(bench $v "$d" "$prec")"; done
         done
     done
 done
+if [ -n "$NCU" ]; then
+    p=${PRESETS%% *} prec=${PRECS%% *}
+    for v in $BUILDS; do
+        csv=$OUT/ncu_$v.csv
+        SPECULA_CUDA_GRAPHS=0 on "$v" timeout 300 ncu --clock-control none --cache-control none \
+            --kernel-name regex:"$NCU" --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv \
+            "${BIN[$v]}/specula" generate -m "/dev/shm/ab-$p" --device cuda --precision "$prec" \
+            --tokens 1 -n 3 --temp 0 > "$csv" 2> "$OUT/ncu_$v.log"
+        say "ncu $p $prec, one decode step, $v (kernel | grid | launches | us | us each | GB/s):"
+        python3 bench/gpu/ncu_sum.py "$csv" 3 2>&1 | grep '^| k' | tee -a "$SUM"
+    done
+fi
 echo; echo "== summary ($SUM)"; cat "$SUM"

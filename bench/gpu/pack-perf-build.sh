@@ -10,8 +10,11 @@
 # 2 MB): carry that file; perf-run.sh unpacks it when DEST is absent. For ncu source lines
 # build with LINEINFO=ON (a larger pack: move models/ aside for the transfer). WITH_OLD=DIR
 # puts an earlier pack (a copy of DEST made before the change) into DEST/old, for
-# build-ab.sh to compare the two in one call (xz keeps the pair about 3 MB).
-#   [WITH_OLD=DIR] bench/gpu/pack-perf-build.sh [DEST]
+# build-ab.sh to compare the two in one call (xz keeps the pair about 3 MB). ALSO="NAME=DIR
+# ..." adds more packs (variants of a change, each packed by this script to its own DEST
+# first) as DEST/NAME, for build-ab.sh --also "NAME ..." (identical files compress away: five
+# builds took 2.6 MB of xz on 2026-11-29).
+#   [WITH_OLD=DIR] [ALSO="NAME=DIR ..."] bench/gpu/pack-perf-build.sh [DEST]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DEST=${1:-.devbuild}
@@ -34,6 +37,12 @@ if [ -n "${WITH_OLD:-}" ]; then
     [ -x "$WITH_OLD/$B/specula" ] || { echo "WITH_OLD=$WITH_OLD: no $B/specula there" >&2; exit 1; }
     cp -r "$WITH_OLD" "$DEST/old" && rm -rf "$DEST/old/old"
 fi
+for spec in ${ALSO:-}; do
+    name=${spec%%=*} dir=${spec#*=}
+    case $name in old|lib|"$B"|"$spec"|"") echo "ALSO=$spec: give NAME=DIR, NAME not old, lib or $B" >&2; exit 1 ;; esac
+    [ -x "$dir/$B/specula" ] || { echo "ALSO=$spec: no $B/specula in $dir" >&2; exit 1; }
+    rm -rf "${DEST:?}/$name" && cp -r "$dir" "$DEST/$name" && rm -rf "$DEST/$name/old"
+done
 du -sh "$DEST"
 rm -f "$DEST.tar.xz" && XZ_OPT="-9 -T$(nproc)" tar -cJf "$DEST.tar.xz" -C "$DEST" .
 du -sh "$DEST.tar.xz"
