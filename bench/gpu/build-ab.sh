@@ -89,6 +89,7 @@ ids() { # ids BUILD DIR PRECISION [ARGS...]: a hash of the greedy ids ("FAILED":
         grep -oE '"tokens": \[[^]]*\]')
     [ -n "$t" ] && echo "$t" | md5sum | cut -c1-12 || echo FAILED
 }
+same() { [ "$1" != FAILED ] && [ "$1" = "$2" ] && echo same || echo DIFFER; } # same ID1 ID2
 bench() { # bench BUILD DIR PRECISION: "decode roofline prefill"
     on "$1" timeout 180 "${BIN[$1]}/specula" bench -m "$2" --device cuda --precision "$3" \
         --prompt-len "$PLEN" --gen-len 128 --runs 2 --json 2>/dev/null |
@@ -100,7 +101,6 @@ for p in $PRESETS; do
         { say "make_random_model $p failed ($OUT/make_$p.log)"; continue; }
     for prec in $PRECS; do
         o=$(ids old "$d" "$prec") n=$(ids new "$d" "$prec") s=$(ids new "$d" "$prec" --draft self --draft-k 4)
-        same() { [ "$1" != FAILED ] && [ "$1" = "$2" ] && echo same || echo DIFFER; }
         say "ids $p $prec: old $o new $n ($(same "$o" "$n")), new --draft self $s ($(same "$s" "$n"))"
         for a in $ALSO; do
             x=$(ids "$a" "$d" "$prec")
@@ -118,10 +118,7 @@ if [ -n "$NCU" ]; then
     p=${PRESETS%% *} prec=${PRECS%% *}
     for v in $BUILDS; do
         csv=$OUT/ncu_$v.csv
-        SPECULA_CUDA_GRAPHS=0 on "$v" timeout 300 ncu --clock-control none --cache-control none \
-            --kernel-name regex:"$NCU" --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv \
-            "${BIN[$v]}/specula" generate -m "/dev/shm/ab-$p" --device cuda --precision "$prec" \
-            --tokens 1 -n 3 --temp 0 > "$csv" 2> "$OUT/ncu_$v.log"
+        on "$v" ncu_decode_step "${BIN[$v]}/specula" "/dev/shm/ab-$p" "$prec" "$csv" "$NCU"
         say "ncu $p $prec, one decode step, $v (kernel | grid | launches | us | us each | GB/s):"
         python3 bench/gpu/ncu_sum.py "$csv" 3 2>&1 | grep '^| k' | tee -a "$SUM"
     done

@@ -34,10 +34,8 @@ for p in $PRESETS; do
     [ -f "$M/config.json" ] || "$B/make_random_model" "$M" --preset "$p" > "$OUT/make_$p.log" 2>&1 ||
         { echo "make_random_model $p failed ($OUT/make_$p.log)"; continue; }
     csv=/tmp/step-profile-$p.csv
-    SPECULA_CUDA_GRAPHS=0 timeout 300 ncu --clock-control none --cache-control none \
-        --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv \
-        "$B/specula" generate -m "$M" --device cuda --precision "$PREC" --tokens 1 -n 3 --temp 0 \
-        > "$csv" 2> "$OUT/ncu_$p.log" || { echo "ncu failed on $p ($OUT/ncu_$p.log)"; continue; }
+    ncu_decode_step "$B/specula" "$M" "$PREC" "$csv" ||
+        { cp "$csv.log" "$OUT/ncu_$p.log"; echo "ncu failed on $p ($OUT/ncu_$p.log)"; continue; }
     layers=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "$M/config.json")
     echo "== $p ($PREC, $layers layers): one decode step, ncu"
     python3 bench/gpu/ncu_sum.py "$csv" 3 | tee "$OUT/step_$p.txt"
