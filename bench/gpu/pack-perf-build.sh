@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what bench/gpu/perf-run.sh needs into DEST (default .devbuild; BUILD_DIR=build-cuda),
 # laid out as pack-device-build.sh does (DEST/build-cuda/..., shared libraries in DEST/lib):
-# specula, make_random_model, verify_cost, tc_speed, the CUDA kernel tests and the four
+# specula, make_random_model, verify_cost, tc_speed, rows_floor, the CUDA kernel tests and the four
 # model suites it runs; libraries a GPU machine may lack (cJSON, PCRE2, utf8proc, cmocka,
 # libmicrohttpd; the GPU machines have GnuTLS) and libspecula_cuda.so. The kernels are built
 # for sm_90a only, as a shared library without -lineinfo, so the pack stays small: the
@@ -23,7 +23,7 @@ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DSPECULA_CUDA=ON -DSPECULA_CUDA_S
       -DSPECULA_CUDA_LINEINFO="${LINEINFO:-OFF}" -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90a-real}" >/dev/null
 cmake --build "$B" -j"$(nproc)" >/dev/null
 rm -rf "$DEST" && mkdir -p "$DEST/lib" "$DEST/$B/tests/cuda"
-bins="$B/specula $B/make_random_model $B/verify_cost $B/tc_speed $B/tests/cuda/test_cuda_kernels $B/tests/cuda/test_cuda_attention $B/tests/cuda/test_cuda_tc $B/tests/cuda/test_cuda_moe_tc $B/tests/cuda/test_cuda_sample $B/tests/cuda/test_cuda_spec"
+bins="$B/specula $B/make_random_model $B/verify_cost $B/tc_speed $B/rows_floor $B/tests/cuda/test_cuda_kernels $B/tests/cuda/test_cuda_attention $B/tests/cuda/test_cuda_tc $B/tests/cuda/test_cuda_moe_tc $B/tests/cuda/test_cuda_sample $B/tests/cuda/test_cuda_spec"
 for t in parity parity_dsv4 batch_invariance batch_sessions spec draws batch_verify; do bins="$bins $B/tests/test_$t"; done
 for f in $bins; do
     cp "$f" "$DEST/$f" && strip "$DEST/$f"

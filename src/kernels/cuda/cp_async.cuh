@@ -29,7 +29,8 @@ static __device__ __forceinline__ void spc_cp16_or_zero(void *smem, const void *
  * A decode step reads every weight once, about 1.3-13 GB, through an L2 of 50-60 MB: left
  * to the default policy they evict what the step reads again (the KV cache, activations,
  * norm weights, the kernels' code). The exact products (decode.cuh, spc_load16) and the
- * fast BF16 rows kernel (cuda_tc.cu) load them evict-first: H200, prompt 512, decode
+ * fast BF16 rows kernel's edge items (cuda_tc.cu; its whole items go without the hint,
+ * which ptxas 13.0 mis-encoded there) load them evict-first: H200, prompt 512, decode
  * llama-1b exact 1,110 -> 1,144 tok/s (prefill 4.10k -> 4.41k), fast 929 -> 939,
  * gpt-oss-20b shape exact 308 -> 328. Not the MXFP4 expert rows of fast precision
  * (moe_fp4_mma.cuh): decode unchanged, its grouped prefill 4% slower (blocks of one expert

@@ -71,28 +71,45 @@ static __device__ __forceinline__ void tc_x_frag(const tc_x_src &src, int tt, in
     }
 }
 
-/* The chain of slice s over the loaded weights and NT token tiles of x. */
+/* The chain of slice s over the loaded weights and NT token tiles of x. xl (XS only): the
+ * lane's x fragments in shared memory, token tile j's at xl[j] (tc_x_lane). */
 template <int NT, bool XS>
 static __device__ __forceinline__ void tc_mma_slice(const tc_slice_w &f, const tc_x_src &src,
-                                                    int s, float c[NT][4])
+                                                    const unsigned char *const xl[NT], int s,
+                                                    float c[NT][4])
 {
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    const int64_t steps = (src.cols + TC_BK - 1) / TC_BK;
+    const int steps = (int)((src.cols + TC_BK - 1) / TC_BK);
 #pragma unroll
     for (int j = 0; j < NT; j++)
         c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
 #pragma unroll
     for (int u = 0; u < TC_SLICE; u++) {
-        const int64_t st = (int64_t)s * TC_SLICE + u;
+        const int st = s * TC_SLICE + u;
         if (st < steps) {
 #pragma unroll
             for (int j = 0; j < NT; j++) {
                 uint32_t b[4];
-                tc_x_frag<XS>(src, j * 8 + g, st * TC_BK + 8 * q, b);
+                if (XS) {
+                    const uint4 v = *reinterpret_cast<const uint4 *>(xl[j] + st * (TC_BK * 2));
+                    b[0] = v.x, b[1] = v.y, b[2] = v.z, b[3] = v.w;
+                } else {
+                    tc_x_frag<false>(src, j * 8 + g, (int64_t)st * TC_BK + 8 * q, b);
+                }
                 tc_mma2(c[j], f.lo[u], f.hi[u], b);
             }
         }
     }
+}
+
+/* Where the lane's x fragments of token tile j start in the staged copy: its token's row
+ * (tokens past the tile's read the last one's: their mma columns are never stored, and a
+ * column's sums use its own x only), column 8q. The staged rows are zero past cols up to a
+ * whole step, so a step below `steps` needs no column check. */
+static __device__ __forceinline__ const unsigned char *tc_x_lane(const tc_x_src &src, int j)
+{
+    const int lane = threadIdx.x & 31, t = j * 8 + (lane >> 2);
+    return src.xs + (t < src.rows ? t : src.rows - 1) * src.pitch + (lane & 3) * 16;
 }
 
 /* Copies tokens t0 .. t0 + src.rows of x to the block's bf16 rows (zeros past cols). */
@@ -112,10 +129,11 @@ static __device__ __forceinline__ void tc_stage_x(const tc_x_src &src, unsigned 
  * slot[j][r][l]). */
 template <int NT, bool XS>
 static __device__ __forceinline__ void tc_item_slice(const tc_slice_w &f, const tc_x_src &src,
-                                                     int s, float (*slot)[4][32])
+                                                     const unsigned char *const xl[NT], int s,
+                                                     float (*slot)[4][32])
 {
     float c[NT][4];
-    tc_mma_slice<NT, XS>(f, src, s, c);
+    tc_mma_slice<NT, XS>(f, src, xl, s, c);
     const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int j = 0; j < NT; j++)
@@ -153,27 +171,83 @@ static __device__ __forceinline__ int tc_group(const tc_set &set, int64_t g, int
  * (spc_tc_supported sets it before any launch). */
 static int g_tc_dyn_smem;
 
+/* Item `it` of a group: its job (0 the matrix or SwiGLU's gate, 1 SwiGLU's up) and slice;
+ * it < 2 S, so no division. */
+static __device__ __forceinline__ int tc_item_job(const tc_set &set, int S, int it, int *s)
+{
+    const int j = set.swiglu && it >= S ? 1 : 0;
+    *s = it - j * S;
+    return j;
+}
+
+/* Where a lane's copies of one group come from (set when the warp's copies reach the
+ * group, not an item at a time): for each job, the lane's first row r0 + lane / 16 at
+ * column byte 16 (lane % 16) of slice 0 (its copies take every second row from there),
+ * and two rows' bytes; full: all 16 rows exist. */
+struct tc_src_rows {
+    const unsigned char *p[2];
+    size_t ld2[2];
+    bool full;
+};
+
 /* A warp's next item to copy: group g (of the block's g = blockIdx.x + i gridDim.x), round
- * (first item of TC_ROUND_FLOATS / (128 NT)), item k of the round. */
+ * (first item of TC_ROUND_FLOATS / (128 NT)), item k of the round; src: group g's rows. */
 struct tc_cur {
     int64_t g;
     int round, k;
+    tc_src_rows src;
 };
 
-/* Moves c to the warp's first item at or after it (past empty rounds; g >= groups: none). */
-static __device__ __forceinline__ void tc_cur_settle(tc_cur &c, int items, int R, int warp,
-                                                     int64_t groups)
+static __device__ __forceinline__ void tc_src_rows_at(const tc_set &set, int64_t g, tc_src_rows &r)
 {
+    int64_t r0;
+    const int m = tc_group(set, g, &r0), lane = threadIdx.x & 31;
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const int mm = set.swiglu ? j : m;
+        r.p[j] = set.w[mm] + (size_t)(r0 + (lane >> 4)) * set.ld[mm] + (size_t)(lane & 15) * 16;
+        r.ld2[j] = 2 * set.ld[mm];
+    }
+    r.full = r0 + 16 <= set.rows[m];
+}
+
+/* Moves c to the warp's first item at or after it (past empty rounds; g >= groups: none),
+ * and its rows to the group it lands in. */
+static __device__ __forceinline__ void tc_cur_settle(const tc_set &set, tc_cur &c, int items,
+                                                     int R, int warp, int64_t groups)
+{
+    const int64_t g0 = c.g;
     while (c.g < groups) {
         const int n_in = items - c.round < R ? items - c.round : R;
         if (c.k < n_in)
-            return;
+            break;
         c.k = warp;
         c.round += R;
         if (c.round >= items) {
             c.round = 0;
             c.g += gridDim.x;
         }
+    }
+    if (c.g != g0 && c.g < groups)
+        tc_src_rows_at(set, c.g, c.src);
+}
+
+/* An item wholly inside its matrix (all 16 rows, all 128 columns): each lane copies 16
+ * bytes of each of its 8 rows, every second row from p, no checks (the copies' addresses
+ * from the group's row pointer, not an item's matrix search, divisions and products:
+ * gpt-oss-20b shape, H200, ncu of a decode step: Q/K/V + LM head 738 -> 677 us, o 13.6 ->
+ * 12.5 us a launch; fast decode 483 -> 494 tok/s). Without the L2 evict-first hint the
+ * edge items' copies keep: with it, ptxas of CUDA 13.0 gave these unpredicated copies the
+ * policy in an odd uniform register (desc[UR1]), an illegal instruction on an H200, also
+ * with the policy made once at the kernel's top; without it the kernel is as fast. */
+static __device__ __forceinline__ void tc_ring_issue_full(const unsigned char *p, size_t ld2,
+                                                          unsigned char *slot)
+{
+    const int lane = threadIdx.x & 31, h = lane >> 4, c16 = lane & 15;
+#pragma unroll
+    for (int i = 0; i < TC_LANE_COPIES; i++) {
+        const int rho = h + 2 * i;
+        spc_cp16(slot + rho * TC_SEG_BYTES + ((c16 ^ (rho & 7)) << 4), p + i * ld2);
     }
 }
 
@@ -183,19 +257,25 @@ static __device__ __forceinline__ void tc_ring_issue(const tc_set &set, int S, c
                                                      int64_t groups, unsigned char *slot)
 {
     if (c.g < groups) {
-        int64_t r0;
-        const int m = tc_group(set, c.g, &r0);
-        const int it = c.round + c.k, mm = set.swiglu ? it / S : m, s = it % S;
-        const unsigned char *w = set.w[mm];
-        const int lane = threadIdx.x & 31;
+        int s;
+        const int jb = tc_item_job(set, S, c.round + c.k, &s);
+        if (c.src.full && (int64_t)(s + 1) * TC_KS <= set.cols) {
+            tc_ring_issue_full((jb ? c.src.p[1] : c.src.p[0]) + (size_t)s * TC_SEG_BYTES,
+                               jb ? c.src.ld2[1] : c.src.ld2[0], slot);
+        } else {
+            int64_t r0;
+            const int m = tc_group(set, c.g, &r0), mm = set.swiglu ? jb : m;
+            const unsigned char *w = set.w[mm];
+            const int lane = threadIdx.x & 31;
 #pragma unroll
-        for (int i = 0; i < TC_LANE_COPIES; i++) { /* half a warp a row segment */
-            const int idx = lane + 32 * i, rho = idx / (TC_SEG_BYTES / 16);
-            const int c16 = idx % (TC_SEG_BYTES / 16);
-            const int64_t row = r0 + rho, col = (int64_t)s * TC_KS + 8 * c16;
-            const bool ok = row < set.rows[mm] && col < set.cols;
-            spc_cp16_or_zero_stream(slot + rho * TC_SEG_BYTES + ((c16 ^ (rho & 7)) << 4),
-                                    ok ? w + (size_t)row * set.ld[mm] + (size_t)col * 2 : w, ok);
+            for (int i = 0; i < TC_LANE_COPIES; i++) { /* half a warp a row segment */
+                const int idx = lane + 32 * i, rho = idx / (TC_SEG_BYTES / 16);
+                const int c16 = idx % (TC_SEG_BYTES / 16);
+                const int64_t row = r0 + rho, col = (int64_t)s * TC_KS + 8 * c16;
+                const bool ok = row < set.rows[mm] && col < set.cols;
+                spc_cp16_or_zero_stream(slot + rho * TC_SEG_BYTES + ((c16 ^ (rho & 7)) << 4),
+                                        ok ? w + (size_t)row * set.ld[mm] + (size_t)col * 2 : w, ok);
+            }
         }
     }
     spc_cp_commit();
@@ -245,18 +325,25 @@ k_tc_rows(const tc_set set, const float *__restrict__ x, int64_t n_tok, bool xve
     constexpr int PER = (128 * NT + 32 * W - 1) / (32 * W);
     unsigned char *ring = tc_xs + xs_bytes + warp * TC_RING * TC_ITEM_BYTES;
     /* the first TC_RING items' copies fly before x is read */
-    tc_cur cur = {blockIdx.x, 0, warp};
-    tc_cur_settle(cur, items, ROUND, warp, groups);
+    tc_cur cur;
+    cur.g = blockIdx.x, cur.round = 0, cur.k = warp;
+    if (cur.g < groups)
+        tc_src_rows_at(set, cur.g, cur.src);
+    tc_cur_settle(set, cur, items, ROUND, warp, groups);
 #pragma unroll
     for (int d = 0; d < TC_RING; d++) {
         tc_ring_issue(set, S, cur, groups, ring + d * TC_ITEM_BYTES);
         cur.k += W;
-        tc_cur_settle(cur, items, ROUND, warp, groups);
+        tc_cur_settle(set, cur, items, ROUND, warp, groups);
     }
     int slot = 0;
     spc_pdl_wait();
+    const unsigned char *xl[NT] = {};
     if (XS) {
         tc_stage_x(src, tc_xs);
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+            xl[j] = tc_x_lane(src, j);
         __syncthreads();
     }
     for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
@@ -282,9 +369,11 @@ k_tc_rows(const tc_set set, const float *__restrict__ x, int64_t n_tok, bool xve
                 __syncwarp(); /* the slot is read: refill it */
                 tc_ring_issue(set, S, cur, groups, ring + slot * TC_ITEM_BYTES);
                 cur.k += W;
-                tc_cur_settle(cur, items, ROUND, warp, groups);
+                tc_cur_settle(set, cur, items, ROUND, warp, groups);
                 slot = slot + 1 == TC_RING ? 0 : slot + 1;
-                tc_item_slice<NT, XS>(f, src, (round + k) % S, part[k]);
+                int sl;
+                (void)tc_item_job(set, S, round + k, &sl);
+                tc_item_slice<NT, XS>(f, src, xl, sl, part[k]);
             }
             __syncthreads();
 #pragma unroll

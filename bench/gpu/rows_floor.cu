@@ -1,0 +1,273 @@
+/* rows_floor.cu: how close the fast BF16 rows kernel (k_tc_rows, through
+ * spc_matmul_tc_multi) comes to what one launch can read. For gpt-oss's one-token Q/K/V
+ * (4096 + 512 + 512 rows x 2880, one launch), o (2880 x 4096) and LM head (201088 x 2880)
+ * and llama-1B's Q/K/V and o: microseconds a launch in CUDA graphs of 40 launches, the
+ * weights rotating through copies (no L2 reuse),
+ *   - alone: product after product (no programmatic dependence, as the engine's default
+ *     after a kernel that fills the device);
+ *   - chain: each product a programmatic dependent of a one-block kernel that writes x
+ *     (as the norm before Q/K/V), that kernel's own chain subtracted;
+ *   - floor: a kernel that only streams the same bytes (16-byte loads, several in flight
+ *     a thread, grid-stride), in a few shapes of grid: the best of them is what a launch
+ *     of that many bytes can take;
+ *   - reads only: the rows kernel's own pattern (its grid of 8-warp blocks walking 16-row
+ *     groups, a warp's slices of 256 bytes a row, 1-4 items' loads at once) with nothing
+ *     computed: what its schedule of reads could reach.
+ * A benchmark: it prints and asserts nothing. Built with the CUDA library (CMake target
+ * rows_floor, packed by bench/gpu/pack-perf-build.sh). What it found: docs/BENCHMARKS_GPU.md,
+ * "The BF16 rows kernel against a kernel that only reads". */
+#include "kernels/cuda/cuda_ops.h"
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern int spc_pdl_enabled; /* cuda_ops.cu: 0 none, 2 every launch a dependent */
+
+#define CK(x)                                                                                  \
+    do {                                                                                       \
+        int rc_ = (int)(x);                                                                    \
+        if (rc_) {                                                                             \
+            fprintf(stderr, "rows_floor: %s: %s (%d)\n", #x, spc_error_string(rc_), rc_);      \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+static const int LAUNCHES = 40, REPS = 5;
+
+__global__ void k_fill(unsigned short *p, size_t n, uint32_t seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+        h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+        p[i] = (unsigned short)(((h & 1u) << 15) | ((119u + ((h >> 1) & 7u)) << 7) | ((h >> 4) & 127u));
+    }
+}
+
+/* the norm's stand-in: one block writes x (after letting its dependent launch) */
+__global__ void k_write_x(float *x, int64_t n, int seed)
+{
+    asm volatile("griddepcontrol.launch_dependents;");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        x[i] = (float)((i * 7 + seed) % 13) * 0.0625f - 0.375f;
+}
+
+/* reads n16 16-byte words, U in flight a thread */
+template <int U> __global__ void k_stream(const uint4 *__restrict__ p, size_t n16, unsigned *out)
+{
+    const size_t T = (size_t)gridDim.x * blockDim.x;
+    uint32_t acc = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n16; i += U * T) {
+        uint4 v[U];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            v[u] = i + u * T < n16 ? __ldcs(p + i + u * T) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    if (acc == 0x9e3779b9u) /* never, in practice: keeps the loads */
+        out[blockIdx.x] = acc;
+}
+
+
+/* the rows kernel's reads alone: block b walks 16-row groups b, b + gridDim.x, ..; its warp
+ * w slices w, w + 8, .. of SEGB bytes a row (one item: 16 row segments, half a warp or
+ * less a segment), D items' loads issued together, then consumed; nothing computed */
+template <int D, int SEGB>
+__global__ void k_pattern(const unsigned char *__restrict__ w, int64_t rows, int64_t row_bytes,
+                          unsigned *out)
+{
+    constexpr int PER = 16 * SEGB / 16 / 32; /* 16-byte loads a lane an item */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, W = blockDim.x >> 5;
+    const int64_t groups = (rows + 15) / 16, S = (row_bytes + SEGB - 1) / SEGB;
+    const int64_t per_group = (S - warp + W - 1) / W, n = per_group * ((groups - blockIdx.x + gridDim.x - 1) / gridDim.x);
+    uint32_t acc = 0;
+    for (int64_t base = 0; base < n; base += D) {
+        uint4 v[D][PER];
+#pragma unroll
+        for (int d = 0; d < D; d++) {
+            const int64_t it = base + d, g = blockIdx.x + (it / per_group) * gridDim.x;
+            const int64_t s = warp + (it % per_group) * W;
+#pragma unroll
+            for (int i = 0; i < PER; i++) {
+                const int idx = lane + 32 * i, r = idx / (SEGB / 16), c = idx % (SEGB / 16);
+                const int64_t row = g * 16 + r, cb = s * SEGB + c * 16;
+                v[d][i] = it < n && row < rows && cb < row_bytes
+                              ? __ldcs(reinterpret_cast<const uint4 *>(w + row * row_bytes + cb))
+                              : make_uint4(0, 0, 0, 0);
+            }
+        }
+#pragma unroll
+        for (int d = 0; d < D; d++)
+#pragma unroll
+            for (int i = 0; i < PER; i++)
+                acc ^= v[d][i].x ^ v[d][i].y ^ v[d][i].z ^ v[d][i].w;
+    }
+    if (acc == 0x9e3779b9u)
+        out[blockIdx.x] = acc;
+}
+
+static void launch_pdl(void (*k)(float *, int64_t, int), cudaStream_t s, float *x, int64_t n)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(1);
+    cfg.blockDim = dim3(256);
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    CK(cudaLaunchKernelEx(&cfg, k, x, n, 3));
+}
+
+struct shape {
+    const char *name;
+    int n;           /* matrices in the launch */
+    int64_t rows[3]; /* each */
+    int64_t cols;
+};
+
+/* us a launch of a recorded sequence (rec called LAUNCHES times with i) */
+template <typename F> static double time_graph(void *stream, F rec)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    void *exec = NULL;
+    CK(spc_capture_begin(stream));
+    for (int i = 0; i < LAUNCHES; i++)
+        rec(i);
+    CK(spc_capture_end(stream, &exec));
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    CK(spc_graph_launch(stream, exec)); /* warm-up */
+    CK(cudaEventRecord(a, s));
+    for (int r = 0; r < REPS; r++)
+        CK(spc_graph_launch(stream, exec));
+    CK(cudaEventRecord(b, s));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    spc_graph_free(exec);
+    return 1e3 * ms / (REPS * LAUNCHES);
+}
+
+int main(void)
+{
+    if (spc_device_count() < 1) {
+        printf("rows_floor: no CUDA device\n");
+        return 77;
+    }
+    void *stream = NULL;
+    spc_device_info info;
+    CK(spc_device_open(0, &info, &stream));
+    if (!spc_tc_supported()) {
+        printf("rows_floor: %s has no tensor-core path\n", info.name);
+        return 77;
+    }
+    cudaStream_t s = (cudaStream_t)stream;
+    const int sms = info.sm_count;
+    printf("%s, %d SMs; graphs of %d launches, %d reps\n", info.name, sms, LAUNCHES, REPS);
+    const shape shapes[] = {
+        {"gpt-oss Q/K/V 5120x2880", 3, {4096, 512, 512}, 2880},
+        {"gpt-oss o 2880x4096", 1, {2880, 0, 0}, 4096},
+        {"gpt-oss LM head 201088x2880", 1, {201088, 0, 0}, 2880},
+        {"llama-1B Q/K/V 3072x2048", 3, {2048, 512, 512}, 2048},
+        {"llama-1B o 2048x2048", 1, {2048, 0, 0}, 2048},
+    };
+    float *x = NULL, *y = NULL;
+    unsigned *sink = NULL;
+    CK(spc_malloc((void **)&x, 8192 * 4));
+    CK(spc_malloc((void **)&y, (size_t)201088 * 4 * 4));
+    CK(spc_malloc((void **)&sink, 4096 * 4));
+    k_write_x<<<1, 256, 0, s>>>(x, 8192, 1);
+    for (const shape &sh : shapes) {
+        int64_t rows = 0;
+        for (int i = 0; i < sh.n; i++)
+            rows += sh.rows[i];
+        const size_t bytes = (size_t)rows * sh.cols * 2;
+        /* copies enough to pass 512 MB (L2 is 50-60 MB), at least 2 */
+        int copies = (int)((512u << 20) / bytes) + 1;
+        copies = copies < 2 ? 2 : copies > 16 ? 16 : copies;
+        unsigned char *pool = NULL;
+        CK(spc_malloc((void **)&pool, bytes * copies));
+        k_fill<<<sms * 8, 256, 0, s>>>((unsigned short *)pool, bytes * copies / 2, 0x1234u);
+        CK(spc_stream_sync(stream));
+        auto product = [&](int i) {
+            sp_weight w[3];
+            const sp_weight *ws[3];
+            float *ys[3];
+            size_t off = bytes * (size_t)(i % copies);
+            float *yo = y;
+            for (int m = 0; m < sh.n; m++) {
+                memset(&w[m], 0, sizeof w[m]);
+                w[m].format = SP_WF_BF16, w[m].rows = sh.rows[m], w[m].cols = sh.cols;
+                w[m].data = pool + off, w[m].row_bytes = (size_t)sh.cols * 2;
+                w[m].global_scale = 1.0f;
+                off += (size_t)sh.rows[m] * sh.cols * 2;
+                ws[m] = &w[m], ys[m] = yo, yo += sh.rows[m];
+            }
+            CK(spc_matmul_tc_multi(stream, sh.n, ws, x, 1, ys, NULL, NULL, 0));
+        };
+        spc_pdl_enabled = 0;
+        const double alone = time_graph(stream, product);
+        spc_pdl_enabled = 2;
+        const double chain = time_graph(stream, [&](int i) {
+            launch_pdl(k_write_x, s, x, sh.cols);
+            product(i);
+        });
+        const double norm = time_graph(stream, [&](int) { launch_pdl(k_write_x, s, x, sh.cols); });
+        spc_pdl_enabled = 0;
+        printf("%-28s %7.1f MB  rows kernel: alone %7.2f us %5.2f TB/s, chain %7.2f us %5.2f TB/s\n",
+               sh.name, bytes / 1e6, alone, bytes / alone / 1e6, chain - norm,
+               bytes / (chain - norm) / 1e6);
+        /* the floor: a few grids and depths */
+        const int cfg[][3] = {{2, 256, 4}, {4, 256, 4}, {4, 256, 8}, {8, 256, 4}, {16, 128, 4}};
+        double best = 1e30;
+        for (const auto &c : cfg) {
+            const double t = time_graph(stream, [&](int i) {
+                const uint4 *p = (const uint4 *)(pool + bytes * (size_t)(i % copies));
+                if (c[2] == 8)
+                    k_stream<8><<<sms * c[0], c[1], 0, s>>>(p, bytes / 16, sink);
+                else
+                    k_stream<4><<<sms * c[0], c[1], 0, s>>>(p, bytes / 16, sink);
+            });
+            printf("    floor %2d x %3d threads, %d in flight: %7.2f us %5.2f TB/s\n", c[0], c[1],
+                   c[2], t, bytes / t / 1e6);
+            best = t < best ? t : best;
+        }
+        printf("    rows kernel alone / best floor: %.2f\n", alone / best);
+        /* the rows kernel's reads alone, as one matrix of all the rows */
+        auto pattern = [&](const char *what, void (*k)(const unsigned char *, int64_t, int64_t, unsigned *),
+                           int blocks, int threads) {
+            const double t = time_graph(stream, [&](int i) {
+                k<<<blocks, threads, 0, s>>>(pool + bytes * (size_t)(i % copies), rows, sh.cols * 2, sink);
+            });
+            printf("    reads only, %-34s %7.2f us %5.2f TB/s\n", what, t, bytes / t / 1e6);
+        };
+        const int grp = (int)((rows + 15) / 16), b2 = grp < 2 * sms ? grp : 2 * sms;
+        const int b3 = grp < 3 * sms ? grp : 3 * sms, b4 = grp < 4 * sms ? grp : 4 * sms;
+        pattern("8 warps, 256 B x 16 rows, 2 at once", k_pattern<2, 256>, b2, 256);
+        pattern("8 warps, 256 B x 16 rows, 3 at once", k_pattern<3, 256>, b2, 256);
+        pattern("8 warps, 256 B x 16 rows, 4 at once", k_pattern<4, 256>, b2, 256);
+        pattern("8 warps, 512 B x 16 rows, 2 at once", k_pattern<2, 512>, b2, 256);
+        pattern("8 warps, 1 KB x 16 rows, 1 at once", k_pattern<1, 1024>, b2, 256);
+        pattern("8 warps x 3 blocks, 256 B, 2 at once", k_pattern<2, 256>, b3, 256);
+        pattern("4 warps x 4 blocks, 256 B, 2 at once", k_pattern<2, 256>, b4, 128);
+        pattern("4 warps x 4 blocks, 256 B, 4 at once", k_pattern<4, 256>, b4, 128);
+        CK(spc_stream_sync(stream));
+        spc_free(pool);
+    }
+    spc_free(x);
+    spc_free(y);
+    spc_free(sink);
+    spc_stream_destroy(stream);
+    return 0;
+}
