@@ -60,8 +60,8 @@ static __device__ __forceinline__ void mt_chain(const mt_slice &f, const unsigne
 {
     const int q = threadIdx.x & 3;
     c[0] = c[1] = c[2] = c[3] = 0.0f;
-    const uint4 *xb =
-        reinterpret_cast<const uint4 *>(xt) + mt_x_unit((int64_t)s * (MT_BK / 32) + 2 * q, 0);
+    /* mt_x_unit(8 s + 2 q, 0): block 2q of slice s is its first pair of blocks' q-th unit */
+    const uint4 *xb = reinterpret_cast<const uint4 *>(xt) + (MT_BK / 8) * s + q;
     /* a scale of 2 or more (rare): the second product (the bytes as loaded: lo 2q, lo
      * 2q + 1, hi 2q, hi 2q + 1) */
     const bool big =
@@ -139,14 +139,62 @@ static __device__ __forceinline__ int mt_slice_at(const mt_pos &p, int warp)
     return p.round + warp + MT_WARPS * p.i;
 }
 
-/* Issues the loads of the warp's slice at position p, if that is a slice of the matrix. */
+/* A lane's rows of one row group (set when the warp's loads reach the group, not an item
+ * at a time): row rg 16 + g at block 2q of slice 0, its codes and its scales (row g + 8:
+ * eight rows on); full: all 16 rows exist. */
+struct mt_rowp {
+    const unsigned char *d, *s;
+    int64_t rg;
+    bool full;
+};
+
+static __device__ __forceinline__ void mt_rowp_at(const sp_weight &w, int64_t rg, mt_rowp &rp)
+{
+    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const int64_t r = rg * 16 + g;
+    rp.d = w.data + (size_t)r * w.row_bytes + (size_t)q * 32;
+    rp.s = w.scales + (size_t)r * w.scale_row_bytes + (size_t)q * 2;
+    rp.rg = rg;
+    rp.full = rg * 16 + 16 <= w.rows;
+}
+
+/* Slice sn of a whole row group, its eight blocks inside the row: the loads from the
+ * group's row pointers, no checks and no zeros. */
+static __device__ __forceinline__ void mt_load_full(const sp_weight &w, const mt_rowp &rp, int sn,
+                                                    mt_slice &f)
+{
+    const unsigned char *d = rp.d + (size_t)sn * (MT_BK / 2), *sc = rp.s + (size_t)sn * (MT_BK / 32);
+    const size_t d8 = 8 * w.row_bytes, s8 = 8 * w.scale_row_bytes;
+    f.lo[0] = mt_ld16<true>(d);
+    f.lo[1] = mt_ld16<true>(d + 16);
+    f.hi[0] = mt_ld16<true>(d + d8);
+    f.hi[1] = mt_ld16<true>(d + d8 + 16);
+    f.sb[0] = (uint32_t)__ldg(sc);
+    f.sb[1] = (uint32_t)__ldg(sc + 1);
+    f.sb[2] = (uint32_t)__ldg(sc + s8);
+    f.sb[3] = (uint32_t)__ldg(sc + s8 + 1);
+}
+
+/* Issues the loads of the warp's slice at position p, if that is a slice of the matrix:
+ * a whole one from the group's row pointers (rp, moved to p's group first), else checked
+ * (rows past the matrix, blocks past the row: zeros). */
 template <bool VEC>
 static __device__ __forceinline__ void mt_fetch(const sp_weight &w, int64_t nb, int64_t n_rg, int S,
-                                                const mt_pos &p, int warp, mt_slice &f)
+                                                const mt_pos &p, int warp, mt_slice &f,
+                                                mt_rowp &rp)
 {
     const int sn = mt_slice_at(p, warp);
-    if (p.rg < n_rg && sn < S)
+    if (p.rg < n_rg && sn < S) {
+        if (VEC) {
+            if (p.rg != rp.rg)
+                mt_rowp_at(w, p.rg, rp);
+            if (rp.full && (int64_t)sn * (MT_BK / 32) + MT_BK / 32 <= nb) {
+                mt_load_full(w, rp, sn, f);
+                return;
+            }
+        }
         mt_load<VEC>(w, nb, p.rg * 16, sn, f);
+    }
 }
 
 /* The kernel's work once the block knows its (valid, row-major) expert matrix and tokens.
@@ -175,7 +223,9 @@ static __device__ __forceinline__ void mt_body(const spc_moe_tc_job &j, const sp
     /* the first item's weights are on their way while x is staged */
     mt_pos p = {blockIdx.x, 0, 0};
     mt_slice f, fn;
-    mt_fetch<VEC>(w, nb, n_rg, S, p, warp, f);
+    mt_rowp rp;
+    rp.rg = -1;
+    mt_fetch<VEC>(w, nb, n_rg, S, p, warp, f, rp);
     if (!staged) {
         if (threadIdx.x < nt)
             xrow[threadIdx.x] = j.gi ? j.x + (first + threadIdx.x) * j.x_stride
@@ -190,7 +240,7 @@ static __device__ __forceinline__ void mt_body(const spc_moe_tc_job &j, const sp
     for (;;) {
         const int s = mt_slice_at(p, warp);
         const mt_pos pn = mt_next(p, ipw, S, step);
-        mt_fetch<VEC>(w, nb, n_rg, S, pn, warp, fn);
+        mt_fetch<VEC>(w, nb, n_rg, S, pn, warp, fn, rp);
         const int64_t row = p.rg * 16 + (lane >> 2) + (fr >= 2 ? 8 : 0); /* thread's output */
         if (p.round == 0 && p.i == 0 && bias && row < rows) /* a new group's bias */
             bv = __ldg(bias + row);
