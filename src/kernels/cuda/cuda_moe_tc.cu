@@ -60,7 +60,8 @@ static __device__ __forceinline__ void mt_chain(const mt_slice &f, const unsigne
 {
     const int q = threadIdx.x & 3;
     c[0] = c[1] = c[2] = c[3] = 0.0f;
-    /* mt_x_unit(8 s + 2 q, 0): block 2q of slice s is its first pair of blocks' q-th unit */
+    /* mt_x_unit(8 s + 2 q, 0) = 32 s + q: slice s's 32 units start at 32 s, and word 0 of
+     * its block 2q is unit q */
     const uint4 *xb = reinterpret_cast<const uint4 *>(xt) + (MT_BK / 8) * s + q;
     /* a scale of 2 or more (rare): the second product (the bytes as loaded: lo 2q, lo
      * 2q + 1, hi 2q, hi 2q + 1) */

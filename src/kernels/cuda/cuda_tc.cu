@@ -236,10 +236,10 @@ static __device__ __forceinline__ void tc_cur_settle(const tc_set &set, tc_cur &
  * bytes of each of its 8 rows, every second row from p, no checks (the copies' addresses
  * from the group's row pointer, not an item's matrix search, divisions and products:
  * gpt-oss-20b shape, H200, ncu of a decode step: Q/K/V + LM head 738 -> 677 us, o 13.6 ->
- * 12.5 us a launch; fast decode 483 -> 494 tok/s). Without the L2 evict-first hint the
- * edge items' copies keep: with it, ptxas of CUDA 13.0 gave these unpredicated copies the
- * policy in an odd uniform register (desc[UR1]), an illegal instruction on an H200, also
- * with the policy made once at the kernel's top; without it the kernel is as fast. */
+ * 12.5 us a launch; fast decode 483 -> 494 tok/s). These copies go without the L2
+ * evict-first hint the edge items' copies keep: with it, ptxas of CUDA 13.0 gave these
+ * unpredicated copies the policy in an odd uniform register (desc[UR1]), an illegal
+ * instruction on an H200, also with the policy made once at the kernel's top. */
 static __device__ __forceinline__ void tc_ring_issue_full(const unsigned char *p, size_t ld2,
                                                           unsigned char *slot)
 {
