@@ -43,7 +43,8 @@ __global__ void k_fill(unsigned short *p, size_t n, uint32_t seed)
          i += (size_t)gridDim.x * blockDim.x) {
         uint32_t h = (uint32_t)i * 2654435761u ^ seed;
         h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
-        p[i] = (unsigned short)(((h & 1u) << 15) | ((119u + ((h >> 1) & 7u)) << 7) | ((h >> 4) & 127u));
+        p[i] = (unsigned short)(((h & 1u) << 15) | ((119u + ((h >> 1) & 7u)) << 7) |
+                                ((h >> 4) & 127u));
     }
 }
 
@@ -85,7 +86,8 @@ __global__ void k_pattern(const unsigned char *__restrict__ w, int64_t rows, int
     constexpr int PER = 16 * SEGB / 16 / 32; /* 16-byte loads a lane an item */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, W = blockDim.x >> 5;
     const int64_t groups = (rows + 15) / 16, S = (row_bytes + SEGB - 1) / SEGB;
-    const int64_t per_group = (S - warp + W - 1) / W, n = per_group * ((groups - blockIdx.x + gridDim.x - 1) / gridDim.x);
+    const int64_t per_group = (S - warp + W - 1) / W; /* the warp's items of a group */
+    const int64_t n = per_group * ((groups - blockIdx.x + gridDim.x - 1) / gridDim.x);
     uint32_t acc = 0;
     for (int64_t base = 0; base < n; base += D) {
         uint4 v[D][PER];
@@ -225,7 +227,8 @@ int main(void)
         });
         const double norm = time_graph(stream, [&](int) { launch_pdl(k_write_x, s, x, sh.cols); });
         spc_pdl_enabled = 0;
-        printf("%-28s %7.1f MB  rows kernel: alone %7.2f us %5.2f TB/s, chain %7.2f us %5.2f TB/s\n",
+        printf("%-28s %7.1f MB  rows kernel: alone %7.2f us %5.2f TB/s, "
+               "chain %7.2f us %5.2f TB/s\n",
                sh.name, bytes / 1e6, alone, bytes / alone / 1e6, chain - norm,
                bytes / (chain - norm) / 1e6);
         /* the floor: a few grids and depths */
@@ -245,10 +248,11 @@ int main(void)
         }
         printf("    rows kernel alone / best floor: %.2f\n", alone / best);
         /* the rows kernel's reads alone, as one matrix of all the rows */
-        auto pattern = [&](const char *what, void (*k)(const unsigned char *, int64_t, int64_t, unsigned *),
-                           int blocks, int threads) {
+        typedef void (*pattern_kernel)(const unsigned char *, int64_t, int64_t, unsigned *);
+        auto pattern = [&](const char *what, pattern_kernel k, int blocks, int threads) {
             const double t = time_graph(stream, [&](int i) {
-                k<<<blocks, threads, 0, s>>>(pool + bytes * (size_t)(i % copies), rows, sh.cols * 2, sink);
+                k<<<blocks, threads, 0, s>>>(pool + bytes * (size_t)(i % copies), rows,
+                                             sh.cols * 2, sink);
             });
             printf("    reads only, %-34s %7.2f us %5.2f TB/s\n", what, t, bytes / t / 1e6);
         };

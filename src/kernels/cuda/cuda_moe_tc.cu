@@ -164,7 +164,8 @@ static __device__ __forceinline__ void mt_rowp_at(const sp_weight &w, int64_t rg
 static __device__ __forceinline__ void mt_load_full(const sp_weight &w, const mt_rowp &rp, int sn,
                                                     mt_slice &f)
 {
-    const unsigned char *d = rp.d + (size_t)sn * (MT_BK / 2), *sc = rp.s + (size_t)sn * (MT_BK / 32);
+    const unsigned char *d = rp.d + (size_t)sn * (MT_BK / 2);
+    const unsigned char *sc = rp.s + (size_t)sn * (MT_BK / 32);
     const size_t d8 = 8 * w.row_bytes, s8 = 8 * w.scale_row_bytes;
     f.lo[0] = mt_ld16<true>(d);
     f.lo[1] = mt_ld16<true>(d + 16);
