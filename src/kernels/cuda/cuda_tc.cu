@@ -54,21 +54,14 @@ struct tc_x_src {
     int pitch, rows;
 };
 
-template <bool XS>
-static __device__ __forceinline__ void tc_x_frag(const tc_x_src &src, int tt, int64_t k,
-                                                 uint32_t b[4])
+/* Token tt's x fragment at column k read from x itself, converted per load (the path
+ * where the block's bf16 copy does not fit shared memory; the copy's path is tc_x_lane's
+ * pointer): zeros past the tokens or columns. */
+static __device__ __forceinline__ void tc_x_frag_global(const tc_x_src &src, int tt, int64_t k,
+                                                        uint32_t b[4])
 {
-    if (XS) {
-        if (tt < src.rows && k < src.cols) {
-            const uint4 v = *reinterpret_cast<const uint4 *>(src.xs + tt * src.pitch + k * 2);
-            b[0] = v.x, b[1] = v.y, b[2] = v.z, b[3] = v.w;
-        } else {
-            b[0] = b[1] = b[2] = b[3] = 0u;
-        }
-    } else {
-        const int64_t tok = src.t0 + tt;
-        tc_load_x(src.x, src.cols, src.xvec, tok < src.n_tok && k < src.cols, tok, k, b);
-    }
+    const int64_t tok = src.t0 + tt;
+    tc_load_x(src.x, src.cols, src.xvec, tok < src.n_tok && k < src.cols, tok, k, b);
 }
 
 /* The chain of slice s over the loaded weights and NT token tiles of x. xl (XS only): the
@@ -94,7 +87,7 @@ static __device__ __forceinline__ void tc_mma_slice(const tc_slice_w &f, const t
                     const uint4 v = *reinterpret_cast<const uint4 *>(xl[j] + st * (TC_BK * 2));
                     b[0] = v.x, b[1] = v.y, b[2] = v.z, b[3] = v.w;
                 } else {
-                    tc_x_frag<false>(src, j * 8 + g, (int64_t)st * TC_BK + 8 * q, b);
+                    tc_x_frag_global(src, j * 8 + g, (int64_t)st * TC_BK + 8 * q, b);
                 }
                 tc_mma2(c[j], f.lo[u], f.hi[u], b);
             }
