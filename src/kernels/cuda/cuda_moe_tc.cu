@@ -29,14 +29,9 @@ template <bool BIG>
 static __device__ __forceinline__ void mt_block(float c[4], const uint4 &lo, const uint4 &hi,
                                                 uint32_t slo, uint32_t shi, const uint4 *b)
 {
-    uint32_t cl[2] = {0u, 0u}, ch[2] = {0u, 0u};
-    if (BIG) {
-        mt_scale(slo, &cl[0], &cl[1]);
-        mt_scale(shi, &ch[0], &ch[1]);
-    } else { /* every scale of the warp's slice below 128 */
-        cl[0] = mt_scale_small(slo);
-        ch[0] = mt_scale_small(shi);
-    }
+    uint32_t cl[2], ch[2];
+    mt_scales<BIG>(slo, cl);
+    mt_scales<BIG>(shi, ch);
     mt_word<BIG>(c, lo.x, hi.x, cl, ch, b[0]);
     mt_word<BIG>(c, lo.y, hi.y, cl, ch, b[1]);
     mt_word<BIG>(c, lo.z, hi.z, cl, ch, b[2]);

@@ -91,6 +91,20 @@ static __device__ __forceinline__ uint32_t mt_scale_small(uint32_t s)
     return s * 0x00800080u + 0x3f003f00u;
 }
 
+/* A block scale's factors for mt_pair<I, BIG>: mt_scale's when some scale of the warp's
+ * slice needs the second product (BIG), else c1 alone by mt_scale_small (the same bits:
+ * every scale is then below 128). The rows kernel (cuda_moe_tc.cu) uses this; the grouped
+ * prefill kernel still calls mt_scale for every scale (not yet measured with it). */
+template <bool BIG> static __device__ __forceinline__ void mt_scales(uint32_t s, uint32_t c[2])
+{
+    if (BIG) {
+        mt_scale(s, &c[0], &c[1]);
+    } else {
+        c[0] = mt_scale_small(s);
+        c[1] = 0u;
+    }
+}
+
 static __device__ __forceinline__ uint32_t mt_mul(uint32_t a, uint32_t b)
 {
     __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162 *>(&a),
