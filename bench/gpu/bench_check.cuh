@@ -1,6 +1,7 @@
-/* bench_check.cuh: the standalone GPU harnesses' (gemv_bench.cu, l2_prefetch_bench.cu) check
- * of a CUDA call: on an error, the file, line and CUDA's message, then exit (a harness, not
- * library code: src/ returns statuses instead). */
+/* bench_check.cuh: the standalone GPU harnesses' (gemv_bench.cu, l2_prefetch_bench.cu,
+ * rows_floor.cu) check of a CUDA call or of a CUDA library call's status (cuda_ops.h's
+ * functions return cudaError_t values as int): on an error, the file, line and CUDA's
+ * message, then exit (a harness, not library code: src/ returns statuses instead). */
 #ifndef SP_BENCH_GPU_BENCH_CHECK_CUH
 #define SP_BENCH_GPU_BENCH_CHECK_CUH
 
@@ -10,7 +11,7 @@
 
 #define CK(e)                                                                                  \
     do {                                                                                       \
-        cudaError_t r_ = (e);                                                                  \
+        const cudaError_t r_ = (cudaError_t)(e);                                                                  \
         if (r_ != cudaSuccess) {                                                               \
             fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(r_));         \
             exit(1);                                                                           \

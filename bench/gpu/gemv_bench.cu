@@ -22,16 +22,7 @@ thread_local unsigned long long spc_pdl_prev_blocks = 0;
 #include <vector>
 
 #include "bench_check.cuh"
-
-__global__ void k_fill(unsigned short *p, size_t n, uint32_t seed)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-        h ^= h >> 15; h *= 2246822519u; h ^= h >> 13; h *= 3266489917u; h ^= h >> 16;
-        /* sign, exponent 2^-8 .. 2^-1, 7 mantissa bits */
-        p[i] = (unsigned short)(((h & 1u) << 15) | ((119u + ((h >> 1) & 7u)) << 7) | ((h >> 4) & 127u));
-    }
-}
+#include "bench_fill.cuh"
 
 __global__ void k_fillf(float *p, size_t n, uint32_t seed)
 {
@@ -221,7 +212,7 @@ int main(int argc, char **argv)
     printf("%s, %d SMs, L2 %d MB\n", p.name, g_nsm, p.l2CacheSize >> 20);
     CK(cudaStreamCreateWithFlags(&g_s, cudaStreamNonBlocking));
     CK(cudaMalloc(&g_pool, POOL));
-    k_fill<<<4096, 256>>>((unsigned short *)g_pool, POOL / 2, 12345u);
+    k_fill_bf16<<<4096, 256>>>((unsigned short *)g_pool, POOL / 2, 12345u);
     CK(cudaMalloc(&g_x, 32768 * 4));
     CK(cudaMalloc(&g_y, 262144 * 4));
     CK(cudaMalloc(&g_yref, 262144 * 4));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what bench/gpu/perf-run.sh needs into DEST (default .devbuild; BUILD_DIR=build-cuda),
 # laid out as pack-device-build.sh does (DEST/build-cuda/..., shared libraries in DEST/lib):
-# specula, make_random_model, verify_cost, tc_speed, rows_floor, the CUDA kernel tests and the four
+# specula, make_random_model, verify_cost, tc_speed, rows_floor, the CUDA kernel tests and the
 # model suites it runs; libraries a GPU machine may lack (cJSON, PCRE2, utf8proc, cmocka,
 # libmicrohttpd; the GPU machines have GnuTLS) and libspecula_cuda.so. The kernels are built
 # for sm_90a only, as a shared library without -lineinfo, so the pack stays small: the

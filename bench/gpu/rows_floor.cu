@@ -18,6 +18,9 @@
  * "The BF16 rows kernel against a kernel that only reads". */
 #include "kernels/cuda/cuda_ops.h"
 
+#include "bench_check.cuh"
+#include "bench_fill.cuh"
+
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,27 +29,7 @@
 
 extern int spc_pdl_enabled; /* cuda_ops.cu: 0 none, 2 every launch a dependent */
 
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        int rc_ = (int)(x);                                                                    \
-        if (rc_) {                                                                             \
-            fprintf(stderr, "rows_floor: %s: %s (%d)\n", #x, spc_error_string(rc_), rc_);      \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-
 static const int LAUNCHES = 40, REPS = 5;
-
-__global__ void k_fill(unsigned short *p, size_t n, uint32_t seed)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-        h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
-        p[i] = (unsigned short)(((h & 1u) << 15) | ((119u + ((h >> 1) & 7u)) << 7) |
-                                ((h >> 4) & 127u));
-    }
-}
 
 /* the norm's stand-in: one block writes x (after letting its dependent launch) */
 __global__ void k_write_x(float *x, int64_t n, int seed)
@@ -200,7 +183,7 @@ int main(void)
         copies = copies < 2 ? 2 : copies > 16 ? 16 : copies;
         unsigned char *pool = NULL;
         CK(spc_malloc((void **)&pool, bytes * copies));
-        k_fill<<<sms * 8, 256, 0, s>>>((unsigned short *)pool, bytes * copies / 2, 0x1234u);
+        k_fill_bf16<<<sms * 8, 256, 0, s>>>((unsigned short *)pool, bytes * copies / 2, 0x1234u);
         CK(spc_stream_sync(stream));
         auto product = [&](int i) {
             sp_weight w[3];
