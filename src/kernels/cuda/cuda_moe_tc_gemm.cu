@@ -76,8 +76,8 @@ static __device__ __forceinline__ void mge_block(float c[MGE_NT][4], const uint4
 {
     const int q = threadIdx.x & 3;
     uint32_t cl[2], ch[2];
-    mt_scale(slo, &cl[0], &cl[1]);
-    mt_scale(shi, &ch[0], &ch[1]);
+    mt_scales<BIG>(slo, cl);
+    mt_scales<BIG>(shi, ch);
     const uint32_t wl[4] = {lo.x, lo.y, lo.z, lo.w}, wh[4] = {hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
     for (int w = 0; w < 4; w++) {
@@ -101,16 +101,16 @@ static __device__ __forceinline__ void mge_chain(const mt_slice &f, const unsign
 #pragma unroll
     for (int j = 0; j < MGE_NT; j++)
         c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
-    const uint32_t sc = mt_sc(f);
-    const bool big = __any_sync(SPC_FULL_MASK, (sc & 0x80808080u) != 0u);
-    const uint32_t s0l = sc & 0xffu, s1l = (sc >> 8) & 0xffu;
-    const uint32_t s0h = (sc >> 16) & 0xffu, s1h = sc >> 24;
+    /* a scale of 2 or more (rare): the second product (the bytes as loaded: lo 2q, lo
+     * 2q + 1, hi 2q, hi 2q + 1) */
+    const bool big =
+        __any_sync(SPC_FULL_MASK, ((f.sb[0] | f.sb[1] | f.sb[2] | f.sb[3]) & 0x80u) != 0u);
     if (big) {
-        mge_block<true, 0>(c, f.lo[0], f.hi[0], s0l, s0h, xrow);
-        mge_block<true, 1>(c, f.lo[1], f.hi[1], s1l, s1h, xrow);
+        mge_block<true, 0>(c, f.lo[0], f.hi[0], f.sb[0], f.sb[2], xrow);
+        mge_block<true, 1>(c, f.lo[1], f.hi[1], f.sb[1], f.sb[3], xrow);
     } else {
-        mge_block<false, 0>(c, f.lo[0], f.hi[0], s0l, s0h, xrow);
-        mge_block<false, 1>(c, f.lo[1], f.hi[1], s1l, s1h, xrow);
+        mge_block<false, 0>(c, f.lo[0], f.hi[0], f.sb[0], f.sb[2], xrow);
+        mge_block<false, 1>(c, f.lo[1], f.hi[1], f.sb[1], f.sb[3], xrow);
     }
 }
 

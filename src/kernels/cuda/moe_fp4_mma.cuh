@@ -93,8 +93,7 @@ static __device__ __forceinline__ uint32_t mt_scale_small(uint32_t s)
 
 /* A block scale's factors for mt_pair<I, BIG>: mt_scale's when some scale of the warp's
  * slice needs the second product (BIG), else c1 alone by mt_scale_small (the same bits:
- * every scale is then below 128). The rows kernel (cuda_moe_tc.cu) uses this; the grouped
- * prefill kernel still calls mt_scale for every scale (not yet measured with it). */
+ * every scale is then below 128). Both expert kernels take their factors here. */
 template <bool BIG> static __device__ __forceinline__ void mt_scales(uint32_t s, uint32_t c[2])
 {
     if (BIG) {
@@ -145,18 +144,13 @@ static __device__ __forceinline__ void mt_word(float c[4], uint32_t lo, uint32_t
 /* ---- one slice ------------------------------------------------------------------------ */
 
 /* A thread's operands of one slice: blocks 2q and 2q + 1 of rows g (lo) and g + 8 (hi),
- * and their four scales as loaded, each in its own register: nothing combines them until
- * the slice is computed (mt_sc), so issuing the loads never waits for them. */
+ * and their four scale bytes as loaded (lo 2q, lo 2q + 1, hi 2q, hi 2q + 1), each in its
+ * own register: nothing combines them before the slice is computed, so issuing the loads
+ * never waits for them. */
 struct mt_slice {
     uint4 lo[2], hi[2];
     uint32_t sb[4];
 };
-
-/* The slice's four scale bytes in one word: lo 2q, lo 2q + 1, hi 2q, hi 2q + 1. */
-static __device__ __forceinline__ uint32_t mt_sc(const mt_slice &f)
-{
-    return f.sb[0] | f.sb[1] << 8 | f.sb[2] << 16 | f.sb[3] << 24;
-}
 
 /* 16 bytes of an MXFP4 row (one block); byte loads when the row is not 16-byte aligned */
 template <bool VEC> static __device__ __forceinline__ uint4 mt_ld16(const unsigned char *p)
