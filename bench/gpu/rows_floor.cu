@@ -12,11 +12,16 @@
  *     of that many bytes can take;
  *   - reads only: the rows kernel's own pattern (its grid of 8-warp blocks walking 16-row
  *     groups, a warp's slices of 256 bytes a row, 1-4 items' loads at once) with nothing
- *     computed: what its schedule of reads could reach.
+ *     computed: what its schedule of reads could reach; also through cp.async into its
+ *     rings of shared-memory slots, alone and with the kernel's per-item work added piece
+ *     by piece (fragment reads and mma chain, then the fold's barriers).
  * A benchmark: it prints and asserts nothing. Built with the CUDA library (CMake target
  * rows_floor, packed by bench/gpu/pack-perf-build.sh). What it found: docs/BENCHMARKS_GPU.md,
  * "The BF16 rows kernel against a kernel that only reads". */
 #include "kernels/cuda/cuda_ops.h"
+
+#include "kernels/cuda/cp_async.cuh"
+#include "kernels/cuda/cuda_tc.cuh"
 
 #include "bench_check.cuh"
 #include "bench_fill.cuh"
@@ -93,6 +98,86 @@ __global__ void k_pattern(const unsigned char *__restrict__ w, int64_t rows, int
             for (int i = 0; i < PER; i++)
                 acc ^= v[d][i].x ^ v[d][i].y ^ v[d][i].z ^ v[d][i].w;
     }
+    if (acc == 0x9e3779b9u)
+        out[blockIdx.x] = acc;
+}
+
+/* k_pattern's reads of 256 bytes a row through cp.async into a ring of D 4 KB slots a warp,
+ * as the rows kernel copies its weights: item it + D issued once item it has arrived and
+ * been read (one word a lane); HINT: with the L2 evict-first hint (the copies of the rows
+ * kernel's edge items). Nothing computed, or (MMA) the rows kernel's fragment reads of
+ * the item and its chain of 8 mma against a fixed x, with (SYNC) the fold's two barriers
+ * after each of the block's groups. */
+template <int D, bool HINT, bool MMA, bool SYNC = false>
+__global__ void k_pattern_cp(const unsigned char *__restrict__ w, int64_t rows, int64_t row_bytes,
+                             unsigned *out)
+{
+    extern __shared__ __align__(16) unsigned char rf_ring[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, W = blockDim.x >> 5;
+    unsigned char *ring = rf_ring + warp * D * 4096;
+    const int64_t groups = (rows + 15) / 16, S = (row_bytes + 255) / 256;
+    const int64_t per_group = (S - warp + W - 1) / W;
+    const int64_t n = per_group * ((groups - blockIdx.x + gridDim.x - 1) / gridDim.x);
+    auto issue = [&](int64_t it, unsigned char *slot) {
+        if (it < n) {
+            const int64_t g = blockIdx.x + (it / per_group) * gridDim.x;
+            const int64_t sl = warp + (it % per_group) * W;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const int idx = lane + 32 * i, r = idx / 16, c = idx % 16;
+                const int64_t row = g * 16 + r, cb = sl * 256 + c * 16;
+                const bool ok = row < rows && cb < row_bytes;
+                unsigned char *dst = slot + r * 256 + ((c ^ (r & 7)) << 4);
+                const unsigned char *src = ok ? w + row * row_bytes + cb : w;
+                if (HINT)
+                    spc_cp16_or_zero_stream(dst, src, ok);
+                else
+                    spc_cp16_or_zero(dst, src, ok);
+            }
+        }
+        spc_cp_commit();
+    };
+    uint32_t acc = 0;
+#pragma unroll
+    for (int d = 0; d < D; d++)
+        issue(d, ring + d * 4096);
+    float c[4] = {0.f, 0.f, 0.f, 0.f};
+    const int g = lane >> 2, q = lane & 3;
+    const uint32_t b[4] = {0x3f803f80u ^ (uint32_t)lane, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u};
+    for (int64_t it = 0; it < n; it++) {
+        spc_cp_wait<D - 1>();
+        __syncwarp();
+        unsigned char *slot = ring + (int)(it % D) * 4096;
+        if (MMA) { /* the rows kernel's fragment reads, then its chain of 8 mma (x fixed) */
+            uint4 lo[4], hi[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int cc = ((4 * u + q) ^ g) << 4;
+                lo[u] = *reinterpret_cast<const uint4 *>(slot + g * 256 + cc);
+                hi[u] = *reinterpret_cast<const uint4 *>(slot + (g + 8) * 256 + cc);
+            }
+            __syncwarp();
+            issue(it + D, slot);
+            float d[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                tc_mma2(d, lo[u], hi[u], b);
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                c[r] = __fadd_rn(c[r], d[r]);
+            if (SYNC && it % per_group == per_group - 1) { /* the fold's two barriers a group */
+                __syncthreads();
+                __syncthreads();
+            }
+        } else {
+            const uint4 v = *reinterpret_cast<const uint4 *>(slot + lane * 16);
+            acc ^= v.x ^ v.y ^ v.z ^ v.w;
+            __syncwarp();
+            issue(it + D, slot);
+        }
+    }
+    spc_cp_wait<0>();
+    acc ^= __float_as_uint(c[0] + c[1] + c[2] + c[3]);
     if (acc == 0x9e3779b9u)
         out[blockIdx.x] = acc;
 }
@@ -249,6 +334,21 @@ int main(void)
         pattern("8 warps x 3 blocks, 256 B, 2 at once", k_pattern<2, 256>, b3, 256);
         pattern("4 warps x 4 blocks, 256 B, 2 at once", k_pattern<2, 256>, b4, 128);
         pattern("4 warps x 4 blocks, 256 B, 4 at once", k_pattern<4, 256>, b4, 128);
+        auto pattern_cp = [&](const char *what, pattern_kernel k, int d) {
+            const int smem = 8 * d * 4096;
+            CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+            const double t = time_graph(stream, [&](int i) {
+                k<<<b2, 256, smem, s>>>(pool + bytes * (size_t)(i % copies), rows, sh.cols * 2,
+                                        sink);
+            });
+            printf("    reads only, %-34s %7.2f us %5.2f TB/s\n", what, t, bytes / t / 1e6);
+        };
+        pattern_cp("cp.async ring of 2", k_pattern_cp<2, false, false>, 2);
+        pattern_cp("cp.async ring of 3", k_pattern_cp<3, false, false>, 3);
+        pattern_cp("cp.async ring of 2, evict-first", k_pattern_cp<2, true, false>, 2);
+        pattern_cp("ring of 2, fragments + 8 mma an item", k_pattern_cp<2, false, true>, 2);
+        pattern_cp("ring of 3, fragments + 8 mma an item", k_pattern_cp<3, false, true>, 3);
+        pattern_cp("ring of 2, + 8 mma, 2 barriers a group", k_pattern_cp<2, false, true, true>, 2);
         CK(spc_stream_sync(stream));
         spc_free(pool);
     }
