@@ -106,15 +106,25 @@ __global__ void k_pattern(const unsigned char *__restrict__ w, int64_t rows, int
  * as the rows kernel copies its weights: item it + D issued once item it has arrived and
  * been read (one word a lane); HINT: with the L2 evict-first hint (the copies of the rows
  * kernel's edge items). Nothing computed, or (MMA) the rows kernel's fragment reads of
- * the item and its chain of 8 mma against a fixed x, with (SYNC) the fold's two barriers
- * after each of the block's groups. */
-template <int D, bool HINT, bool MMA, bool SYNC = false>
+ * the item and its chain of 8 mma against a fixed x, with (SYNC 1) the fold's two barriers
+ * after each of the block's groups, or (SYNC 2) also x's fragments from shared memory and
+ * the slice sums stored there and folded between the barriers (128 threads, as NT 1). */
+template <int D, bool HINT, bool MMA, int SYNC = 0>
 __global__ void k_pattern_cp(const unsigned char *__restrict__ w, int64_t rows, int64_t row_bytes,
                              unsigned *out)
 {
     extern __shared__ __align__(16) unsigned char rf_ring[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, W = blockDim.x >> 5;
     unsigned char *ring = rf_ring + warp * D * 4096;
+    /* SYNC 2: the slice sums through shared memory (after the rings: 64 slots of 512 bytes)
+     * and the x fragments from a staged row (after them) */
+    float(*part)[4][32] = reinterpret_cast<float(*)[4][32]>(rf_ring + 8 * D * 4096);
+    unsigned char *xs = rf_ring + 8 * D * 4096 + 64 * 512;
+    if (SYNC == 2) {
+        for (int i = threadIdx.x; i < 6144 / 4; i += blockDim.x)
+            reinterpret_cast<uint32_t *>(xs)[i] = 0x3f803f80u ^ (uint32_t)i;
+        __syncthreads();
+    }
     const int64_t groups = (rows + 15) / 16, S = (row_bytes + 255) / 256;
     const int64_t per_group = (S - warp + W - 1) / W;
     const int64_t n = per_group * ((groups - blockIdx.x + gridDim.x - 1) / gridDim.x);
@@ -159,14 +169,32 @@ __global__ void k_pattern_cp(const unsigned char *__restrict__ w, int64_t rows, 
             __syncwarp();
             issue(it + D, slot);
             float d[4] = {0.f, 0.f, 0.f, 0.f};
+            const int64_t k = warp + (it % per_group) * W; /* the item's slice */
 #pragma unroll
-            for (int u = 0; u < 4; u++)
-                tc_mma2(d, lo[u], hi[u], b);
+            for (int u = 0; u < 4; u++) {
+                if (SYNC == 2) {
+                    const uint4 v = *reinterpret_cast<const uint4 *>(
+                        xs + ((k * 4 + u) % 90) * 64 + (lane & 3) * 16);
+                    const uint32_t bx[4] = {v.x, v.y, v.z, v.w};
+                    tc_mma2(d, lo[u], hi[u], bx);
+                } else {
+                    tc_mma2(d, lo[u], hi[u], b);
+                }
+            }
+            if (SYNC == 2) {
 #pragma unroll
-            for (int r = 0; r < 4; r++)
-                c[r] = __fadd_rn(c[r], d[r]);
+                for (int r = 0; r < 4; r++)
+                    part[k][r][lane] = d[r];
+            } else {
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+                    c[r] = __fadd_rn(c[r], d[r]);
+            }
             if (SYNC && it % per_group == per_group - 1) { /* the fold's two barriers a group */
                 __syncthreads();
+                if (SYNC == 2 && threadIdx.x < 128)
+                    for (int64_t kk = 0; kk < S; kk++)
+                        c[0] = __fadd_rn(c[0], part[kk][threadIdx.x >> 5][lane]);
                 __syncthreads();
             }
         } else {
@@ -334,8 +362,8 @@ int main(void)
         pattern("8 warps x 3 blocks, 256 B, 2 at once", k_pattern<2, 256>, b3, 256);
         pattern("4 warps x 4 blocks, 256 B, 2 at once", k_pattern<2, 256>, b4, 128);
         pattern("4 warps x 4 blocks, 256 B, 4 at once", k_pattern<4, 256>, b4, 128);
-        auto pattern_cp = [&](const char *what, pattern_kernel k, int d) {
-            const int smem = 8 * d * 4096;
+        auto pattern_cp = [&](const char *what, pattern_kernel k, int d, bool fold = false) {
+            const int smem = 8 * d * 4096 + (fold ? 64 * 512 + 6144 : 0);
             CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
             const double t = time_graph(stream, [&](int i) {
                 k<<<b2, 256, smem, s>>>(pool + bytes * (size_t)(i % copies), rows, sh.cols * 2,
@@ -348,7 +376,9 @@ int main(void)
         pattern_cp("cp.async ring of 2, evict-first", k_pattern_cp<2, true, false>, 2);
         pattern_cp("ring of 2, fragments + 8 mma an item", k_pattern_cp<2, false, true>, 2);
         pattern_cp("ring of 3, fragments + 8 mma an item", k_pattern_cp<3, false, true>, 3);
-        pattern_cp("ring of 2, + 8 mma, 2 barriers a group", k_pattern_cp<2, false, true, true>, 2);
+        pattern_cp("ring of 2, + 8 mma, 2 barriers a group", k_pattern_cp<2, false, true, 1>, 2);
+        pattern_cp("ring of 2, + x from smem, sums' fold", k_pattern_cp<2, false, true, 2>, 2,
+                   true);
         CK(spc_stream_sync(stream));
         spc_free(pool);
     }
