@@ -17,7 +17,8 @@
  *     by piece (fragment reads and mma chain, then the fold's barriers).
  * A benchmark: it prints and asserts nothing. Built with the CUDA library (CMake target
  * rows_floor, packed by bench/gpu/pack-perf-build.sh). What it found: docs/BENCHMARKS_GPU.md,
- * "The BF16 rows kernel against a kernel that only reads". */
+ * "The BF16 rows kernel against a kernel that only reads" and "The rows kernel's ring on a
+ * 128-byte line". */
 #include "kernels/cuda/cuda_ops.h"
 
 #include "kernels/cuda/cp_async.cuh"
@@ -113,7 +114,9 @@ template <int D, bool HINT, bool MMA, int SYNC = 0>
 __global__ void k_pattern_cp(const unsigned char *__restrict__ w, int64_t rows, int64_t row_bytes,
                              unsigned *out)
 {
-    extern __shared__ __align__(16) unsigned char rf_ring[];
+    /* the rings on 128-byte lines, as the rows kernel's since 4a5c6a4 (16 bytes past one,
+     * its copies cost three times the L2 requests) */
+    extern __shared__ __align__(128) unsigned char rf_ring[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, W = blockDim.x >> 5;
     unsigned char *ring = rf_ring + warp * D * 4096;
     /* SYNC 2: the slice sums through shared memory (after the rings: 64 slots of 512 bytes)
