@@ -11,7 +11,7 @@
 
 #define CK(e)                                                                                  \
     do {                                                                                       \
-        const cudaError_t r_ = (cudaError_t)(e);                                                                  \
+        const cudaError_t r_ = (cudaError_t)(e);                                               \
         if (r_ != cudaSuccess) {                                                               \
             fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(r_));         \
             exit(1);                                                                           \

@@ -58,10 +58,7 @@ static __device__ __forceinline__ void mt_chain(const mt_slice &f, const unsigne
     /* mt_x_unit(8 s + 2 q, 0) = 32 s + q: slice s's 32 units start at 32 s, and word 0 of
      * its block 2q is unit q */
     const uint4 *xb = reinterpret_cast<const uint4 *>(xt) + (MT_BK / 8) * s + q;
-    /* a scale of 2 or more (rare): the second product (the bytes as loaded: lo 2q, lo
-     * 2q + 1, hi 2q, hi 2q + 1) */
-    const bool big =
-        __any_sync(SPC_FULL_MASK, ((f.sb[0] | f.sb[1] | f.sb[2] | f.sb[3]) & 0x80u) != 0u);
+    const bool big = mt_big(f);
 #pragma unroll
     for (int k = 0; k < 2; k++) {
         uint4 b[4];

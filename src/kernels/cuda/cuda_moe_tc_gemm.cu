@@ -101,10 +101,7 @@ static __device__ __forceinline__ void mge_chain(const mt_slice &f, const unsign
 #pragma unroll
     for (int j = 0; j < MGE_NT; j++)
         c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
-    /* a scale of 2 or more (rare): the second product (the bytes as loaded: lo 2q, lo
-     * 2q + 1, hi 2q, hi 2q + 1) */
-    const bool big =
-        __any_sync(SPC_FULL_MASK, ((f.sb[0] | f.sb[1] | f.sb[2] | f.sb[3]) & 0x80u) != 0u);
+    const bool big = mt_big(f);
     if (big) {
         mge_block<true, 0>(c, f.lo[0], f.hi[0], f.sb[0], f.sb[2], xrow);
         mge_block<true, 1>(c, f.lo[1], f.hi[1], f.sb[1], f.sb[3], xrow);

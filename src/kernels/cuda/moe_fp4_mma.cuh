@@ -22,6 +22,7 @@
 #define SP_KERNELS_CUDA_MOE_FP4_MMA_CUH
 
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/decode.cuh" /* SPC_FULL_MASK */
 #include "kernels/cuda/tc_mma.cuh"
 
 #include <cuda_runtime.h>
@@ -151,6 +152,14 @@ struct mt_slice {
     uint4 lo[2], hi[2];
     uint32_t sb[4];
 };
+
+/* Whether some scale of the warp's slices is 128 or more (2 or more as a factor: rare), so
+ * that its scale factors need mt_scale's second product (mt_scales<true>). A warp vote:
+ * the whole warp takes one of the two instances of the chain. */
+static __device__ __forceinline__ bool mt_big(const mt_slice &f)
+{
+    return __any_sync(SPC_FULL_MASK, ((f.sb[0] | f.sb[1] | f.sb[2] | f.sb[3]) & 0x80u) != 0u);
+}
 
 /* 16 bytes of an MXFP4 row (one block); byte loads when the row is not 16-byte aligned */
 template <bool VEC> static __device__ __forceinline__ uint4 mt_ld16(const unsigned char *p)
